@@ -1,0 +1,1 @@
+//! Schedule IR, evaluator, unroller and checker behind `comm_schedule!`.

@@ -1,0 +1,508 @@
+//! The matching engine of one in-process group: per-channel queues of posted
+//! operations, a slab of operation slots, and one condition variable per rank.
+//!
+//! A message is copied exactly once, from the sender's buffer into the
+//! receiver's, by whichever of the two posts second. The copy runs outside the
+//! lock; both operations are marked `Claimed` meanwhile, and cancelling a
+//! claimed operation waits for the copy to finish, so no buffer is touched
+//! after its operation is released. Queues and slots are reused: after warm-up
+//! the hot path allocates nothing.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use smallvec::SmallVec;
+
+use super::world::{lock, HostWorld, RankState};
+use crate::backend::{Context, Dir, OpId, OpIds, P2pOp};
+use crate::collective::CollHeader;
+use crate::element::{DataType, ReduceOp};
+use crate::error::{Error, Result};
+
+static NEXT_FABRIC_ID: AtomicU64 = AtomicU64::new(1);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct ChannelKey {
+    context: Context,
+    src: u32,
+    dst: u32,
+    tag: i64,
+}
+
+/// A posted, not yet matched operation waiting in a channel queue.
+#[derive(Clone, Copy)]
+struct Posted {
+    slot: u32,
+    ptr: *mut u8,
+    count: usize,
+    dtype: DataType,
+    reduce: Option<ReduceOp>,
+    header: Option<CollHeader>,
+}
+
+#[derive(Default)]
+struct Queues {
+    sends: VecDeque<Posted>,
+    recvs: VecDeque<Posted>,
+}
+
+#[derive(Clone, Debug)]
+enum SlotState {
+    Free,
+    Queued,
+    Claimed,
+    Done,
+    Failed(Error),
+}
+
+struct Slot {
+    generation: u32,
+    state: SlotState,
+    owner: u32,
+    peer: u32,
+    dir: Dir,
+    key: ChannelKey,
+}
+
+/// A matched pair whose data is being copied.
+struct Transfer {
+    send: Posted,
+    recv: Posted,
+}
+
+// SAFETY: the raw pointers in `Posted` are only dereferenced by the thread
+// that claimed both operations, while their owners are guaranteed (by the
+// `Backend::post` contract) to keep the buffers valid and untouched.
+unsafe impl Send for Posted {}
+
+struct State {
+    channels: HashMap<ChannelKey, Queues>,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    aborted: Option<String>,
+    /// Set when ranks called different collectives: the group is unusable for
+    /// collectives from then on.
+    coll_failure: Option<Error>,
+    /// The last collective each rank entered.
+    coll_entry: Vec<Option<CollHeader>>,
+}
+
+/// The shared state of one group of in-process ranks.
+pub(crate) struct Fabric {
+    pub(crate) id: u64,
+    pub(crate) world: Arc<HostWorld>,
+    /// Global rank of each member, indexed by rank in this group.
+    pub(crate) members: Vec<usize>,
+    state: Mutex<State>,
+    wake: Box<[Condvar]>,
+}
+
+impl Fabric {
+    pub(crate) fn new(world: &Arc<HostWorld>, members: Vec<usize>) -> Arc<Fabric> {
+        let size = members.len();
+        let fabric = Arc::new(Fabric {
+            id: NEXT_FABRIC_ID.fetch_add(1, Ordering::Relaxed),
+            world: Arc::clone(world),
+            members,
+            state: Mutex::new(State {
+                channels: HashMap::new(),
+                slots: Vec::new(),
+                free: Vec::new(),
+                aborted: None,
+                coll_failure: None,
+                coll_entry: vec![None; size],
+            }),
+            wake: (0..size).map(|_| Condvar::new()).collect(),
+        });
+        world.register(&fabric);
+        fabric
+    }
+
+    pub(crate) fn size(&self) -> usize {
+        self.members.len()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    pub(crate) fn wake_all(&self) {
+        let _guard = self.lock();
+        for cv in &*self.wake {
+            cv.notify_all();
+        }
+    }
+
+    pub(crate) fn abort(&self, reason: &str) {
+        let mut st = self.lock();
+        if st.aborted.is_none() {
+            st.aborted = Some(reason.to_owned());
+        }
+        for cv in &*self.wake {
+            cv.notify_all();
+        }
+    }
+
+    /// Posts `ops` for rank `me`; see [`crate::backend::Backend::post`].
+    pub(crate) unsafe fn post(&self, me: usize, ops: &[P2pOp], ids: &mut OpIds) -> Result<()> {
+        let size = self.size();
+        for op in ops {
+            if op.peer >= size {
+                return Err(Error::precondition(format!(
+                    "peer rank {} is out of range for a communicator of {} ranks",
+                    op.peer, size
+                )));
+            }
+        }
+        let mut transfers: SmallVec<[Transfer; 4]> = SmallVec::new();
+        let first_new = ids.len();
+        {
+            let mut st = self.lock();
+            if let Some(reason) = &st.aborted {
+                return Err(Error::Aborted { reason: reason.clone() });
+            }
+            for op in ops {
+                let key = match op.dir {
+                    Dir::Send => ChannelKey {
+                        context: op.context,
+                        src: me as u32,
+                        dst: op.peer as u32,
+                        tag: op.tag,
+                    },
+                    Dir::Recv => ChannelKey {
+                        context: op.context,
+                        src: op.peer as u32,
+                        dst: me as u32,
+                        tag: op.tag,
+                    },
+                };
+                let slot = st.alloc(Slot {
+                    generation: 0,
+                    state: SlotState::Queued,
+                    owner: me as u32,
+                    peer: op.peer as u32,
+                    dir: op.dir,
+                    key,
+                });
+                ids.push(OpId {
+                    slot,
+                    generation: st.slots[slot as usize].generation,
+                });
+                let posted = Posted {
+                    slot,
+                    ptr: op.ptr,
+                    count: op.count,
+                    dtype: op.dtype,
+                    reduce: op.reduce,
+                    header: op.header,
+                };
+                let queues = st.channels.entry(key).or_default();
+                let partner = match op.dir {
+                    Dir::Send => queues.recvs.pop_front(),
+                    Dir::Recv => queues.sends.pop_front(),
+                };
+                match partner {
+                    None => match op.dir {
+                        Dir::Send => queues.sends.push_back(posted),
+                        Dir::Recv => queues.recvs.push_back(posted),
+                    },
+                    Some(partner) => {
+                        let (send, recv) = match op.dir {
+                            Dir::Send => (posted, partner),
+                            Dir::Recv => (partner, posted),
+                        };
+                        match st.check_pair(&send, &recv, key) {
+                            Ok(()) => {
+                                st.slots[send.slot as usize].state = SlotState::Claimed;
+                                st.slots[recv.slot as usize].state = SlotState::Claimed;
+                                transfers.push(Transfer { send, recv });
+                            }
+                            Err(e) => {
+                                st.complete(send.slot, Some(&e), &self.wake);
+                                st.complete(recv.slot, Some(&e), &self.wake);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if transfers.is_empty() {
+            return Ok(());
+        }
+        for t in &transfers {
+            // SAFETY: both operations are claimed by this thread; their owners
+            // keep the buffers valid and untouched until released, and
+            // `check_pair` verified equal counts and types.
+            unsafe { copy_transfer(t) };
+        }
+        let mut st = self.lock();
+        for t in &transfers {
+            st.complete(t.send.slot, None, &self.wake);
+            st.complete(t.recv.slot, None, &self.wake);
+        }
+        drop(st);
+        debug_assert!(ids.len() >= first_new);
+        Ok(())
+    }
+
+    /// Waits for `ids` of rank `me`; see [`crate::backend::Backend::wait`].
+    pub(crate) fn wait(&self, me: usize, ids: &[OpId], deadline: Instant, what: &str, limit: Duration) -> Result<()> {
+        let start = Instant::now();
+        let mut st = self.lock();
+        loop {
+            let mut pending = false;
+            let mut failure: Option<Error> = None;
+            for id in ids {
+                match st.slot_state(*id) {
+                    Some(SlotState::Done | SlotState::Free) | None => {}
+                    Some(SlotState::Failed(e)) => {
+                        failure.get_or_insert(e);
+                    }
+                    Some(SlotState::Queued | SlotState::Claimed) => {
+                        pending = true;
+                        if failure.is_none() {
+                            failure = self.blocking_failure(&st, *id);
+                        }
+                    }
+                }
+            }
+            if !pending || failure.is_some() {
+                let result = match failure {
+                    Some(e) => Err(e),
+                    None => Ok(()),
+                };
+                st = self.release(st, ids);
+                drop(st);
+                return result;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                st = self.release(st, ids);
+                drop(st);
+                return Err(Error::Timeout {
+                    operation: what.to_owned(),
+                    rank: me,
+                    waited: now - start,
+                    limit,
+                });
+            }
+            st = self.wake[me]
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// See [`crate::backend::Backend::test`].
+    pub(crate) fn test(&self, id: OpId) -> Result<bool> {
+        let st = self.lock();
+        match st.slot_state(id) {
+            Some(SlotState::Queued | SlotState::Claimed) => match self.blocking_failure(&st, id) {
+                None => Ok(false),
+                Some(e) => {
+                    drop(self.release(st, &[id]));
+                    Err(e)
+                }
+            },
+            Some(SlotState::Failed(e)) => {
+                drop(self.release(st, &[id]));
+                Err(e)
+            }
+            _ => {
+                drop(self.release(st, &[id]));
+                Ok(true)
+            }
+        }
+    }
+
+    #[allow(dead_code, reason = "used by the schedule executor (`__private`)")]
+    pub(crate) fn cancel(&self, ids: &[OpId]) {
+        let st = self.lock();
+        drop(self.release(st, ids));
+    }
+
+    /// Releases the slots of `ids`: removes queued ones from their channel,
+    /// waits out claimed ones, frees all.
+    fn release<'a>(&'a self, mut st: MutexGuard<'a, State>, ids: &[OpId]) -> MutexGuard<'a, State> {
+        for id in ids {
+            loop {
+                match st.slot_state(*id) {
+                    None | Some(SlotState::Free) => break,
+                    Some(SlotState::Claimed) => {
+                        let owner = st.slots[id.slot as usize].owner as usize;
+                        st = self.wake[owner]
+                            .wait(st)
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    }
+                    Some(SlotState::Queued) => {
+                        let (key, dir) = {
+                            let s = &st.slots[id.slot as usize];
+                            (s.key, s.dir)
+                        };
+                        if let Some(q) = st.channels.get_mut(&key) {
+                            let queue = match dir {
+                                Dir::Send => &mut q.sends,
+                                Dir::Recv => &mut q.recvs,
+                            };
+                            queue.retain(|p| p.slot != id.slot);
+                        }
+                        st.free_slot(id.slot);
+                        break;
+                    }
+                    Some(SlotState::Done | SlotState::Failed(_)) => {
+                        st.free_slot(id.slot);
+                        break;
+                    }
+                }
+            }
+        }
+        st
+    }
+
+    /// Why a pending operation can never complete, if that is already known.
+    fn blocking_failure(&self, st: &State, id: OpId) -> Option<Error> {
+        if let Some(reason) = &st.aborted {
+            return Some(Error::Aborted { reason: reason.clone() });
+        }
+        let slot = &st.slots[id.slot as usize];
+        if slot.key.context == Context::Coll {
+            if let Some(e) = &st.coll_failure {
+                return Some(e.clone());
+            }
+        }
+        if !matches!(slot.state, SlotState::Queued) {
+            return None;
+        }
+        let peer = slot.peer as usize;
+        let global = self.members[peer];
+        match self.world.state(global) {
+            RankState::Running => None,
+            RankState::Failed(reason) => Some(Error::PeerFailed { rank: peer, reason }),
+            RankState::Finished => Some(Error::PeerFailed {
+                rank: peer,
+                reason: format!(
+                    "it finished without posting the matching {} (tag {})",
+                    match slot.dir {
+                        Dir::Send => "receive",
+                        Dir::Recv => "send",
+                    },
+                    slot.key.tag
+                ),
+            }),
+        }
+    }
+
+    /// Records that rank `me` enters the collective `header`; fails every
+    /// rank's collectives when two ranks disagree.
+    pub(crate) fn enter_collective(&self, me: usize, header: &CollHeader) -> Result<()> {
+        let mut st = self.lock();
+        if let Some(e) = &st.coll_failure {
+            return Err(e.clone());
+        }
+        if let Some(reason) = &st.aborted {
+            return Err(Error::Aborted { reason: reason.clone() });
+        }
+        st.coll_entry[me] = Some(*header);
+        let mut failure = None;
+        for (other, entry) in st.coll_entry.iter().enumerate() {
+            if let Some(theirs) = entry {
+                if other != me && theirs.seq == header.seq && !theirs.agrees(header) {
+                    failure = Some(Error::mismatch(format!(
+                        "collective #{}: rank {} called {} while rank {} called {}",
+                        header.seq, other, theirs, me, header
+                    )));
+                    break;
+                }
+            }
+        }
+        if let Some(e) = failure {
+            st.coll_failure = Some(e.clone());
+            for cv in &*self.wake {
+                cv.notify_all();
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+}
+
+impl State {
+    fn alloc(&mut self, mut slot: Slot) -> u32 {
+        if let Some(i) = self.free.pop() {
+            slot.generation = self.slots[i as usize].generation.wrapping_add(1);
+            self.slots[i as usize] = slot;
+            i
+        } else {
+            self.slots.push(slot);
+            (self.slots.len() - 1) as u32
+        }
+    }
+
+    fn free_slot(&mut self, i: u32) {
+        self.slots[i as usize].state = SlotState::Free;
+        self.free.push(i);
+    }
+
+    fn slot_state(&self, id: OpId) -> Option<SlotState> {
+        let slot = self.slots.get(id.slot as usize)?;
+        (slot.generation == id.generation).then(|| slot.state.clone())
+    }
+
+    fn complete(&mut self, slot: u32, error: Option<&Error>, wake: &[Condvar]) {
+        let s = &mut self.slots[slot as usize];
+        s.state = match error {
+            None => SlotState::Done,
+            Some(e) => SlotState::Failed(e.clone()),
+        };
+        wake[s.owner as usize].notify_all();
+    }
+
+    /// Checks that a matched send and receive agree; on a collective channel
+    /// a disagreement also fails the group's collectives.
+    fn check_pair(&mut self, send: &Posted, recv: &Posted, key: ChannelKey) -> Result<()> {
+        if let (Some(s), Some(r)) = (send.header, recv.header) {
+            if !s.agrees(&r) || s.seq != r.seq {
+                let e = Error::mismatch(format!(
+                    "rank {} called {} while rank {} called {}",
+                    key.src, s, key.dst, r
+                ));
+                self.coll_failure = Some(e.clone());
+                return Err(e);
+            }
+        }
+        if send.count != recv.count || send.dtype != recv.dtype {
+            let e = Error::mismatch(format!(
+                "rank {} sends {} elements of {} to rank {} (tag {}), which receives {} elements of {}",
+                key.src, send.count, send.dtype, key.dst, key.tag, recv.count, recv.dtype
+            ));
+            if key.context == Context::Coll {
+                self.coll_failure = Some(e.clone());
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+}
+
+/// Moves one message: a copy, or a combine for receives with `reduce`.
+///
+/// # Safety
+///
+/// Both buffers valid for `count` elements of the (equal) data type, the
+/// receive buffer not accessed by anyone else, and the buffers either equal
+/// or not overlapping.
+unsafe fn copy_transfer(t: &Transfer) {
+    let bytes = t.send.count * t.send.dtype.size();
+    if bytes == 0 || std::ptr::eq(t.send.ptr, t.recv.ptr) {
+        return;
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        match t.recv.reduce {
+            None => std::ptr::copy_nonoverlapping(t.send.ptr, t.recv.ptr, bytes),
+            Some(op) => t.recv.dtype.reduce_raw(op, t.recv.ptr, t.send.ptr, t.send.count),
+        }
+    }
+}

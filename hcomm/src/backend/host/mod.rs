@@ -1,0 +1,160 @@
+//! The host backend: ranks are threads of this process and a message is one
+//! `memcpy` from the sender's buffer into the receiver's.
+
+mod fabric;
+mod world;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub(crate) use fabric::Fabric;
+pub(crate) use world::HostWorld;
+
+use super::{Backend, OpId, OpIds, P2pOp};
+use crate::collective::CollHeader;
+use crate::error::{Error, Result};
+use crate::topology::Topology;
+
+/// Marks a rank finished when its last handle is gone.
+pub(crate) struct Presence {
+    world: Arc<HostWorld>,
+    global_rank: usize,
+}
+
+impl Presence {
+    pub(crate) fn new(world: &Arc<HostWorld>, global_rank: usize) -> Arc<Presence> {
+        Arc::new(Presence {
+            world: Arc::clone(world),
+            global_rank,
+        })
+    }
+
+    /// Records that this rank failed with `error`.
+    pub(crate) fn fail(&self, error: &Error) {
+        self.world.fail(self.global_rank, error);
+    }
+}
+
+impl Drop for Presence {
+    fn drop(&mut self) {
+        self.world.finish(self.global_rank);
+    }
+}
+
+/// One rank's view of a host group.
+pub(crate) struct HostBackend {
+    fabric: Arc<Fabric>,
+    rank: usize,
+    topology: Topology,
+    presence: Arc<Presence>,
+}
+
+impl HostBackend {
+    pub(crate) fn new(fabric: Arc<Fabric>, rank: usize, topology: Topology, presence: Arc<Presence>) -> Self {
+        HostBackend {
+            fabric,
+            rank,
+            topology,
+            presence,
+        }
+    }
+}
+
+impl Backend for HostBackend {
+    fn name(&self) -> &'static str {
+        "host"
+    }
+
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn world(&self) -> usize {
+        self.fabric.size()
+    }
+
+    fn topology(&self) -> Topology {
+        self.topology.clone()
+    }
+
+    unsafe fn post(&self, ops: &[P2pOp], ids: &mut OpIds) -> Result<()> {
+        // SAFETY: the caller upholds the buffer contract of `Backend::post`.
+        unsafe { self.fabric.post(self.rank, ops, ids) }
+    }
+
+    fn wait(&self, ids: &[OpId], timeout: Duration, what: &str) -> Result<()> {
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
+        self.fabric.wait(self.rank, ids, deadline, what, timeout)
+    }
+
+    fn test(&self, id: OpId) -> Result<bool> {
+        self.fabric.test(id)
+    }
+
+    fn cancel(&self, ids: &[OpId]) {
+        self.fabric.cancel(ids);
+    }
+
+    fn enter_collective(&self, header: &CollHeader) -> Result<()> {
+        self.fabric.enter_collective(self.rank, header)
+    }
+
+    fn subgroup(&self, key: &str, members: &[usize]) -> Result<Arc<dyn Backend>> {
+        let rank = members.iter().position(|&m| m == self.rank).ok_or_else(|| {
+            Error::precondition(format!(
+                "rank {} is not a member of the subgroup {members:?}",
+                self.rank
+            ))
+        })?;
+        if let Some(&bad) = members.iter().find(|&&m| m >= self.fabric.size()) {
+            return Err(Error::precondition(format!(
+                "subgroup member {bad} is out of range for a communicator of {} ranks",
+                self.fabric.size()
+            )));
+        }
+        let global: Vec<usize> = members.iter().map(|&m| self.fabric.members[m]).collect();
+        let world = Arc::clone(&self.fabric.world);
+        let fabric = self
+            .fabric
+            .world
+            .subgroup_fabric(self.fabric.id, key, global, |g| Fabric::new(&world, g));
+        let topology = match &self.topology {
+            Topology::Custom { .. } => Topology::FullMesh,
+            t => t.clone(),
+        };
+        Ok(Arc::new(HostBackend::new(
+            fabric,
+            rank,
+            topology,
+            Arc::clone(&self.presence),
+        )))
+    }
+
+    fn abort(&self, reason: &str) {
+        self.fabric.abort(reason);
+    }
+}
+
+/// One rank's backend and the guard that marks it finished.
+pub(crate) type RankBackend = (Arc<HostBackend>, Arc<Presence>);
+
+/// A new in-process world of `size` ranks: one backend per rank.
+pub(crate) fn world(size: usize, topology: &Topology) -> (Arc<HostWorld>, Vec<RankBackend>) {
+    let world = HostWorld::new(size);
+    let fabric = Fabric::new(&world, (0..size).collect());
+    let ranks = (0..size)
+        .map(|r| {
+            let presence = Presence::new(&world, r);
+            let backend = Arc::new(HostBackend::new(
+                Arc::clone(&fabric),
+                r,
+                topology.clone(),
+                Arc::clone(&presence),
+            ));
+            (backend, presence)
+        })
+        .collect();
+    (world, ranks)
+}

@@ -1,0 +1,115 @@
+//! The one trait every backend implements, and the descriptors that cross it.
+//!
+//! A backend moves bytes between ranks: it posts point-to-point operations
+//! (several at once form one group call), waits for them with a deadline, and
+//! creates subgroups. Collective algorithms live above it, in
+//! [`crate::collective`], and are written once for every backend; a device
+//! backend may answer a collective with its library's own implementation
+//! through [`Backend::native_collective`].
+
+pub(crate) mod host;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use smallvec::SmallVec;
+
+use crate::collective::CollHeader;
+use crate::element::{DataType, ReduceOp};
+use crate::error::Result;
+use crate::topology::Topology;
+
+/// Which direction a point-to-point operation moves data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Dir {
+    Send,
+    Recv,
+}
+
+/// Traffic classes that never match each other: user point-to-point messages
+/// and the messages of collective algorithms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Context {
+    P2p,
+    Coll,
+}
+
+/// One point-to-point operation as the backend sees it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct P2pOp {
+    pub(crate) dir: Dir,
+    /// Start of the buffer; only read for sends.
+    pub(crate) ptr: *mut u8,
+    /// Number of elements.
+    pub(crate) count: usize,
+    pub(crate) dtype: DataType,
+    /// Peer rank in the backend's group.
+    pub(crate) peer: usize,
+    pub(crate) tag: i64,
+    /// For receives: combine into the buffer instead of overwriting it.
+    pub(crate) reduce: Option<ReduceOp>,
+    pub(crate) context: Context,
+    /// For collective traffic: what the sender's collective call was.
+    pub(crate) header: Option<CollHeader>,
+}
+
+/// A posted operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct OpId {
+    pub(crate) slot: u32,
+    pub(crate) generation: u32,
+}
+
+/// Ids of the operations of one post.
+pub(crate) type OpIds = SmallVec<[OpId; 8]>;
+
+/// A communication backend bound to one rank of one group.
+pub(crate) trait Backend: Send + Sync + 'static {
+    /// The backend's name as users select it (`host`, `hccl`, `nccl`).
+    fn name(&self) -> &'static str;
+
+    /// This rank in the group.
+    fn rank(&self) -> usize;
+
+    /// The group size.
+    fn world(&self) -> usize;
+
+    /// The group's topology, for algorithm selection.
+    fn topology(&self) -> Topology;
+
+    /// Posts `ops` together (one group call) and appends their ids to `ids`.
+    ///
+    /// # Safety
+    ///
+    /// Every op's buffer must be valid for `count` elements of `dtype` and stay
+    /// valid, and (for receives) not be accessed by anything else, until the op
+    /// has been released by [`Backend::wait`], [`Backend::test`] returning
+    /// anything but `Ok(false)`, or [`Backend::cancel`].
+    unsafe fn post(&self, ops: &[P2pOp], ids: &mut OpIds) -> Result<()>;
+
+    /// Waits until every op in `ids` has completed, at most `timeout`.
+    /// Every op is released when this returns, whatever it returns: on an
+    /// error the ops still pending are cancelled first. `what` names the
+    /// operation in a timeout error.
+    fn wait(&self, ids: &[OpId], timeout: Duration, what: &str) -> Result<()>;
+
+    /// `Ok(true)` (and the op is released) when the op has completed,
+    /// `Ok(false)` while it is pending; on `Err` the op is released.
+    fn test(&self, id: OpId) -> Result<bool>;
+
+    /// Cancels pending ops and releases them; waits for a transfer that is
+    /// already copying data, so no buffer is touched after this returns.
+    #[allow(dead_code, reason = "used by the schedule executor (`__private`)")]
+    fn cancel(&self, ids: &[OpId]);
+
+    /// Records that this rank enters a collective, so that ranks calling
+    /// different collectives get an error instead of a hang.
+    fn enter_collective(&self, header: &CollHeader) -> Result<()>;
+
+    /// A backend for the subgroup `members` (ranks of this group, increasing).
+    /// Every member calls it with the same `key`; no message is exchanged.
+    fn subgroup(&self, key: &str, members: &[usize]) -> Result<Arc<dyn Backend>>;
+
+    /// Fails every pending and future operation of the group.
+    fn abort(&self, reason: &str);
+}

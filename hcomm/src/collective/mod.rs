@@ -1,0 +1,161 @@
+//! Collective operations: their descriptors, the consistency header every
+//! rank exchanges, algorithm selection, and the algorithms themselves.
+
+mod api;
+mod bruck;
+mod direct;
+mod halving_doubling;
+mod pairwise;
+mod raw;
+mod ring;
+mod select;
+mod tree;
+
+pub(crate) use select::policy as policy_for;
+pub use select::{Algorithm, AlgorithmTable};
+
+pub(crate) use raw::{RawBuf, Xfer};
+
+use crate::element::{DataType, ReduceOp};
+
+/// The collective operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Collective {
+    /// Every rank ends with the reduction of every rank's buffer.
+    AllReduce,
+    /// Every rank ends with every rank's block, in rank order.
+    AllGather,
+    /// Rank `r` ends with block `r` of the reduction.
+    ReduceScatter,
+    /// Rank `r` sends its block `j` to rank `j`, which stores it as block `r`.
+    AllToAll,
+    /// All-to-all with per-peer counts.
+    AllToAllV,
+    /// The root's buffer is copied to every rank.
+    Broadcast,
+    /// The root ends with the reduction of every rank's buffer.
+    Reduce,
+    /// The root ends with every rank's block, in rank order.
+    Gather,
+    /// Rank `r` receives block `r` of the root's buffer.
+    Scatter,
+    /// No rank leaves before every rank has entered.
+    Barrier,
+}
+
+impl Collective {
+    /// Every collective, in a fixed order.
+    pub const ALL: [Collective; 10] = [
+        Collective::AllReduce,
+        Collective::AllGather,
+        Collective::ReduceScatter,
+        Collective::AllToAll,
+        Collective::AllToAllV,
+        Collective::Broadcast,
+        Collective::Reduce,
+        Collective::Gather,
+        Collective::Scatter,
+        Collective::Barrier,
+    ];
+
+    /// The name used in `HCOMM_ALGO` and in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "all_reduce",
+            Collective::AllGather => "all_gather",
+            Collective::ReduceScatter => "reduce_scatter",
+            Collective::AllToAll => "all_to_all",
+            Collective::AllToAllV => "all_to_allv",
+            Collective::Broadcast => "broadcast",
+            Collective::Reduce => "reduce",
+            Collective::Gather => "gather",
+            Collective::Scatter => "scatter",
+            Collective::Barrier => "barrier",
+        }
+    }
+
+    /// Parses a name as [`Collective::name`] writes it.
+    pub fn parse(name: &str) -> Option<Collective> {
+        Collective::ALL.into_iter().find(|c| c.name() == name.trim())
+    }
+
+    pub(crate) fn index(self) -> usize {
+        Collective::ALL.iter().position(|&c| c == self).unwrap_or(0)
+    }
+}
+
+impl std::fmt::Display for Collective {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What one rank's collective call was: exchanged with the first messages of
+/// the collective so ranks that disagree get an error instead of a hang or
+/// wrong data (the host-side counterpart of HCCL's consistency check).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CollHeader {
+    /// The call's position among this communicator's collectives.
+    pub(crate) seq: u64,
+    pub(crate) kind: Collective,
+    pub(crate) dtype: DataType,
+    /// The per-rank count that must agree (`None` where counts may differ).
+    pub(crate) count: Option<u64>,
+    pub(crate) op: Option<ReduceOp>,
+    pub(crate) root: Option<u32>,
+}
+
+impl CollHeader {
+    /// Whether two ranks' calls are the same collective.
+    pub(crate) fn agrees(&self, other: &CollHeader) -> bool {
+        self.kind == other.kind
+            && self.dtype == other.dtype
+            && self.count == other.count
+            && self.op == other.op
+            && self.root == other.root
+    }
+}
+
+impl std::fmt::Display for CollHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}`({}", self.kind, self.dtype)?;
+        if let Some(count) = self.count {
+            write!(f, " x {count}")?;
+        }
+        if let Some(op) = self.op {
+            write!(f, ", {op}")?;
+        }
+        if let Some(root) = self.root {
+            write!(f, ", root = {root}")?;
+        }
+        f.write_str(")")
+    }
+}
+
+/// Start and length of part `i` of `len` elements split into `parts` nearly
+/// equal parts (the first `len % parts` parts are one element longer).
+pub(crate) fn part(len: usize, parts: usize, i: usize) -> (usize, usize) {
+    let base = len / parts;
+    let extra = len % parts;
+    (i * base + i.min(extra), base + usize::from(i < extra))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::part;
+
+    #[test]
+    fn parts_cover_the_buffer_in_order() {
+        for len in 0..20 {
+            for parts in 1..7 {
+                let mut next = 0;
+                for i in 0..parts {
+                    let (start, count) = part(len, parts, i);
+                    assert_eq!(start, next);
+                    next += count;
+                }
+                assert_eq!(next, len);
+            }
+        }
+    }
+}

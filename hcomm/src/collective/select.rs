@@ -1,0 +1,239 @@
+//! Algorithm names, which collective each serves, and the selection policy.
+
+use super::Collective;
+use crate::topology::Topology;
+
+/// A collective algorithm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// Ring: `world - 1` neighbour steps per phase; bandwidth-optimal.
+    Ring,
+    /// Recursive halving (reduce-scatter) then doubling (all-gather);
+    /// non-power-of-two worlds fold the extra ranks in first.
+    HalvingDoubling,
+    /// Reduce to rank 0 along a binomial tree, then broadcast.
+    ReduceBroadcast,
+    /// Recursive doubling; power-of-two worlds only.
+    RecursiveDoubling,
+    /// Bruck's algorithm: `ceil(log2 world)` steps for any world size.
+    Bruck,
+    /// Recursive halving; power-of-two worlds only.
+    RecursiveHalving,
+    /// Pairwise exchange: `world - 1` steps, one peer each way per step.
+    Pairwise,
+    /// Every message posted at once in one batch.
+    Direct,
+    /// Binomial tree rooted at the root.
+    BinomialTree,
+    /// Scatter from the root, then ring all-gather.
+    ScatterAllGather,
+    /// Dissemination barrier: `ceil(log2 world)` rounds of empty messages.
+    Dissemination,
+}
+
+impl Algorithm {
+    /// Every algorithm.
+    pub const ALL: [Algorithm; 11] = [
+        Algorithm::Ring,
+        Algorithm::HalvingDoubling,
+        Algorithm::ReduceBroadcast,
+        Algorithm::RecursiveDoubling,
+        Algorithm::Bruck,
+        Algorithm::RecursiveHalving,
+        Algorithm::Pairwise,
+        Algorithm::Direct,
+        Algorithm::BinomialTree,
+        Algorithm::ScatterAllGather,
+        Algorithm::Dissemination,
+    ];
+
+    /// The name used in `HCOMM_ALGO`, in tracing and in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Ring => "ring",
+            Algorithm::HalvingDoubling => "halving_doubling",
+            Algorithm::ReduceBroadcast => "reduce_broadcast",
+            Algorithm::RecursiveDoubling => "recursive_doubling",
+            Algorithm::Bruck => "bruck",
+            Algorithm::RecursiveHalving => "recursive_halving",
+            Algorithm::Pairwise => "pairwise",
+            Algorithm::Direct => "direct",
+            Algorithm::BinomialTree => "binomial_tree",
+            Algorithm::ScatterAllGather => "scatter_all_gather",
+            Algorithm::Dissemination => "dissemination",
+        }
+    }
+
+    /// Parses a name or a common alias (`rhd`, `rd`, `tree`, `naive`, ...).
+    pub fn parse(name: &str) -> Option<Algorithm> {
+        let name = name.trim();
+        Algorithm::ALL.into_iter().find(|a| a.name() == name).or(match name {
+            "rhd" | "hd" | "h-d_r" => Some(Algorithm::HalvingDoubling),
+            "naive" | "reduce_bcast" => Some(Algorithm::ReduceBroadcast),
+            "rd" => Some(Algorithm::RecursiveDoubling),
+            "rh" => Some(Algorithm::RecursiveHalving),
+            "tree" | "binomial" => Some(Algorithm::BinomialTree),
+            "scatter_allgather" => Some(Algorithm::ScatterAllGather),
+            _ => None,
+        })
+    }
+
+    /// The algorithms that implement `collective`.
+    pub fn for_collective(collective: Collective) -> &'static [Algorithm] {
+        match collective {
+            Collective::AllReduce => &[Algorithm::Ring, Algorithm::HalvingDoubling, Algorithm::ReduceBroadcast],
+            Collective::AllGather => &[Algorithm::Ring, Algorithm::RecursiveDoubling, Algorithm::Bruck],
+            Collective::ReduceScatter => &[Algorithm::Ring, Algorithm::RecursiveHalving],
+            Collective::AllToAll => &[Algorithm::Pairwise, Algorithm::Direct],
+            Collective::AllToAllV | Collective::Gather | Collective::Scatter => &[Algorithm::Direct],
+            Collective::Broadcast => &[Algorithm::BinomialTree, Algorithm::ScatterAllGather],
+            Collective::Reduce => &[Algorithm::BinomialTree],
+            Collective::Barrier => &[Algorithm::Dissemination],
+        }
+    }
+
+    /// Whether the algorithm works for `world` ranks.
+    pub fn supports_world(self, world: usize) -> bool {
+        match self {
+            Algorithm::RecursiveDoubling | Algorithm::RecursiveHalving => world.is_power_of_two(),
+            _ => world >= 1,
+        }
+    }
+}
+
+impl std::fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A forced algorithm per collective; unset entries are chosen by policy.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AlgorithmTable {
+    forced: [Option<Algorithm>; Collective::ALL.len()],
+}
+
+impl AlgorithmTable {
+    /// Parses `all_reduce=ring,all_gather=bruck` (also `;`-separated).
+    pub fn parse(text: &str) -> Result<AlgorithmTable, String> {
+        let mut table = AlgorithmTable::default();
+        for item in text.split([',', ';']).map(str::trim).filter(|s| !s.is_empty()) {
+            let (coll, algo) = item
+                .split_once('=')
+                .ok_or_else(|| format!("`{item}` is not of the form `collective=algorithm`"))?;
+            let collective = Collective::parse(coll).ok_or_else(|| {
+                let names: Vec<_> = Collective::ALL.iter().map(|c| c.name()).collect();
+                format!(
+                    "unknown collective `{}`; expected one of {}",
+                    coll.trim(),
+                    names.join(", ")
+                )
+            })?;
+            let algorithm = Algorithm::parse(algo)
+                .filter(|a| Algorithm::for_collective(collective).contains(a))
+                .ok_or_else(|| {
+                    let names: Vec<_> = Algorithm::for_collective(collective).iter().map(|a| a.name()).collect();
+                    format!(
+                        "`{}` is not an algorithm of `{collective}`; expected one of {}",
+                        algo.trim(),
+                        names.join(", ")
+                    )
+                })?;
+            table.set(collective, Some(algorithm));
+        }
+        Ok(table)
+    }
+
+    /// Forces (or, with `None`, un-forces) an algorithm.
+    pub fn set(&mut self, collective: Collective, algorithm: Option<Algorithm>) {
+        self.forced[collective.index()] = algorithm;
+    }
+
+    /// The forced algorithm, if any.
+    pub fn get(&self, collective: Collective) -> Option<Algorithm> {
+        self.forced[collective.index()]
+    }
+}
+
+/// Messages up to this many bytes per rank count as small (latency-bound).
+const SMALL_BYTES: usize = 64 << 10;
+
+/// The policy's choice for `collective` on `world` ranks with `topology` and
+/// `bytes` per rank. Every choice supports `world`.
+pub(crate) fn policy(collective: Collective, topology: &Topology, world: usize, bytes: usize) -> Algorithm {
+    let small = bytes <= SMALL_BYTES;
+    let ring_links = matches!(topology, Topology::Ring);
+    match collective {
+        Collective::AllReduce => {
+            if ring_links || !small {
+                Algorithm::Ring
+            } else {
+                Algorithm::HalvingDoubling
+            }
+        }
+        Collective::AllGather => {
+            if ring_links || !small {
+                Algorithm::Ring
+            } else if world.is_power_of_two() {
+                Algorithm::RecursiveDoubling
+            } else {
+                Algorithm::Bruck
+            }
+        }
+        Collective::ReduceScatter => {
+            if small && !ring_links && world.is_power_of_two() {
+                Algorithm::RecursiveHalving
+            } else {
+                Algorithm::Ring
+            }
+        }
+        Collective::AllToAll => {
+            if small && !ring_links {
+                Algorithm::Direct
+            } else {
+                Algorithm::Pairwise
+            }
+        }
+        Collective::Broadcast => {
+            if small || bytes < world * 4096 {
+                Algorithm::BinomialTree
+            } else {
+                Algorithm::ScatterAllGather
+            }
+        }
+        Collective::Reduce => Algorithm::BinomialTree,
+        Collective::Barrier => Algorithm::Dissemination,
+        Collective::AllToAllV | Collective::Gather | Collective::Scatter => Algorithm::Direct,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hcomm_algo_parses_and_rejects_with_a_reason() {
+        let t = AlgorithmTable::parse("all_reduce=ring, all_gather=bruck").unwrap();
+        assert_eq!(t.get(Collective::AllReduce), Some(Algorithm::Ring));
+        assert_eq!(t.get(Collective::AllGather), Some(Algorithm::Bruck));
+        assert_eq!(t.get(Collective::Broadcast), None);
+        let e = AlgorithmTable::parse("all_gather=pairwise").unwrap_err();
+        assert!(e.contains("not an algorithm of `all_gather`"), "{e}");
+        let e = AlgorithmTable::parse("allreduce=ring").unwrap_err();
+        assert!(e.contains("unknown collective `allreduce`"), "{e}");
+    }
+
+    #[test]
+    fn policy_choices_support_every_world() {
+        for c in Collective::ALL {
+            for world in 1..=9 {
+                for bytes in [0, 1 << 10, 1 << 24] {
+                    for topo in [Topology::FullMesh, Topology::Ring] {
+                        let a = policy(c, &topo, world, bytes);
+                        assert!(a.supports_world(world) && Algorithm::for_collective(c).contains(&a));
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! Binomial trees rooted at any rank: broadcast and reduce.
+
+use super::raw::{Ctx, RawBuf};
+use crate::element::{Element, ReduceOp};
+use crate::error::Result;
+
+/// Binomial-tree broadcast of `buf` from `root`, in place.
+///
+/// # Safety
+///
+/// `buf` valid and writable (read-only on the root) for the whole call.
+pub(super) unsafe fn broadcast<T: Element>(c: &Ctx<'_>, buf: RawBuf<T>, root: usize) -> Result<()> {
+    let w = c.world;
+    let v = (c.rank + w - root) % w;
+    let real = |v: usize| (v + root) % w;
+    let mut mask = 1;
+    while mask < w {
+        if v & mask != 0 {
+            let mut x = c.xfer();
+            x.recv(buf, real(v - mask), 0);
+            // SAFETY: one valid writable buffer.
+            unsafe { x.run("binomial broadcast receive")? };
+            break;
+        }
+        mask <<= 1;
+    }
+    let mut x = c.xfer();
+    mask >>= 1;
+    while mask > 0 {
+        if v + mask < w {
+            x.send(buf, real(v + mask), 0);
+        }
+        mask >>= 1;
+    }
+    // SAFETY: sends only, from one valid buffer.
+    unsafe { x.run("binomial broadcast send") }
+}
+
+/// Binomial-tree reduce to `root`: `acc` starts as this rank's contribution
+/// and, on the root, ends as the result. Children's partial results are
+/// combined into `acc` as they arrive.
+///
+/// # Safety
+///
+/// `acc` valid and writable for the whole call.
+pub(super) unsafe fn reduce<T: Element>(c: &Ctx<'_>, acc: RawBuf<T>, op: ReduceOp, root: usize) -> Result<()> {
+    let w = c.world;
+    let v = (c.rank + w - root) % w;
+    let real = |v: usize| (v + root) % w;
+    let mut mask = 1;
+    while mask < w {
+        let mut x = c.xfer();
+        if v & mask != 0 {
+            x.send(acc, real(v - mask), 0);
+            // SAFETY: one valid buffer, sent only.
+            return unsafe { x.run("binomial reduce send") };
+        }
+        if v + mask < w {
+            x.recv_reduce(acc, real(v + mask), 0, op);
+            // SAFETY: one valid writable buffer.
+            unsafe { x.run("binomial reduce receive")? };
+        }
+        mask <<= 1;
+    }
+    Ok(())
+}
+
+/// Whether rank `rank` receives anything in a binomial reduce to `root`
+/// (leaves can send their input directly, without a scratch copy).
+pub(super) fn has_children(rank: usize, root: usize, world: usize) -> bool {
+    let v = (rank + world - root) % world;
+    v.is_multiple_of(2) && v + 1 < world
+}

@@ -1,0 +1,292 @@
+//! The communicator handle.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use crate::backend::{Backend, OpId, OpIds, P2pOp};
+use crate::collective::{policy_for, Algorithm, AlgorithmTable, CollHeader, Collective};
+use crate::element::{DataType, ReduceOp};
+use crate::error::{Error, Result};
+use crate::options::CommOptions;
+use crate::topology::Topology;
+
+/// A communicator: one rank's handle on a group of ranks.
+///
+/// Cheap to clone (clones share the group); `Send + Sync`. The group's
+/// backend resources are released when the last handle and the last
+/// in-flight operation that uses them are gone.
+#[derive(Clone)]
+pub struct Comm {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) backend: Arc<dyn Backend>,
+    timeout_nanos: AtomicU64,
+    algorithms: RwLock<AlgorithmTable>,
+    last_algorithm: Mutex<[Option<Algorithm>; Collective::ALL.len()]>,
+    segment_bytes: usize,
+    coll_seq: AtomicU64,
+    split_seq: AtomicU64,
+    /// Subgroups created by `comm_schedule!` `over` clauses, by key.
+    groups: Mutex<HashMap<String, Comm>>,
+}
+
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Comm>();
+};
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Comm")
+            .field("backend", &self.backend_name())
+            .field("rank", &self.rank())
+            .field("world", &self.world())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Comm {
+    pub(crate) fn from_backend(backend: Arc<dyn Backend>, options: &CommOptions) -> Comm {
+        Comm {
+            inner: Arc::new(Inner {
+                backend,
+                timeout_nanos: AtomicU64::new(duration_nanos(options.timeout)),
+                algorithms: RwLock::new(options.algorithms.clone()),
+                last_algorithm: Mutex::new([None; Collective::ALL.len()]),
+                segment_bytes: options.segment_bytes,
+                coll_seq: AtomicU64::new(0),
+                split_seq: AtomicU64::new(0),
+                groups: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    fn options(&self) -> CommOptions {
+        CommOptions {
+            timeout: self.timeout(),
+            algorithms: self.inner.algorithms.read().map(|t| t.clone()).unwrap_or_default(),
+            topology: self.topology(),
+            segment_bytes: self.inner.segment_bytes,
+        }
+    }
+
+    /// This rank, in `0..world()`.
+    pub fn rank(&self) -> usize {
+        self.inner.backend.rank()
+    }
+
+    /// The number of ranks in the group.
+    pub fn world(&self) -> usize {
+        self.inner.backend.world()
+    }
+
+    /// The backend's name: `host`, `hccl` or `nccl`.
+    pub fn backend_name(&self) -> &'static str {
+        self.inner.backend.name()
+    }
+
+    /// The group's topology as used for algorithm selection.
+    pub fn topology(&self) -> Topology {
+        self.inner.backend.topology()
+    }
+
+    /// How long any wait on this communicator may block.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_nanos(self.inner.timeout_nanos.load(Ordering::Relaxed))
+    }
+
+    /// Changes the wait limit for this communicator (every handle of it).
+    pub fn set_timeout(&self, timeout: Duration) {
+        self.inner
+            .timeout_nanos
+            .store(duration_nanos(timeout), Ordering::Relaxed);
+    }
+
+    /// Forces `algorithm` for `collective` on this communicator, or with
+    /// `None` returns the choice to the selection policy.
+    ///
+    /// Every rank must make the same choice. An algorithm that does not
+    /// serve `collective` is an [`Error::Config`].
+    pub fn set_algorithm(&self, collective: Collective, algorithm: Option<Algorithm>) -> Result<()> {
+        if let Some(a) = algorithm {
+            if !Algorithm::for_collective(collective).contains(&a) {
+                return Err(Error::Config {
+                    message: format!("`{a}` is not an algorithm of `{collective}`"),
+                });
+            }
+        }
+        if let Ok(mut table) = self.inner.algorithms.write() {
+            table.set(collective, algorithm);
+        }
+        Ok(())
+    }
+
+    /// The algorithm this communicator uses for `collective` on messages of
+    /// `bytes` bytes per rank.
+    pub fn algorithm(&self, collective: Collective, bytes: usize) -> Algorithm {
+        let forced = self.inner.algorithms.read().ok().and_then(|t| t.get(collective));
+        let world = self.world();
+        match forced {
+            Some(a) if a.supports_world(world) => a,
+            Some(a) => {
+                let chosen = policy_for(collective, &self.topology(), world, bytes);
+                tracing::warn!(
+                    collective = collective.name(),
+                    forced = a.name(),
+                    chosen = chosen.name(),
+                    world,
+                    "forced algorithm does not support this world size; using the policy's choice"
+                );
+                chosen
+            }
+            None => policy_for(collective, &self.topology(), world, bytes),
+        }
+    }
+
+    /// The algorithm the last call of `collective` on this communicator used.
+    pub fn last_algorithm(&self, collective: Collective) -> Option<Algorithm> {
+        self.inner
+            .last_algorithm
+            .lock()
+            .ok()
+            .and_then(|l| l[collective.index()])
+    }
+
+    pub(crate) fn record_algorithm(&self, collective: Collective, algorithm: Algorithm) {
+        if let Ok(mut l) = self.inner.last_algorithm.lock() {
+            l[collective.index()] = Some(algorithm);
+        }
+    }
+
+    pub(crate) fn segment_bytes(&self) -> usize {
+        self.inner.segment_bytes
+    }
+
+    /// Fails every pending and future operation of the group on every rank
+    /// with [`Error::Aborted`].
+    pub fn abort(&self, reason: &str) {
+        tracing::debug!(comm.rank = self.rank(), reason, "abort");
+        self.inner.backend.abort(reason);
+    }
+
+    /// The header of this rank's next collective, after checking that every
+    /// rank that already entered it called the same thing.
+    pub(crate) fn enter_collective(
+        &self,
+        kind: Collective,
+        dtype: DataType,
+        count: Option<usize>,
+        op: Option<ReduceOp>,
+        root: Option<usize>,
+    ) -> Result<CollHeader> {
+        let header = CollHeader {
+            seq: self.inner.coll_seq.fetch_add(1, Ordering::Relaxed),
+            kind,
+            dtype,
+            count: count.map(|c| c as u64),
+            op,
+            root: root.map(|r| r as u32),
+        };
+        self.inner.backend.enter_collective(&header)?;
+        Ok(header)
+    }
+
+    /// Posts `ops` together and waits for all of them.
+    ///
+    /// # Safety
+    ///
+    /// The buffer contract of [`Backend::post`] until this returns.
+    pub(crate) unsafe fn run_ops(&self, ops: &[P2pOp], what: &str) -> Result<()> {
+        let mut ids = OpIds::new();
+        // SAFETY: forwarded from the caller.
+        unsafe { self.inner.backend.post(ops, &mut ids)? };
+        self.inner.backend.wait(&ids, self.timeout(), what)
+    }
+
+    /// Posts `ops` and returns their ids; they must be waited or cancelled.
+    ///
+    /// # Safety
+    ///
+    /// The buffer contract of [`Backend::post`].
+    pub(crate) unsafe fn post_ops(&self, ops: &[P2pOp], ids: &mut OpIds) -> Result<()> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.inner.backend.post(ops, ids) }
+    }
+
+    pub(crate) fn wait_ids(&self, ids: &[OpId], what: &str) -> Result<()> {
+        self.inner.backend.wait(ids, self.timeout(), what)
+    }
+
+    pub(crate) fn test_id(&self, id: OpId) -> Result<bool> {
+        self.inner.backend.test(id)
+    }
+
+    #[allow(dead_code, reason = "used by the schedule executor (`__private`)")]
+    pub(crate) fn cancel_ids(&self, ids: &[OpId]) {
+        self.inner.backend.cancel(ids);
+    }
+
+    /// Splits the group: ranks passing the same `color` form one new
+    /// communicator, ordered by `key` then by rank. A rank passing `None`
+    /// joins none and gets `Ok(None)`. Collective over this communicator.
+    pub fn split(&self, color: Option<u32>, key: i64) -> Result<Option<Comm>> {
+        let span = tracing::debug_span!("split", comm.rank = self.rank(), color, key);
+        let _e = span.enter();
+        let mine = [color.map_or(-1, i64::from), key];
+        let mut all = vec![0i64; 2 * self.world()];
+        self.all_gather(&mine, &mut all)?;
+        let n = self.inner.split_seq.fetch_add(1, Ordering::Relaxed);
+        let Some(color) = color else {
+            return Ok(None);
+        };
+        let mut members: Vec<(i64, usize)> = (0..self.world())
+            .filter(|&r| all[2 * r] == i64::from(color))
+            .map(|r| (all[2 * r + 1], r))
+            .collect();
+        members.sort_unstable();
+        let members: Vec<usize> = members.into_iter().map(|(_, r)| r).collect();
+        let backend = self.inner.backend.subgroup(&format!("split#{n}/{color}"), &members)?;
+        Ok(Some(Comm::from_backend(backend, &self.options())))
+    }
+
+    /// The subgroup `members` (ranks of this communicator; index = new rank),
+    /// created on first use under `key` and then reused. Every member must
+    /// call it with the same `key` and `members`; no message is exchanged.
+    pub fn subgroup(&self, key: &str, members: &[usize]) -> Result<Comm> {
+        if members.len() == self.world() && members.iter().enumerate().all(|(i, &m)| i == m) {
+            return Ok(self.clone());
+        }
+        let cache_key = format!("{key}{members:?}");
+        let mut groups = self
+            .inner
+            .groups
+            .lock()
+            .map_err(|_| Error::precondition("subgroup cache poisoned"))?;
+        if let Some(c) = groups.get(&cache_key) {
+            return Ok(c.clone());
+        }
+        let backend = self.inner.backend.subgroup(&cache_key, members)?;
+        let comm = Comm::from_backend(backend, &self.options());
+        groups.insert(cache_key, comm.clone());
+        Ok(comm)
+    }
+
+    /// Checks that `peer` is a rank of this communicator.
+    pub(crate) fn check_peer(&self, peer: usize, what: &str) -> Result<()> {
+        if peer >= self.world() {
+            return Err(Error::precondition(format!(
+                "{what}: rank {peer} is out of range for a communicator of {} ranks",
+                self.world()
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn duration_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}

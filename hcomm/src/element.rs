@@ -1,0 +1,257 @@
+//! Element types, reduction operators and the reduction kernels.
+
+use half::{bf16, f16};
+
+/// A reduction operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// Sum.
+    Sum,
+    /// Product.
+    Prod,
+    /// Maximum.
+    Max,
+    /// Minimum.
+    Min,
+}
+
+impl ReduceOp {
+    /// Every operator, in a fixed order.
+    pub const ALL: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min];
+
+    /// The operator's name as the schedule language writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+        }
+    }
+}
+
+impl std::fmt::Display for ReduceOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The element type of a buffer, as the backends see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DataType {
+    /// `i8`
+    I8,
+    /// `u8`
+    U8,
+    /// `i32`
+    I32,
+    /// `i64`
+    I64,
+    /// `u64`
+    U64,
+    /// `half::f16`
+    F16,
+    /// `half::bf16`
+    Bf16,
+    /// `f32`
+    F32,
+    /// `f64`
+    F64,
+}
+
+impl DataType {
+    /// Size of one element in bytes.
+    pub fn size(self) -> usize {
+        match self {
+            DataType::I8 | DataType::U8 => 1,
+            DataType::F16 | DataType::Bf16 => 2,
+            DataType::I32 | DataType::F32 => 4,
+            DataType::I64 | DataType::U64 | DataType::F64 => 8,
+        }
+    }
+
+    /// The Rust name of the type.
+    pub fn name(self) -> &'static str {
+        match self {
+            DataType::I8 => "i8",
+            DataType::U8 => "u8",
+            DataType::I32 => "i32",
+            DataType::I64 => "i64",
+            DataType::U64 => "u64",
+            DataType::F16 => "f16",
+            DataType::Bf16 => "bf16",
+            DataType::F32 => "f32",
+            DataType::F64 => "f64",
+        }
+    }
+
+    /// `dst[i] = dst[i] op src[i]` for `count` elements of this type.
+    ///
+    /// # Safety
+    ///
+    /// `dst` and `src` must be valid for `count` elements of this type,
+    /// properly aligned, and `dst` must not overlap `src`.
+    pub(crate) unsafe fn reduce_raw(self, op: ReduceOp, dst: *mut u8, src: *const u8, count: usize) {
+        /// # Safety
+        /// As for `reduce_raw`, with `T` the type named by the data type.
+        unsafe fn typed<T: Element>(op: ReduceOp, dst: *mut u8, src: *const u8, count: usize) {
+            // SAFETY: the caller guarantees validity, alignment and disjointness.
+            let (d, s) = unsafe {
+                (
+                    std::slice::from_raw_parts_mut(dst.cast::<T>(), count),
+                    std::slice::from_raw_parts(src.cast::<T>(), count),
+                )
+            };
+            T::reduce_into(op, d, s);
+        }
+        // SAFETY: forwarded from the caller; each arm names the matching type.
+        unsafe {
+            match self {
+                DataType::I8 => typed::<i8>(op, dst, src, count),
+                DataType::U8 => typed::<u8>(op, dst, src, count),
+                DataType::I32 => typed::<i32>(op, dst, src, count),
+                DataType::I64 => typed::<i64>(op, dst, src, count),
+                DataType::U64 => typed::<u64>(op, dst, src, count),
+                DataType::F16 => typed::<f16>(op, dst, src, count),
+                DataType::Bf16 => typed::<bf16>(op, dst, src, count),
+                DataType::F32 => typed::<f32>(op, dst, src, count),
+                DataType::F64 => typed::<f64>(op, dst, src, count),
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for DataType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A type that hcomm can send, receive and reduce.
+///
+/// Implemented for `f32`, `f64`, `i8`, `u8`, `i32`, `i64`, `u64`,
+/// [`half::f16`] and [`half::bf16`]; the half types reduce in `f32`.
+/// The trait is sealed: backends move these types as plain bytes.
+pub trait Element: sealed::Sealed + Copy + Send + Sync + PartialEq + std::fmt::Debug + 'static {
+    /// The backend data type.
+    const DTYPE: DataType;
+    /// The value every element of a zero-initialised buffer holds.
+    const ZERO: Self;
+
+    /// `dst[i] = dst[i] op src[i]`.
+    fn reduce_into(op: ReduceOp, dst: &mut [Self], src: &[Self]);
+
+    /// `a op b` for one pair.
+    fn combine(op: ReduceOp, a: Self, b: Self) -> Self;
+}
+
+macro_rules! integer_element {
+    ($($t:ty => $d:ident),* $(,)?) => {$(
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const DTYPE: DataType = DataType::$d;
+            const ZERO: Self = 0;
+            fn reduce_into(op: ReduceOp, dst: &mut [Self], src: &[Self]) {
+                match op {
+                    ReduceOp::Sum => dst.iter_mut().zip(src).for_each(|(d, s)| *d = d.wrapping_add(*s)),
+                    ReduceOp::Prod => dst.iter_mut().zip(src).for_each(|(d, s)| *d = d.wrapping_mul(*s)),
+                    ReduceOp::Max => dst.iter_mut().zip(src).for_each(|(d, s)| *d = (*d).max(*s)),
+                    ReduceOp::Min => dst.iter_mut().zip(src).for_each(|(d, s)| *d = (*d).min(*s)),
+                }
+            }
+            fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
+                match op {
+                    ReduceOp::Sum => a.wrapping_add(b),
+                    ReduceOp::Prod => a.wrapping_mul(b),
+                    ReduceOp::Max => a.max(b),
+                    ReduceOp::Min => a.min(b),
+                }
+            }
+        }
+    )*};
+}
+
+integer_element!(i8 => I8, u8 => U8, i32 => I32, i64 => I64, u64 => U64);
+
+macro_rules! float_element {
+    ($($t:ty => $d:ident),* $(,)?) => {$(
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const DTYPE: DataType = DataType::$d;
+            const ZERO: Self = 0.0;
+            fn reduce_into(op: ReduceOp, dst: &mut [Self], src: &[Self]) {
+                match op {
+                    ReduceOp::Sum => dst.iter_mut().zip(src).for_each(|(d, s)| *d += *s),
+                    ReduceOp::Prod => dst.iter_mut().zip(src).for_each(|(d, s)| *d *= *s),
+                    ReduceOp::Max => dst.iter_mut().zip(src).for_each(|(d, s)| *d = d.max(*s)),
+                    ReduceOp::Min => dst.iter_mut().zip(src).for_each(|(d, s)| *d = d.min(*s)),
+                }
+            }
+            fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
+                match op {
+                    ReduceOp::Sum => a + b,
+                    ReduceOp::Prod => a * b,
+                    ReduceOp::Max => a.max(b),
+                    ReduceOp::Min => a.min(b),
+                }
+            }
+        }
+    )*};
+}
+
+float_element!(f32 => F32, f64 => F64);
+
+macro_rules! half_element {
+    ($($t:ty => $d:ident),* $(,)?) => {$(
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const DTYPE: DataType = DataType::$d;
+            const ZERO: Self = <$t>::ZERO;
+            fn reduce_into(op: ReduceOp, dst: &mut [Self], src: &[Self]) {
+                dst.iter_mut().zip(src).for_each(|(d, s)| *d = Self::combine(op, *d, *s));
+            }
+            fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
+                <$t>::from_f32(f32::combine(op, a.to_f32(), b.to_f32()))
+            }
+        }
+    )*};
+}
+
+half_element!(f16 => F16, bf16 => Bf16);
+
+#[cfg(test)]
+#[allow(clippy::float_cmp, reason = "the values are small integers, exact in every type")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn half_types_reduce_in_f32() {
+        let mut d = [f16::from_f32(1.5), f16::from_f32(-2.0)];
+        f16::reduce_into(ReduceOp::Sum, &mut d, &[f16::from_f32(0.25), f16::from_f32(4.0)]);
+        assert_eq!(d, [f16::from_f32(1.75), f16::from_f32(2.0)]);
+        assert_eq!(
+            bf16::combine(ReduceOp::Max, bf16::from_f32(3.0), bf16::from_f32(-1.0)),
+            bf16::from_f32(3.0)
+        );
+    }
+
+    #[test]
+    fn integer_sum_wraps_instead_of_panicking() {
+        let mut d = [i8::MAX];
+        i8::reduce_into(ReduceOp::Sum, &mut d, &[1]);
+        assert_eq!(d, [i8::MIN]);
+    }
+
+    #[test]
+    fn raw_reduce_dispatches_on_the_data_type() {
+        let mut d = [1.0f64, 5.0];
+        let s = [3.0f64, 2.0];
+        // SAFETY: both arrays hold two f64 and do not overlap.
+        unsafe { DataType::F64.reduce_raw(ReduceOp::Min, d.as_mut_ptr().cast(), s.as_ptr().cast(), 2) };
+        assert_eq!(d, [1.0, 2.0]);
+    }
+}

@@ -1,0 +1,62 @@
+//! # hcomm
+//!
+//! The communication layer of distributed training: communicators,
+//! point-to-point and collective operations, non-blocking requests whose
+//! buffers the borrow checker protects, timeouts and peer-failure errors
+//! instead of hangs, and several algorithms per collective chosen by topology
+//! and message size.
+//!
+//! The default backend, [`host`], runs ranks as threads of one process, so
+//! everything runs on any machine:
+//!
+//! ```
+//! use hcomm::ReduceOp;
+//!
+//! let out = hcomm::host::run(4, |comm| {
+//!     let mine = vec![comm.rank() as i64; 3];
+//!     let mut all = vec![0; 3 * comm.world()];
+//!     comm.all_gather(&mine, &mut all)?;
+//!     let mut sum = [comm.rank() as i64];
+//!     comm.all_reduce_in_place(&mut sum, ReduceOp::Sum)?;
+//!     Ok((all, sum[0]))
+//! })
+//! .unwrap();
+//! assert_eq!(out[2].0, vec![0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]);
+//! assert_eq!(out[2].1, 6);
+//! ```
+//!
+//! ## Environment
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | `HCOMM_TIMEOUT` | seconds any wait may block (default 300), read when a communicator is created |
+//! | `HCOMM_ALGO` | forced algorithms, e.g. `all_reduce=ring,all_gather=bruck` |
+//! | `HCOMM_TOPOLOGY` | `full_mesh` (default), `ring` or `custom:<group size>` |
+//! | `HCOMM_SEGMENT_BYTES` | segment size of pipelined ring transfers (default 1 MiB) |
+//!
+//! A forced algorithm that does not support the communicator's world size
+//! (recursive doubling on 6 ranks) falls back to the policy's choice with a
+//! `tracing` warning; [`Comm::last_algorithm`] tells what ran.
+
+mod backend;
+mod batch;
+mod collective;
+mod comm;
+mod element;
+mod error;
+pub mod host;
+mod options;
+mod p2p;
+mod request;
+mod topology;
+
+pub use batch::Batch;
+pub use collective::{Algorithm, AlgorithmTable, Collective};
+pub use comm::Comm;
+pub use element::{DataType, Element, ReduceOp};
+pub use error::{Error, Result};
+pub use half::{bf16, f16};
+pub use options::{CommOptions, DEFAULT_SEGMENT_BYTES, DEFAULT_TIMEOUT};
+pub use p2p::Tag;
+pub use request::{scope, wait_all, Progress, Request, Scope};
+pub use topology::Topology;

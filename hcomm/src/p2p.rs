@@ -1,0 +1,76 @@
+//! Blocking point-to-point operations.
+//!
+//! Messages travel on channels `(source, destination, tag)`; on each channel
+//! they arrive in the order they were sent. A send and its receive must have
+//! equal lengths and element types, or both ranks get [`Error::Mismatch`].
+
+use crate::collective::RawBuf;
+use crate::comm::Comm;
+use crate::element::{Element, ReduceOp};
+use crate::error::{Error, Result};
+
+/// A message tag; messages with different tags never match.
+pub type Tag = u32;
+
+impl Comm {
+    /// Sends `buf` to `peer` on tag 0 and returns once it was received.
+    pub fn send<T: Element>(&self, buf: &[T], peer: usize) -> Result<()> {
+        self.send_tagged(buf, peer, 0)
+    }
+
+    /// Sends `buf` to `peer` on `tag` and returns once it was received.
+    pub fn send_tagged<T: Element>(&self, buf: &[T], peer: usize, tag: Tag) -> Result<()> {
+        self.check_blocking_peer(peer, "send")?;
+        let span = tracing::trace_span!("send", comm.rank = self.rank(), peer, tag, bytes = size_of_val(buf));
+        let _e = span.enter();
+        let mut x = crate::collective::Xfer::p2p(self);
+        x.send(RawBuf::of(buf), peer, i64::from(tag));
+        // SAFETY: `buf` is borrowed for the whole call.
+        unsafe { x.run("send") }
+    }
+
+    /// Receives into `buf` from `peer` on tag 0.
+    pub fn recv<T: Element>(&self, buf: &mut [T], peer: usize) -> Result<()> {
+        self.recv_tagged(buf, peer, 0)
+    }
+
+    /// Receives into `buf` from `peer` on `tag`.
+    pub fn recv_tagged<T: Element>(&self, buf: &mut [T], peer: usize, tag: Tag) -> Result<()> {
+        self.check_blocking_peer(peer, "recv")?;
+        let span = tracing::trace_span!("recv", comm.rank = self.rank(), peer, tag, bytes = size_of_val(buf));
+        let _e = span.enter();
+        let mut x = crate::collective::Xfer::p2p(self);
+        x.recv(RawBuf::of_mut(buf), peer, i64::from(tag));
+        // SAFETY: `buf` is borrowed exclusively for the whole call.
+        unsafe { x.run("recv") }
+    }
+
+    /// Receives from `peer` on `tag` and combines the incoming data into
+    /// `buf` with `op`, in one pass, without a staging buffer.
+    pub fn recv_reduce<T: Element>(&self, buf: &mut [T], peer: usize, tag: Tag, op: ReduceOp) -> Result<()> {
+        self.check_blocking_peer(peer, "recv")?;
+        let mut x = crate::collective::Xfer::p2p(self);
+        x.recv_reduce(RawBuf::of_mut(buf), peer, i64::from(tag), op);
+        // SAFETY: `buf` is borrowed exclusively for the whole call.
+        unsafe { x.run("recv") }
+    }
+
+    /// Sends `send` to `dst` and receives `recv` from `src` together (on tag
+    /// 0), so that a ring of such calls cannot deadlock.
+    pub fn send_recv<T: Element>(&self, send: &[T], dst: usize, recv: &mut [T], src: usize) -> Result<()> {
+        self.batch(|b| {
+            b.send(send, dst)?;
+            b.recv(recv, src)
+        })
+    }
+
+    fn check_blocking_peer(&self, peer: usize, what: &str) -> Result<()> {
+        self.check_peer(peer, what)?;
+        if peer == self.rank() {
+            return Err(Error::precondition(format!(
+                "blocking `{what}` on rank {peer} to itself can never complete; use a batch or `isend`/`irecv`"
+            )));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,260 @@
+//! Every collective × algorithm × element type × world 1..=8 × odd lengths,
+//! compared element for element with a serial reference.
+
+mod common;
+
+use common::{options, value, TestElem};
+use hcomm::{bf16, f16, Algorithm, Collective, ReduceOp};
+use proptest::prelude::*;
+
+/// The reduction over ranks `0..world` of the values at `index`, in rank order.
+fn fold<T: TestElem>(world: usize, op: ReduceOp, index: usize) -> T {
+    (1..world).fold(value::<T>(0, index, op), |acc, r| {
+        T::combine(op, acc, value(r, index, op))
+    })
+}
+
+fn run_case<T: TestElem>(
+    collective: Collective,
+    algorithm: Algorithm,
+    world: usize,
+    n: usize,
+    op: ReduceOp,
+    root: usize,
+) {
+    let opts = options().with_algorithm(collective, algorithm);
+    let out = hcomm::host::run_with(world, &opts, |comm| {
+        let r = comm.rank();
+        let w = comm.world();
+        let got: Vec<T> = match collective {
+            Collective::AllReduce => {
+                let send: Vec<T> = (0..n).map(|i| value(r, i, op)).collect();
+                let mut recv = vec![T::ZERO; n];
+                if r % 2 == 0 {
+                    comm.all_reduce(&send, &mut recv, op)?;
+                } else {
+                    recv.copy_from_slice(&send);
+                    comm.all_reduce_in_place(&mut recv, op)?;
+                }
+                recv
+            }
+            Collective::AllGather => {
+                let send: Vec<T> = (0..n).map(|i| value(r, i, op)).collect();
+                let mut recv = vec![T::ZERO; n * w];
+                comm.all_gather(&send, &mut recv)?;
+                recv
+            }
+            Collective::ReduceScatter => {
+                let send: Vec<T> = (0..n * w).map(|i| value(r, i, op)).collect();
+                let mut recv = vec![T::ZERO; n];
+                comm.reduce_scatter(&send, &mut recv, op)?;
+                recv
+            }
+            Collective::AllToAll => {
+                let send: Vec<T> = (0..n * w).map(|i| value(r, i, op)).collect();
+                let mut recv = vec![T::ZERO; n * w];
+                comm.all_to_all(&send, &mut recv)?;
+                recv
+            }
+            Collective::Broadcast => {
+                let mut buf: Vec<T> = (0..n).map(|i| value(r + 100, i, op)).collect();
+                if r == root {
+                    buf = (0..n).map(|i| value(root, i, op)).collect();
+                }
+                comm.broadcast(&mut buf, root)?;
+                buf
+            }
+            Collective::Reduce => {
+                let send: Vec<T> = (0..n).map(|i| value(r, i, op)).collect();
+                let mut recv = vec![T::ZERO; if r == root { n } else { 0 }];
+                comm.reduce(&send, &mut recv, op, root)?;
+                recv
+            }
+            Collective::Gather => {
+                let send: Vec<T> = (0..n).map(|i| value(r, i, op)).collect();
+                let mut recv = vec![T::ZERO; if r == root { n * w } else { 0 }];
+                comm.gather(&send, &mut recv, root)?;
+                recv
+            }
+            Collective::Scatter => {
+                let send: Vec<T> = if r == root {
+                    (0..n * w).map(|i| value(root, i, op)).collect()
+                } else {
+                    Vec::new()
+                };
+                let mut recv = vec![T::ZERO; n];
+                comm.scatter(&send, &mut recv, root)?;
+                recv
+            }
+            Collective::AllToAllV => {
+                // Rank r sends (r + j) % 3 elements to rank j.
+                let counts_to = |from: usize, to: usize| (from + to + n) % 3;
+                let send_counts: Vec<usize> = (0..w).map(|j| counts_to(r, j)).collect();
+                let recv_counts: Vec<usize> = (0..w).map(|j| counts_to(j, r)).collect();
+                let send: Vec<T> = (0..send_counts.iter().sum()).map(|i| value(r, i, op)).collect();
+                let mut recv = vec![T::ZERO; recv_counts.iter().sum()];
+                comm.all_to_allv(&send, &send_counts, &mut recv, &recv_counts)?;
+                recv
+            }
+            Collective::Barrier => {
+                comm.barrier()?;
+                Vec::new()
+            }
+        };
+        let used = comm.last_algorithm(collective);
+        if algorithm.supports_world(w) {
+            assert_eq!(used, Some(algorithm), "the forced algorithm must run");
+        } else {
+            assert!(used.is_some_and(|a| a.supports_world(w) && Algorithm::for_collective(collective).contains(&a)));
+        }
+        Ok(got)
+    })
+    .unwrap_or_else(|e| panic!("{collective} with {algorithm} on {world} ranks, n = {n}: {e}"));
+
+    for (r, got) in out.iter().enumerate() {
+        let expected: Vec<T> = match collective {
+            Collective::AllReduce => (0..n).map(|i| fold(world, op, i)).collect(),
+            Collective::AllGather => (0..n * world).map(|k| value(k / n.max(1), k % n.max(1), op)).collect(),
+            Collective::ReduceScatter => (0..n).map(|i| fold(world, op, r * n + i)).collect(),
+            Collective::AllToAll => (0..n * world)
+                .map(|k| value(k / n.max(1), r * n + k % n.max(1), op))
+                .collect(),
+            Collective::Broadcast => (0..n).map(|i| value(root, i, op)).collect(),
+            Collective::Reduce => {
+                if r == root {
+                    (0..n).map(|i| fold(world, op, i)).collect()
+                } else {
+                    Vec::new()
+                }
+            }
+            Collective::Gather => {
+                if r == root {
+                    (0..n * world).map(|k| value(k / n.max(1), k % n.max(1), op)).collect()
+                } else {
+                    Vec::new()
+                }
+            }
+            Collective::Scatter => (0..n).map(|i| value(root, r * n + i, op)).collect(),
+            Collective::AllToAllV => {
+                let counts_to = |from: usize, to: usize| (from + to + n) % 3;
+                (0..world)
+                    .flat_map(|j| {
+                        let offset: usize = (0..r).map(|q| counts_to(j, q)).sum();
+                        (0..counts_to(j, r)).map(move |i| value(j, offset + i, op))
+                    })
+                    .collect()
+            }
+            Collective::Barrier => Vec::new(),
+        };
+        assert_eq!(
+            got, &expected,
+            "{collective} with {algorithm} on {world} ranks, n = {n}, op {op}: rank {r}"
+        );
+    }
+}
+
+fn run_typed(
+    dtype: usize,
+    collective: Collective,
+    algorithm: Algorithm,
+    world: usize,
+    n: usize,
+    op: ReduceOp,
+    root: usize,
+) {
+    match dtype {
+        0 => run_case::<f32>(collective, algorithm, world, n, op, root),
+        1 => run_case::<f64>(collective, algorithm, world, n, op, root),
+        2 => run_case::<i8>(collective, algorithm, world, n, op, root),
+        3 => run_case::<u8>(collective, algorithm, world, n, op, root),
+        4 => run_case::<i32>(collective, algorithm, world, n, op, root),
+        5 => run_case::<i64>(collective, algorithm, world, n, op, root),
+        6 => run_case::<u64>(collective, algorithm, world, n, op, root),
+        7 => run_case::<f16>(collective, algorithm, world, n, op, root),
+        _ => run_case::<bf16>(collective, algorithm, world, n, op, root),
+    }
+}
+
+fn case(collective: Collective) -> impl Strategy<Value = (Algorithm, usize, usize, usize, ReduceOp, usize)> {
+    let algos = Algorithm::for_collective(collective).to_vec();
+    (
+        proptest::sample::select(algos),
+        1usize..=8,
+        prop_oneof![Just(0usize), Just(1usize), 2usize..=37],
+        0usize..9,
+        proptest::sample::select(ReduceOp::ALL.to_vec()),
+        0usize..8,
+    )
+}
+
+macro_rules! collective_property {
+    ($name:ident, $coll:expr) => {
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+            #[test]
+            fn $name((algorithm, world, n, dtype, op, root) in case($coll)) {
+                run_typed(dtype, $coll, algorithm, world, n, op, root % world);
+            }
+        }
+    };
+}
+
+collective_property!(all_reduce_matches_serial_reference, Collective::AllReduce);
+collective_property!(all_gather_matches_serial_reference, Collective::AllGather);
+collective_property!(reduce_scatter_matches_serial_reference, Collective::ReduceScatter);
+collective_property!(all_to_all_matches_serial_reference, Collective::AllToAll);
+collective_property!(all_to_allv_matches_serial_reference, Collective::AllToAllV);
+collective_property!(broadcast_matches_serial_reference, Collective::Broadcast);
+collective_property!(reduce_matches_serial_reference, Collective::Reduce);
+collective_property!(gather_matches_serial_reference, Collective::Gather);
+collective_property!(scatter_matches_serial_reference, Collective::Scatter);
+collective_property!(barrier_completes, Collective::Barrier);
+
+/// Every algorithm of every collective at every world size 1..=8, with a
+/// length that is not a multiple of the world size, exhaustively.
+#[test]
+fn every_algorithm_at_every_world_size() {
+    for collective in Collective::ALL {
+        for &algorithm in Algorithm::for_collective(collective) {
+            for world in 1..=8 {
+                run_case::<i32>(collective, algorithm, world, 13, ReduceOp::Sum, world - 1);
+            }
+        }
+    }
+}
+
+/// Large messages go through the segmented (pipelined) path of the ring.
+#[test]
+fn segmented_ring_transfers_are_exact() {
+    for collective in [Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter] {
+        let opts = options().with_algorithm(collective, Algorithm::Ring);
+        let mut opts = opts;
+        opts.segment_bytes = 64;
+        let n = 1000;
+        let out = hcomm::host::run_with(5, &opts, |comm| {
+            let r = comm.rank() as i64;
+            let send: Vec<i64> = (0..n * 5).map(|i| r * 10_000 + i as i64).collect();
+            let mut recv = vec![0i64; n * 5];
+            match collective {
+                Collective::AllReduce => comm.all_reduce(&send, &mut recv, ReduceOp::Sum)?,
+                Collective::AllGather => comm.all_gather(&send[..n], &mut recv)?,
+                _ => comm.reduce_scatter(&send, &mut recv[..n], ReduceOp::Sum)?,
+            }
+            Ok(recv)
+        })
+        .unwrap();
+        for (r, got) in out.iter().enumerate() {
+            let expected: Vec<i64> = match collective {
+                Collective::AllReduce => (0..n * 5)
+                    .map(|i| (0..5).map(|q| q * 10_000 + i as i64).sum())
+                    .collect(),
+                Collective::AllGather => (0..n * 5).map(|k| (k / n) as i64 * 10_000 + (k % n) as i64).collect(),
+                _ => (0..n)
+                    .map(|i| (0..5).map(|q| q * 10_000 + (r * n + i) as i64).sum())
+                    .chain(std::iter::repeat_n(0, n * 4))
+                    .collect(),
+            };
+            assert_eq!(got, &expected, "{collective} rank {r}");
+        }
+    }
+}

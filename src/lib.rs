@@ -1,0 +1,1 @@
+//! Shared helpers for the examples and integration tests.

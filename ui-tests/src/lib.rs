@@ -1,0 +1,1 @@
+//! Compile-fail and pass cases of `comm_schedule!`, run by `tests/ui.rs`.
