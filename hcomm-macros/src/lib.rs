@@ -1,1 +1,89 @@
-//! The `comm_schedule!` macro.
+//! The `comm_schedule!` macro of `hcomm`: parse a schedule, check it at compile
+//! time with `hcomm-schedule`, and expand it into calls on
+//! `::hcomm::__private`. Use it through `hcomm::comm_schedule`.
+//!
+//! Phases (STYLE.md 4): `parse` (syntax → AST) → `lower` (AST → IR, names) →
+//! the checker of `hcomm-schedule` → `expand` (IR → Rust). Errors of any phase
+//! become `compile_error!`s on the user's tokens (`errors`), plus a fallback
+//! item with the function's signature so that callers see one error, not a
+//! cascade.
+
+mod errors;
+mod expand;
+mod lower;
+mod parse;
+mod quote_ir;
+#[cfg(test)]
+mod tests;
+
+/// Defines communication schedules, checked at compile time.
+///
+/// The language is specified in the `hcomm` repository
+/// (`spec/comm_schedule.md`); this page lists what the generated code looks
+/// like and the choices the specification leaves open.
+///
+/// ```ignore
+/// use hcomm::comm_schedule;
+///
+/// comm_schedule! {
+///     /// Ring all-gather.
+///     #[verify(world in 1..=64)]
+///     #[postcondition(all_gather(input -> output))]
+///     pub fn ring_all_gather(input: &[T; n], output: &mut [T; n * world]) {
+///         copy input -> output.chunk(rank);
+///         for s in 0..world - 1 {
+///             batch {
+///                 send output.chunk((rank - s) % world) to (rank + 1) % world;
+///                 recv output.chunk((rank - s - 1) % world) from (rank - 1) % world;
+///             }
+///         }
+///     }
+/// }
+/// ```
+///
+/// # Generated items
+///
+/// For `VIS fn NAME(a: &[T; LEN], b: &mut [T; LEN], k: usize)`:
+///
+/// * `VIS fn NAME<T: hcomm::Element>(comm: &hcomm::Comm, a: &[T], b: &mut [T], k: usize)
+///   -> hcomm::Result<()>`, with the item's doc comments (and any attribute
+///   other than `verify`, `requires` and `postcondition`);
+/// * `VIS mod NAME { pub static SCHEDULE: LazyLock<hcomm_schedule::ir::Schedule> }`:
+///   the checked IR, for run-time verification, tracing and drawing. (A function
+///   and a module may share a name: they live in different namespaces.)
+///
+/// At entry the function evaluates `#[requires]`, binds the length variables
+/// from the buffer lengths and checks every length, checks each scalar against
+/// its range, and verifies the schedule at run time when `comm.world()` is
+/// outside the `#[verify]` set; then it runs the body's steps in order.
+///
+/// # Choices the specification leaves open
+///
+/// * `fn NAME<T>(..)` is accepted; `T` is always the generic element type.
+/// * `let`, `for` and `if` may appear inside `batch` around its `send` and
+///   `recv` statements (e.g. a loop over peers); nothing else may.
+/// * Bindings are scoped like Rust `let`s: a `let`, `scratch` buffer, loop
+///   variable or request handle is visible from the next statement to the end
+///   of its block, and may be shadowed. `rank` and `world` cannot be rebound,
+///   and no parameter may be called `comm`, `rank` or `world`.
+/// * `true` and `false` are `1` and `0`; a condition holds when non-zero.
+///   Comparisons do not chain (`a < b < c` is a syntax error), as in Rust.
+/// * `buf[a..=b]` is accepted and means `buf[a..b + 1]`; `for i in (a..b)`
+///   (parenthesized, without `.rev()`) is a plain range.
+/// * `barrier()` is accepted as well as `barrier`.
+/// * In `broadcast(.., root = E) over G` and `reduce(.., root = E) over G`,
+///   `E` is a rank *of the subgroup* (numbered in increasing global rank
+///   order), like the peers of the subgroup's own communicator.
+/// * `#[verify(world in ..)]` bounds are integer constants (`+ - * <<` and
+///   `pow2` of constants allowed); a world size must be at least 1. Several
+///   `#[verify]` attributes are merged. Scalar ranges are `LO..HI` or
+///   `LO..=HI` over `world` and literals.
+/// * Each length variable is bound from the first buffer (in declaration
+///   order) whose length uses it alone among the unbound ones, preferring a
+///   literal coefficient; lengths that do not determine every length variable
+///   (`a: &[T; n + m]` alone) are a `non-linear length` error.
+#[proc_macro]
+pub fn comm_schedule(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
+    let ast = syn::parse_macro_input!(input as parse::Schedule);
+    expand::schedule(&ast).into()
+}

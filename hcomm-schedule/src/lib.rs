@@ -1,1 +1,90 @@
 //! Schedule IR, evaluator, unroller and checker behind `comm_schedule!`.
+//!
+//! The macro (`hcomm-macros`) parses a schedule, lowers it into the IR of
+//! [`ir`], and calls [`verify`]; each [`Diagnostic`] becomes a compile error.
+//! The generated code embeds the IR and, for world sizes outside the verify
+//! set, checks it at run time through a [`VerifyCache`].
+//!
+//! Modules: [`ir`] (the data), [`diag`] (diagnostics), [`eval`] (integer
+//! semantics shared with the run time), and internally `compile` (name
+//! resolution and step 0), `unroll` (per-rank events; steps 1-2), `check::*`
+//! (steps 3-7), `verify` (the loop over world sizes and scalars).
+//!
+//! # Choices where the spec is silent
+//!
+//! * **Message format.** [`Diagnostic`]'s `Display` is `"{kind}: {message}"`
+//!   plus `"\nhint: {hint}"`; messages start with the concrete situation
+//!   (`with world = 4, root = 1, s = 2, rank 3 sends to 4 ..`): world size,
+//!   scalar values, then the loop variables enclosing the statement. Length
+//!   variables are named only when a postcondition fails at a value other
+//!   than 1.
+//! * **Name resolution.** The macro resolves `rank`, `world`, scalars and
+//!   length variables; the checker resolves loop variables, `let`s, scratch
+//!   buffers and request handles lexically (Rust scoping: visible to the end
+//!   of the enclosing block, later definitions shadow earlier ones) and
+//!   reports `unknown name` (with "did you mean" when a close name exists)
+//!   for what it cannot find. `wait` of a handle that is not in scope is
+//!   `unknown request` (step 6), as the spec says for undefined handles.
+//! * **Request scope.** A pending request whose handle goes out of scope
+//!   (end of its block, including each iteration of a loop body) or is
+//!   redefined is an `unwaited request`, reported at its `isend`/`irecv`.
+//! * **Booleans.** Comparisons, `&&`, `||`, `!` and `is_pow2` give 0 or 1;
+//!   conditions hold when non-zero; `!x` is logical (1 when `x == 0`);
+//!   `&&`/`||` short-circuit. `%` is Euclidean also for negative divisors
+//!   (result in `0..|m|`); `<<`/`>>` by a negative amount is an evaluation
+//!   error; `x << k` overflowing `i64` is an evaluation error;
+//!   `pow2(k)` needs `0 <= k <= 62`.
+//! * **Loop cap.** The 2^24 iterations are counted per rank (all loops of one
+//!   rank's unrolling together); a loop that would pass the cap is rejected
+//!   before it runs.
+//! * **`batch` contents.** `send`, `recv` (with `reduce`), and `let`, `for`,
+//!   `if` around them; anything else inside a `batch` is a `syntax error`.
+//!   Within a batch, ops are posted in textual order (this fixes the
+//!   non-overtaking order on a channel).
+//! * **`over` groups.** The group of each rank is computed once per distinct
+//!   binding of the names the expression reads. A root names a rank *of the
+//!   group* (0..group size).
+//! * **`reduce` shapes.** Input and output lengths are compared on the root
+//!   only, since other ranks neither read nor write their output.
+//! * **Collective mismatch lengths.** Members of one collective must agree on
+//!   the input length (and output length, except for `reduce`).
+//! * **Overlap.** Regions overlap when they share an element for some value
+//!   of the length variables: exact with one length variable, decided on
+//!   sample points with several (see `lin.rs`). Other length facts (bounds,
+//!   even chunks, equal lengths) are exact for every value `>= 1`.
+//! * **Deadlock report.** One diagnostic on the first blocking step of the
+//!   cycle (starting from its lowest rank), listing up to six ranks; each
+//!   other blocking statement of the cycle is a note with the same wording.
+//! * **Postcondition.** Symbolic execution at length variables all 1, then
+//!   at `2, 3, ..` (variable `i` at `i + 2`); multisets compared by count and
+//!   two 64-bit additive fingerprints. A reduction's operator must be the
+//!   declared one; mixing operators or scratch data that was never written
+//!   fails. Runs with more than 2^26 elements in all are skipped.
+//!   Messages say `block` for `all_gather`/`all_to_all`/`reduce_scatter` blocks and
+//!   `element` otherwise, as in "rank 1 ends with output block 2 = rank 0's
+//!   input block 0, expected rank 2's input".
+//! * **Error selection.** At the smallest failing world size, the scalar
+//!   combinations are compared by the earliest failing check; among equals,
+//!   the first combination (lexicographic order) wins.
+//! * **World sizes.** A verify set containing a size below 1 is an
+//!   `evaluation error` of step 0. Scalar ranges may use `world` only; their
+//!   lower bound is raised to 0 (scalars are `usize`).
+
+pub mod diag;
+pub mod eval;
+pub mod ir;
+
+mod check;
+mod compile;
+mod fxhash;
+mod lin;
+mod print;
+mod unroll;
+mod verify;
+
+pub use diag::{DiagKind, Diagnostic};
+pub use ir::*;
+pub use verify::{check_static, check_world, requires_holds, scalar_range, verify, VerifyCache};
+
+#[cfg(test)]
+mod tests;

@@ -3,9 +3,10 @@
 
 use std::marker::PhantomData;
 
-use crate::collective::{RawBuf, Xfer};
+use crate::buffer::{Buffer, BufferMut};
+use crate::collective::Xfer;
 use crate::comm::Comm;
-use crate::element::{Element, ReduceOp};
+use crate::element::ReduceOp;
 use crate::error::Result;
 use crate::p2p::Tag;
 
@@ -18,33 +19,40 @@ pub struct Batch<'c, 'b> {
 
 impl<'b> Batch<'_, 'b> {
     /// Adds a send of `buf` to `peer` on tag 0.
-    pub fn send<T: Element>(&mut self, buf: &'b [T], peer: usize) -> Result<()> {
+    pub fn send<B: Buffer + ?Sized>(&mut self, buf: &'b B, peer: usize) -> Result<()> {
         self.send_tagged(buf, peer, 0)
     }
 
     /// Adds a send of `buf` to `peer` on `tag`.
-    pub fn send_tagged<T: Element>(&mut self, buf: &'b [T], peer: usize, tag: Tag) -> Result<()> {
+    pub fn send_tagged<B: Buffer + ?Sized>(&mut self, buf: &'b B, peer: usize, tag: Tag) -> Result<()> {
         self.comm.check_peer(peer, "batch send")?;
-        self.xfer.send(RawBuf::of(buf), peer, i64::from(tag));
+        self.xfer.send(self.comm.view(buf)?, peer, i64::from(tag));
         Ok(())
     }
 
     /// Adds a receive into `buf` from `peer` on tag 0.
-    pub fn recv<T: Element>(&mut self, buf: &'b mut [T], peer: usize) -> Result<()> {
+    pub fn recv<B: BufferMut + ?Sized>(&mut self, buf: &'b mut B, peer: usize) -> Result<()> {
         self.recv_tagged(buf, peer, 0)
     }
 
     /// Adds a receive into `buf` from `peer` on `tag`.
-    pub fn recv_tagged<T: Element>(&mut self, buf: &'b mut [T], peer: usize, tag: Tag) -> Result<()> {
+    pub fn recv_tagged<B: BufferMut + ?Sized>(&mut self, buf: &'b mut B, peer: usize, tag: Tag) -> Result<()> {
         self.comm.check_peer(peer, "batch recv")?;
-        self.xfer.recv(RawBuf::of_mut(buf), peer, i64::from(tag));
+        self.xfer.recv(self.comm.view_mut(buf)?, peer, i64::from(tag));
         Ok(())
     }
 
     /// Adds a receive that combines the incoming data into `buf` with `op`.
-    pub fn recv_reduce<T: Element>(&mut self, buf: &'b mut [T], peer: usize, tag: Tag, op: ReduceOp) -> Result<()> {
+    pub fn recv_reduce<B: BufferMut + ?Sized>(
+        &mut self,
+        buf: &'b mut B,
+        peer: usize,
+        tag: Tag,
+        op: ReduceOp,
+    ) -> Result<()> {
         self.comm.check_peer(peer, "batch recv")?;
-        self.xfer.recv_reduce(RawBuf::of_mut(buf), peer, i64::from(tag), op);
+        self.xfer
+            .recv_reduce(self.comm.view_mut(buf)?, peer, i64::from(tag), op);
         Ok(())
     }
 }

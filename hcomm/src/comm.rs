@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use crate::backend::{Backend, OpId, OpIds, P2pOp};
+use crate::buffer::{Buffer, BufferMut, Memory};
+use crate::collective::RawBuf;
 use crate::collective::{policy_for, Algorithm, AlgorithmTable, CollHeader, Collective};
 use crate::element::{DataType, ReduceOp};
 use crate::error::{Error, Result};
@@ -225,7 +227,6 @@ impl Comm {
         self.inner.backend.test(id)
     }
 
-    #[allow(dead_code, reason = "used by the schedule executor (`__private`)")]
     pub(crate) fn cancel_ids(&self, ids: &[OpId]) {
         self.inner.backend.cancel(ids);
     }
@@ -273,6 +274,33 @@ impl Comm {
         let comm = Comm::from_backend(backend, &self.options());
         groups.insert(cache_key, comm.clone());
         Ok(comm)
+    }
+
+    /// A raw view of a buffer this communicator's backend can use.
+    pub(crate) fn view<B: Buffer + ?Sized>(&self, b: &B) -> Result<RawBuf<B::Elem>> {
+        self.check_memory(b.memory())?;
+        let (ptr, len) = b.raw_parts();
+        Ok(RawBuf {
+            ptr: ptr.cast_mut(),
+            len,
+        })
+    }
+
+    /// A raw view of a buffer this communicator's backend can write.
+    pub(crate) fn view_mut<B: BufferMut + ?Sized>(&self, b: &mut B) -> Result<RawBuf<B::Elem>> {
+        self.check_memory(b.memory())?;
+        let (ptr, len) = b.raw_parts_mut();
+        Ok(RawBuf { ptr, len })
+    }
+
+    fn check_memory(&self, memory: Memory) -> Result<()> {
+        if self.inner.backend.accepts(memory) {
+            return Ok(());
+        }
+        Err(Error::precondition(format!(
+            "a buffer in {memory:?} memory cannot be used with the `{}` backend; allocate it through this communicator",
+            self.backend_name()
+        )))
     }
 
     /// Checks that `peer` is a rank of this communicator.

@@ -38,8 +38,12 @@
 //! (recursive doubling on 6 ranks) falls back to the policy's choice with a
 //! `tracing` warning; [`Comm::last_algorithm`] tells what ran.
 
+#[doc(hidden)]
+#[path = "private/mod.rs"]
+pub mod __private;
 mod backend;
 mod batch;
+mod buffer;
 mod collective;
 mod comm;
 mod element;
@@ -51,6 +55,7 @@ mod request;
 mod topology;
 
 pub use batch::Batch;
+pub use buffer::{Buffer, BufferMut, Memory};
 pub use collective::{Algorithm, AlgorithmTable, Collective};
 pub use comm::Comm;
 pub use element::{DataType, Element, ReduceOp};

@@ -24,9 +24,10 @@ use std::marker::PhantomData;
 use smallvec::SmallVec;
 
 use crate::backend::{OpId, OpIds};
-use crate::collective::{RawBuf, Xfer};
+use crate::buffer::{Buffer, BufferMut};
+use crate::collective::Xfer;
 use crate::comm::Comm;
-use crate::element::{Element, ReduceOp};
+use crate::element::ReduceOp;
 use crate::error::{Error, Result};
 use crate::p2p::Tag;
 
@@ -172,65 +173,65 @@ impl Comm {
     }
 
     /// Starts sending `buf` to `peer` on tag 0.
-    pub fn isend<'s, 'env: 's, T: Element>(
+    pub fn isend<'s, 'env: 's, B: Buffer + ?Sized>(
         &self,
         scope: &'s Scope<'s, 'env>,
-        buf: &'s [T],
+        buf: &'s B,
         peer: usize,
     ) -> Result<Request<'s, 'env>> {
         self.isend_tagged(scope, buf, peer, 0)
     }
 
     /// Starts sending `buf` to `peer` on `tag`.
-    pub fn isend_tagged<'s, 'env: 's, T: Element>(
+    pub fn isend_tagged<'s, 'env: 's, B: Buffer + ?Sized>(
         &self,
         scope: &'s Scope<'s, 'env>,
-        buf: &'s [T],
+        buf: &'s B,
         peer: usize,
         tag: Tag,
     ) -> Result<Request<'s, 'env>> {
         self.check_peer(peer, "isend")?;
         let mut x = Xfer::p2p(self);
-        x.send(RawBuf::of(buf), peer, i64::from(tag));
+        x.send(self.view(buf)?, peer, i64::from(tag));
         self.post_one(scope, &x)
     }
 
     /// Starts receiving into `buf` from `peer` on tag 0.
-    pub fn irecv<'s, 'env: 's, T: Element>(
+    pub fn irecv<'s, 'env: 's, B: BufferMut + ?Sized>(
         &self,
         scope: &'s Scope<'s, 'env>,
-        buf: &'s mut [T],
+        buf: &'s mut B,
         peer: usize,
     ) -> Result<Request<'s, 'env>> {
         self.irecv_tagged(scope, buf, peer, 0)
     }
 
     /// Starts receiving into `buf` from `peer` on `tag`.
-    pub fn irecv_tagged<'s, 'env: 's, T: Element>(
+    pub fn irecv_tagged<'s, 'env: 's, B: BufferMut + ?Sized>(
         &self,
         scope: &'s Scope<'s, 'env>,
-        buf: &'s mut [T],
+        buf: &'s mut B,
         peer: usize,
         tag: Tag,
     ) -> Result<Request<'s, 'env>> {
         self.check_peer(peer, "irecv")?;
         let mut x = Xfer::p2p(self);
-        x.recv(RawBuf::of_mut(buf), peer, i64::from(tag));
+        x.recv(self.view_mut(buf)?, peer, i64::from(tag));
         self.post_one(scope, &x)
     }
 
     /// Starts receiving from `peer` on `tag`, combining into `buf` with `op`.
-    pub fn irecv_reduce<'s, 'env: 's, T: Element>(
+    pub fn irecv_reduce<'s, 'env: 's, B: BufferMut + ?Sized>(
         &self,
         scope: &'s Scope<'s, 'env>,
-        buf: &'s mut [T],
+        buf: &'s mut B,
         peer: usize,
         tag: Tag,
         op: ReduceOp,
     ) -> Result<Request<'s, 'env>> {
         self.check_peer(peer, "irecv")?;
         let mut x = Xfer::p2p(self);
-        x.recv_reduce(RawBuf::of_mut(buf), peer, i64::from(tag), op);
+        x.recv_reduce(self.view_mut(buf)?, peer, i64::from(tag), op);
         self.post_one(scope, &x)
     }
 }

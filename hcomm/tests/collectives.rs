@@ -1,4 +1,8 @@
 //! Every collective × algorithm × element type × world 1..=8 × odd lengths,
+#![allow(
+    clippy::float_cmp,
+    reason = "the values compared are small integers, exact in every type"
+)]
 //! compared element for element with a serial reference.
 
 mod common;

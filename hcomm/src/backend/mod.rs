@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use smallvec::SmallVec;
 
+use crate::buffer::Memory;
 use crate::collective::CollHeader;
 use crate::element::{DataType, ReduceOp};
 use crate::error::Result;
@@ -74,6 +75,9 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// The group size.
     fn world(&self) -> usize;
 
+    /// Whether buffers in `memory` can be used with this backend.
+    fn accepts(&self, memory: Memory) -> bool;
+
     /// The group's topology, for algorithm selection.
     fn topology(&self) -> Topology;
 
@@ -99,17 +103,99 @@ pub(crate) trait Backend: Send + Sync + 'static {
 
     /// Cancels pending ops and releases them; waits for a transfer that is
     /// already copying data, so no buffer is touched after this returns.
-    #[allow(dead_code, reason = "used by the schedule executor (`__private`)")]
     fn cancel(&self, ids: &[OpId]);
 
     /// Records that this rank enters a collective, so that ranks calling
     /// different collectives get an error instead of a hang.
     fn enter_collective(&self, header: &CollHeader) -> Result<()>;
 
+    /// Waits until every rank of the group has entered the collective
+    /// `header` (or a later one) and fails if any disagreed.
+    fn confirm_collective(&self, header: &CollHeader, timeout: Duration) -> Result<()>;
+
     /// A backend for the subgroup `members` (ranks of this group, increasing).
     /// Every member calls it with the same `key`; no message is exchanged.
     fn subgroup(&self, key: &str, members: &[usize]) -> Result<Arc<dyn Backend>>;
 
+    /// Runs a whole collective with the device library's own implementation;
+    /// `None` when the backend has none and the generic algorithms (written
+    /// over point-to-point) should run.
+    ///
+    /// # Safety
+    ///
+    /// The call's buffers valid (receive buffers writable and exclusive) for
+    /// the backend's memory until this returns.
+    unsafe fn native_collective(
+        &self,
+        call: &NativeCall<'_>,
+        dtype: DataType,
+        timeout: Duration,
+    ) -> Option<Result<()>> {
+        let _ = (call, dtype, timeout);
+        None
+    }
+
     /// Fails every pending and future operation of the group.
     fn abort(&self, reason: &str);
+}
+
+#[allow(dead_code, reason = "read by the device backends")]
+/// A whole collective handed to a device library (HCCL, NCCL), which runs it
+/// with its own algorithms on the communicator's stream. Pointers are device
+/// addresses; counts are in elements of `dtype`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum NativeCall<'a> {
+    AllReduce {
+        send: *const u8,
+        recv: *mut u8,
+        count: usize,
+        op: ReduceOp,
+    },
+    AllGather {
+        send: *const u8,
+        recv: *mut u8,
+        send_count: usize,
+    },
+    ReduceScatter {
+        send: *const u8,
+        recv: *mut u8,
+        recv_count: usize,
+        op: ReduceOp,
+    },
+    AllToAll {
+        send: *const u8,
+        recv: *mut u8,
+        count_per_peer: usize,
+    },
+    AllToAllV {
+        send: *const u8,
+        send_counts: &'a [usize],
+        recv: *mut u8,
+        recv_counts: &'a [usize],
+    },
+    Broadcast {
+        buf: *mut u8,
+        count: usize,
+        root: usize,
+    },
+    Reduce {
+        send: *const u8,
+        recv: *mut u8,
+        count: usize,
+        op: ReduceOp,
+        root: usize,
+    },
+    Gather {
+        send: *const u8,
+        recv: *mut u8,
+        count: usize,
+        root: usize,
+    },
+    Scatter {
+        send: *const u8,
+        recv: *mut u8,
+        count: usize,
+        root: usize,
+    },
+    Barrier,
 }

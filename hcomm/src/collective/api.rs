@@ -3,6 +3,8 @@
 
 use super::raw::{Ctx, RawBuf};
 use super::{bruck, direct, halving_doubling, pairwise, ring, tree, Algorithm, CollHeader, Collective};
+use crate::backend::NativeCall;
+use crate::buffer::{Buffer, BufferMut};
 use crate::comm::Comm;
 use crate::element::{Element, ReduceOp};
 use crate::error::{Error, Result};
@@ -32,6 +34,24 @@ impl Comm {
         (algorithm, span)
     }
 
+    /// After this rank's part of a collective: waits until every rank has
+    /// entered it, so ranks that disagree all get an error, even those whose
+    /// part finished before the disagreeing rank arrived.
+    fn confirm(&self, header: &CollHeader, result: Result<()>) -> Result<()> {
+        result?;
+        self.inner.backend.confirm_collective(header, self.timeout())
+    }
+
+    /// The device library's own implementation of `call`, if the backend has one.
+    ///
+    /// # Safety
+    ///
+    /// The call's buffers valid until this returns.
+    unsafe fn native<T: Element>(&self, call: NativeCall<'_>) -> Option<Result<()>> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.inner.backend.native_collective(&call, T::DTYPE, self.timeout()) }
+    }
+
     fn check_root(&self, root: usize, what: &str) -> Result<()> {
         if root >= self.world() {
             return Err(Error::precondition(format!(
@@ -44,15 +64,22 @@ impl Comm {
 
     /// Sums (or combines with `op`) `send` over every rank into `recv` on
     /// every rank. `send` and `recv` must have equal lengths; any length.
-    pub fn all_reduce<T: Element>(&self, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<()> {
-        check_len("recv", recv.len(), send.len())?;
+    pub fn all_reduce<T, S, R>(&self, send: &S, recv: &mut R, op: ReduceOp) -> Result<()>
+    where
+        T: Element,
+        S: Buffer<Elem = T> + ?Sized,
+        R: BufferMut<Elem = T> + ?Sized,
+    {
+        let (send, recv) = (self.view(send)?, self.view_mut(recv)?);
+        check_len("recv", recv.len, send.len)?;
         // SAFETY: `send` and `recv` are distinct borrows that outlive the call.
-        unsafe { self.all_reduce_raw(RawBuf::of(send), RawBuf::of_mut(recv), op) }
+        unsafe { self.all_reduce_raw(send, recv, op) }
     }
 
     /// [`Comm::all_reduce`] in place.
-    pub fn all_reduce_in_place<T: Element>(&self, buf: &mut [T], op: ReduceOp) -> Result<()> {
-        let view = RawBuf::of_mut(buf);
+    pub fn all_reduce_in_place<B: BufferMut + ?Sized>(&self, buf: &mut B, op: ReduceOp) -> Result<()> {
+        let buf = self.view_mut(buf)?;
+        let view = buf;
         // SAFETY: one exclusive borrow that outlives the call.
         unsafe { self.all_reduce_raw(view, view, op) }
     }
@@ -70,42 +97,62 @@ impl Comm {
         let header = self.enter_collective(Collective::AllReduce, T::DTYPE, Some(send.len), Some(op), None)?;
         let (algorithm, span) = self.choose(Collective::AllReduce, send.len * size_of::<T>());
         let _e = span.enter();
-        // SAFETY: forwarded from the caller.
-        unsafe { send.copy_to(recv) };
-        if self.world() == 1 {
-            return Ok(());
-        }
-        let c = self.ctx(header);
-        // SAFETY: `recv` is valid and writable for the whole call.
-        unsafe {
-            match algorithm {
-                Algorithm::HalvingDoubling => halving_doubling::all_reduce(&c, recv, op),
-                Algorithm::ReduceBroadcast => {
-                    tree::reduce(&c, recv, op, 0)?;
-                    tree::broadcast(&c, recv, 0)
-                }
-                _ => ring::all_reduce(&c, recv, op),
+        let result = (|| -> Result<()> {
+            // SAFETY: forwarded from the caller.
+            if let Some(r) = unsafe {
+                self.native::<T>(NativeCall::AllReduce {
+                    send: send.ptr.cast(),
+                    recv: recv.ptr.cast(),
+                    count: send.len,
+                    op,
+                })
+            } {
+                return r;
             }
-        }
+            // SAFETY: forwarded from the caller.
+            unsafe { send.copy_to(recv) };
+            if self.world() == 1 {
+                return Ok(());
+            }
+            let c = self.ctx(header);
+            // SAFETY: `recv` is valid and writable for the whole call.
+            unsafe {
+                match algorithm {
+                    Algorithm::HalvingDoubling => halving_doubling::all_reduce(&c, recv, op),
+                    Algorithm::ReduceBroadcast => {
+                        tree::reduce(&c, recv, op, 0)?;
+                        tree::broadcast(&c, recv, 0)
+                    }
+                    _ => ring::all_reduce(&c, recv, op),
+                }
+            }
+        })();
+        self.confirm(&header, result)
     }
 
     /// Every rank's `send` (all of equal length `n`) lands in block `r` of
     /// `recv` (length `n * world`) on every rank.
-    pub fn all_gather<T: Element>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
-        if recv.len() != send.len() * self.world() {
+    pub fn all_gather<T, S, R>(&self, send: &S, recv: &mut R) -> Result<()>
+    where
+        T: Element,
+        S: Buffer<Elem = T> + ?Sized,
+        R: BufferMut<Elem = T> + ?Sized,
+    {
+        let (send, recv) = (self.view(send)?, self.view_mut(recv)?);
+        if recv.len != send.len * self.world() {
             return Err(Error::buffer_length(
                 "recv",
-                recv.len(),
+                recv.len,
                 format_args!(
                     "{} (send length {} x world {})",
-                    send.len() * self.world(),
-                    send.len(),
+                    send.len * self.world(),
+                    send.len,
                     self.world()
                 ),
             ));
         }
         // SAFETY: distinct borrows that outlive the call.
-        unsafe { self.all_gather_raw(RawBuf::of(send), RawBuf::of_mut(recv)) }
+        unsafe { self.all_gather_raw(send, recv) }
     }
 
     /// # Safety
@@ -117,39 +164,58 @@ impl Comm {
         let header = self.enter_collective(Collective::AllGather, T::DTYPE, Some(n), None, None)?;
         let (algorithm, span) = self.choose(Collective::AllGather, n * size_of::<T>());
         let _e = span.enter();
-        // SAFETY: forwarded from the caller.
-        unsafe { send.copy_to(recv.block(self.rank(), n)) };
-        if self.world() == 1 {
-            return Ok(());
-        }
-        let c = self.ctx(header);
-        // SAFETY: `recv` is valid and writable for the whole call.
-        unsafe {
-            match algorithm {
-                Algorithm::RecursiveDoubling => halving_doubling::all_gather(&c, recv),
-                Algorithm::Bruck => bruck::all_gather(&c, recv, n),
-                _ => ring::all_gather(&c, recv),
+        let result = (|| -> Result<()> {
+            // SAFETY: forwarded from the caller.
+            if let Some(r) = unsafe {
+                self.native::<T>(NativeCall::AllGather {
+                    send: send.ptr.cast(),
+                    recv: recv.ptr.cast(),
+                    send_count: n,
+                })
+            } {
+                return r;
             }
-        }
+            // SAFETY: forwarded from the caller.
+            unsafe { send.copy_to(recv.block(self.rank(), n)) };
+            if self.world() == 1 {
+                return Ok(());
+            }
+            let c = self.ctx(header);
+            // SAFETY: `recv` is valid and writable for the whole call.
+            unsafe {
+                match algorithm {
+                    Algorithm::RecursiveDoubling => halving_doubling::all_gather(&c, recv),
+                    Algorithm::Bruck => bruck::all_gather(&c, recv, n),
+                    _ => ring::all_gather(&c, recv),
+                }
+            }
+        })();
+        self.confirm(&header, result)
     }
 
     /// Reduces `send` (length `n * world`) over every rank; rank `r` gets
     /// block `r` of the result in `recv` (length `n`).
-    pub fn reduce_scatter<T: Element>(&self, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<()> {
-        if send.len() != recv.len() * self.world() {
+    pub fn reduce_scatter<T, S, R>(&self, send: &S, recv: &mut R, op: ReduceOp) -> Result<()>
+    where
+        T: Element,
+        S: Buffer<Elem = T> + ?Sized,
+        R: BufferMut<Elem = T> + ?Sized,
+    {
+        let (send, recv) = (self.view(send)?, self.view_mut(recv)?);
+        if send.len != recv.len * self.world() {
             return Err(Error::buffer_length(
                 "send",
-                send.len(),
+                send.len,
                 format_args!(
                     "{} (recv length {} x world {})",
-                    recv.len() * self.world(),
-                    recv.len(),
+                    recv.len * self.world(),
+                    recv.len,
                     self.world()
                 ),
             ));
         }
         // SAFETY: distinct borrows that outlive the call.
-        unsafe { self.reduce_scatter_raw(RawBuf::of(send), RawBuf::of_mut(recv), op) }
+        unsafe { self.reduce_scatter_raw(send, recv, op) }
     }
 
     /// # Safety
@@ -166,39 +232,59 @@ impl Comm {
         let header = self.enter_collective(Collective::ReduceScatter, T::DTYPE, Some(n), Some(op), None)?;
         let (algorithm, span) = self.choose(Collective::ReduceScatter, send.len * size_of::<T>());
         let _e = span.enter();
-        if self.world() == 1 {
+        let result = (|| -> Result<()> {
             // SAFETY: forwarded from the caller.
-            unsafe { send.copy_to(recv) };
-            return Ok(());
-        }
-        // SAFETY: `send` is valid for reads.
-        let mut work = unsafe { send.as_slice() }.to_vec();
-        let view = RawBuf::of_mut(&mut work);
-        let c = self.ctx(header);
-        // SAFETY: `work` is owned here; `recv` valid and writable.
-        unsafe {
-            match algorithm {
-                Algorithm::RecursiveHalving => halving_doubling::reduce_scatter(&c, view, op)?,
-                _ => ring::reduce_scatter(&c, view, op)?,
+            if let Some(r) = unsafe {
+                self.native::<T>(NativeCall::ReduceScatter {
+                    send: send.ptr.cast(),
+                    recv: recv.ptr.cast(),
+                    recv_count: n,
+                    op,
+                })
+            } {
+                return r;
             }
-            view.block(self.rank(), n).copy_to(recv);
-        }
-        Ok(())
+            if self.world() == 1 {
+                // SAFETY: forwarded from the caller.
+                unsafe { send.copy_to(recv) };
+                return Ok(());
+            }
+            // SAFETY: `send` is valid for reads.
+            let mut work = unsafe { send.as_slice() }.to_vec();
+            let view = RawBuf::of_mut(&mut work);
+            let c = self.ctx(header);
+            // SAFETY: `work` is owned here; `recv` valid and writable.
+            unsafe {
+                match algorithm {
+                    Algorithm::RecursiveHalving => halving_doubling::reduce_scatter(&c, view, op)?,
+                    _ => ring::reduce_scatter(&c, view, op)?,
+                }
+                view.block(self.rank(), n).copy_to(recv);
+            }
+            Ok(())
+        })();
+        self.confirm(&header, result)
     }
 
     /// Block `j` of `send` goes to rank `j`, which stores it as block `r`
     /// of `recv`. Both have length `n * world`.
-    pub fn all_to_all<T: Element>(&self, send: &[T], recv: &mut [T]) -> Result<()> {
-        check_len("recv", recv.len(), send.len())?;
-        if !send.len().is_multiple_of(self.world()) {
+    pub fn all_to_all<T, S, R>(&self, send: &S, recv: &mut R) -> Result<()>
+    where
+        T: Element,
+        S: Buffer<Elem = T> + ?Sized,
+        R: BufferMut<Elem = T> + ?Sized,
+    {
+        let (send, recv) = (self.view(send)?, self.view_mut(recv)?);
+        check_len("recv", recv.len, send.len)?;
+        if !send.len.is_multiple_of(self.world()) {
             return Err(Error::buffer_length(
                 "send",
-                send.len(),
+                send.len,
                 format_args!("a multiple of world = {}", self.world()),
             ));
         }
         // SAFETY: distinct borrows that outlive the call.
-        unsafe { self.all_to_all_raw(RawBuf::of(send), RawBuf::of_mut(recv)) }
+        unsafe { self.all_to_all_raw(send, recv) }
     }
 
     /// # Safety
@@ -210,36 +296,55 @@ impl Comm {
         let header = self.enter_collective(Collective::AllToAll, T::DTYPE, Some(block), None, None)?;
         let (algorithm, span) = self.choose(Collective::AllToAll, send.len * size_of::<T>());
         let _e = span.enter();
-        let c = self.ctx(header);
-        let w = self.world();
-        // SAFETY: forwarded from the caller.
-        unsafe {
-            match algorithm {
-                Algorithm::Direct => pairwise::all_to_all_direct(
-                    &c,
-                    (0..w).map(|j| send.block(j, block)),
-                    (0..w).map(|j| recv.block(j, block)),
-                ),
-                _ => pairwise::all_to_all(&c, send, recv, block),
+        let result = (|| -> Result<()> {
+            // SAFETY: forwarded from the caller.
+            if let Some(r) = unsafe {
+                self.native::<T>(NativeCall::AllToAll {
+                    send: send.ptr.cast(),
+                    recv: recv.ptr.cast(),
+                    count_per_peer: send.len / self.world(),
+                })
+            } {
+                return r;
             }
-        }
+            let c = self.ctx(header);
+            let w = self.world();
+            // SAFETY: forwarded from the caller.
+            unsafe {
+                match algorithm {
+                    Algorithm::Direct => pairwise::all_to_all_direct(
+                        &c,
+                        (0..w).map(|j| send.block(j, block)),
+                        (0..w).map(|j| recv.block(j, block)),
+                    ),
+                    _ => pairwise::all_to_all(&c, send, recv, block),
+                }
+            }
+        })();
+        self.confirm(&header, result)
     }
 
     /// All-to-all with per-peer counts: `send_counts[j]` elements of `send`
     /// (packed in rank order) go to rank `j`; `recv_counts[j]` elements come
     /// from rank `j` into `recv` (packed in rank order). Each pair of ranks
     /// must agree on the count between them.
-    pub fn all_to_allv<T: Element>(
+    pub fn all_to_allv<T, S, R>(
         &self,
-        send: &[T],
+        send: &S,
         send_counts: &[usize],
-        recv: &mut [T],
+        recv: &mut R,
         recv_counts: &[usize],
-    ) -> Result<()> {
+    ) -> Result<()>
+    where
+        T: Element,
+        S: Buffer<Elem = T> + ?Sized,
+        R: BufferMut<Elem = T> + ?Sized,
+    {
+        let (send, recv) = (self.view(send)?, self.view_mut(recv)?);
         let w = self.world();
         check_len("send_counts", send_counts.len(), w)?;
         check_len("recv_counts", recv_counts.len(), w)?;
-        for (name, len, counts) in [("send", send.len(), send_counts), ("recv", recv.len(), recv_counts)] {
+        for (name, len, counts) in [("send", send.len, send_counts), ("recv", recv.len, recv_counts)] {
             let total: usize = counts.iter().sum();
             if len != total {
                 return Err(Error::buffer_length(
@@ -250,38 +355,53 @@ impl Comm {
             }
         }
         let header = self.enter_collective(Collective::AllToAllV, T::DTYPE, None, None, None)?;
-        let (_, span) = self.choose(Collective::AllToAllV, size_of_val(send));
+        let (_, span) = self.choose(Collective::AllToAllV, send.len * size_of::<T>());
         let _e = span.enter();
-        let views = |base: RawBuf<T>, counts: &[usize]| {
-            let mut start = 0;
-            counts
-                .iter()
-                .map(|&n| {
-                    let v = base.sub(start, n);
-                    start += n;
-                    v
+        let result = (|| -> Result<()> {
+            // SAFETY: forwarded from the caller.
+            if let Some(r) = unsafe {
+                self.native::<T>(NativeCall::AllToAllV {
+                    send: send.ptr.cast(),
+                    send_counts,
+                    recv: recv.ptr.cast(),
+                    recv_counts,
                 })
-                .collect::<smallvec::SmallVec<[RawBuf<T>; 16]>>()
-        };
-        let sends = views(RawBuf::of(send), send_counts);
-        let recvs = views(RawBuf::of_mut(recv), recv_counts);
-        if send_counts[self.rank()] != recv_counts[self.rank()] {
-            return Err(Error::mismatch(format!(
-                "rank {} sends {} elements to itself but expects {}",
-                self.rank(),
-                send_counts[self.rank()],
-                recv_counts[self.rank()]
-            )));
-        }
-        let c = self.ctx(header);
-        // SAFETY: the views are disjoint parts of two distinct borrows.
-        unsafe { pairwise::all_to_all_direct(&c, sends.into_iter(), recvs.into_iter()) }
+            } {
+                return r;
+            }
+            let views = |base: RawBuf<T>, counts: &[usize]| {
+                let mut start = 0;
+                counts
+                    .iter()
+                    .map(|&n| {
+                        let v = base.sub(start, n);
+                        start += n;
+                        v
+                    })
+                    .collect::<smallvec::SmallVec<[RawBuf<T>; 16]>>()
+            };
+            let sends = views(send, send_counts);
+            let recvs = views(recv, recv_counts);
+            if send_counts[self.rank()] != recv_counts[self.rank()] {
+                return Err(Error::mismatch(format!(
+                    "rank {} sends {} elements to itself but expects {}",
+                    self.rank(),
+                    send_counts[self.rank()],
+                    recv_counts[self.rank()]
+                )));
+            }
+            let c = self.ctx(header);
+            // SAFETY: the views are disjoint parts of two distinct borrows.
+            unsafe { pairwise::all_to_all_direct(&c, sends.into_iter(), recvs.into_iter()) }
+        })();
+        self.confirm(&header, result)
     }
 
     /// Copies `buf` of rank `root` into `buf` of every rank.
-    pub fn broadcast<T: Element>(&self, buf: &mut [T], root: usize) -> Result<()> {
+    pub fn broadcast<B: BufferMut + ?Sized>(&self, buf: &mut B, root: usize) -> Result<()> {
+        let buf = self.view_mut(buf)?;
         // SAFETY: one exclusive borrow that outlives the call.
-        unsafe { self.broadcast_raw(RawBuf::of_mut(buf), root) }
+        unsafe { self.broadcast_raw(buf, root) }
     }
 
     /// # Safety
@@ -292,41 +412,60 @@ impl Comm {
         let header = self.enter_collective(Collective::Broadcast, T::DTYPE, Some(buf.len), None, Some(root))?;
         let (algorithm, span) = self.choose(Collective::Broadcast, buf.len * size_of::<T>());
         let _e = span.enter();
-        if self.world() == 1 {
-            return Ok(());
-        }
-        let c = self.ctx(header);
-        // SAFETY: forwarded from the caller.
-        unsafe {
-            match algorithm {
-                Algorithm::ScatterAllGather => {
-                    let w = self.world();
-                    let mut x = c.xfer();
-                    if self.rank() == root {
-                        for peer in (0..w).filter(|&p| p != root) {
-                            x.send(buf.part(w, peer), peer, 0);
-                        }
-                    } else {
-                        x.recv(buf.part(w, self.rank()), root, 0);
-                    }
-                    x.run("broadcast scatter")?;
-                    ring::all_gather_phase(&c, buf, w - 1)
-                }
-                _ => tree::broadcast(&c, buf, root),
+        let result = (|| -> Result<()> {
+            // SAFETY: forwarded from the caller.
+            if let Some(r) = unsafe {
+                self.native::<T>(NativeCall::Broadcast {
+                    buf: buf.ptr.cast(),
+                    count: buf.len,
+                    root,
+                })
+            } {
+                return r;
             }
-        }
+            if self.world() == 1 {
+                return Ok(());
+            }
+            let c = self.ctx(header);
+            // SAFETY: forwarded from the caller.
+            unsafe {
+                match algorithm {
+                    Algorithm::ScatterAllGather => {
+                        let w = self.world();
+                        let mut x = c.xfer();
+                        if self.rank() == root {
+                            for peer in (0..w).filter(|&p| p != root) {
+                                x.send(buf.part(w, peer), peer, 0);
+                            }
+                        } else {
+                            x.recv(buf.part(w, self.rank()), root, 0);
+                        }
+                        x.run("broadcast scatter")?;
+                        ring::all_gather_phase(&c, buf, w - 1)
+                    }
+                    _ => tree::broadcast(&c, buf, root),
+                }
+            }
+        })();
+        self.confirm(&header, result)
     }
 
     /// Combines `send` of every rank into `recv` on `root`. `recv` is only
     /// used on the root, where it must have `send`'s length; other ranks may
     /// pass an empty slice.
-    pub fn reduce<T: Element>(&self, send: &[T], recv: &mut [T], op: ReduceOp, root: usize) -> Result<()> {
+    pub fn reduce<T, S, R>(&self, send: &S, recv: &mut R, op: ReduceOp, root: usize) -> Result<()>
+    where
+        T: Element,
+        S: Buffer<Elem = T> + ?Sized,
+        R: BufferMut<Elem = T> + ?Sized,
+    {
+        let (send, recv) = (self.view(send)?, self.view_mut(recv)?);
         self.check_root(root, "reduce")?;
         if self.rank() == root {
-            check_len("recv", recv.len(), send.len())?;
+            check_len("recv", recv.len, send.len)?;
         }
         // SAFETY: distinct borrows that outlive the call.
-        unsafe { self.reduce_raw(RawBuf::of(send), RawBuf::of_mut(recv), op, root) }
+        unsafe { self.reduce_raw(send, recv, op, root) }
     }
 
     /// # Safety
@@ -344,50 +483,105 @@ impl Comm {
         let header = self.enter_collective(Collective::Reduce, T::DTYPE, Some(send.len), Some(op), Some(root))?;
         let (_, span) = self.choose(Collective::Reduce, send.len * size_of::<T>());
         let _e = span.enter();
-        let c = self.ctx(header);
-        if self.rank() == root {
+        let result = (|| -> Result<()> {
             // SAFETY: forwarded from the caller.
-            unsafe {
-                send.copy_to(recv);
-                return tree::reduce(&c, recv, op, root);
+            if let Some(r) = unsafe {
+                self.native::<T>(NativeCall::Reduce {
+                    send: send.ptr.cast(),
+                    recv: recv.ptr.cast(),
+                    count: send.len,
+                    op,
+                    root,
+                })
+            } {
+                return r;
             }
-        }
-        if !tree::has_children(self.rank(), root, self.world()) {
-            // SAFETY: a leaf only sends `send`, never writes it.
-            return unsafe { tree::reduce(&c, send, op, root) };
-        }
-        // SAFETY: `send` valid for reads; the scratch copy is owned here.
-        let mut acc = unsafe { send.as_slice() }.to_vec();
-        // SAFETY: `acc` is owned and outlives the call.
-        unsafe { tree::reduce(&c, RawBuf::of_mut(&mut acc), op, root) }
+            let c = self.ctx(header);
+            if self.rank() == root {
+                // SAFETY: forwarded from the caller.
+                unsafe {
+                    send.copy_to(recv);
+                    return tree::reduce(&c, recv, op, root);
+                }
+            }
+            if !tree::has_children(self.rank(), root, self.world()) {
+                // SAFETY: a leaf only sends `send`, never writes it.
+                return unsafe { tree::reduce(&c, send, op, root) };
+            }
+            // SAFETY: `send` valid for reads; the scratch copy is owned here.
+            let mut acc = unsafe { send.as_slice() }.to_vec();
+            // SAFETY: `acc` is owned and outlives the call.
+            unsafe { tree::reduce(&c, RawBuf::of_mut(&mut acc), op, root) }
+        })();
+        self.confirm(&header, result)
     }
 
     /// Every rank's `send` (equal lengths `n`) lands in block `r` of `recv`
     /// (length `n * world`) on `root`; other ranks may pass an empty `recv`.
-    pub fn gather<T: Element>(&self, send: &[T], recv: &mut [T], root: usize) -> Result<()> {
+    pub fn gather<T, S, R>(&self, send: &S, recv: &mut R, root: usize) -> Result<()>
+    where
+        T: Element,
+        S: Buffer<Elem = T> + ?Sized,
+        R: BufferMut<Elem = T> + ?Sized,
+    {
+        let (send, recv) = (self.view(send)?, self.view_mut(recv)?);
         self.check_root(root, "gather")?;
         if self.rank() == root {
-            check_len("recv", recv.len(), send.len() * self.world())?;
+            check_len("recv", recv.len, send.len * self.world())?;
         }
-        let header = self.enter_collective(Collective::Gather, T::DTYPE, Some(send.len()), None, Some(root))?;
-        let (_, span) = self.choose(Collective::Gather, size_of_val(send));
+        let header = self.enter_collective(Collective::Gather, T::DTYPE, Some(send.len), None, Some(root))?;
+        let (_, span) = self.choose(Collective::Gather, send.len * size_of::<T>());
         let _e = span.enter();
-        // SAFETY: distinct borrows that outlive the call.
-        unsafe { direct::gather(&self.ctx(header), RawBuf::of(send), RawBuf::of_mut(recv), root) }
+        let result = (|| -> Result<()> {
+            // SAFETY: forwarded from the caller.
+            if let Some(r) = unsafe {
+                self.native::<T>(NativeCall::Gather {
+                    send: send.ptr.cast(),
+                    recv: recv.ptr.cast(),
+                    count: send.len,
+                    root,
+                })
+            } {
+                return r;
+            }
+            // SAFETY: distinct borrows that outlive the call.
+            unsafe { direct::gather(&self.ctx(header), send, recv, root) }
+        })();
+        self.confirm(&header, result)
     }
 
     /// Block `r` of `send` on `root` (length `n * world`) lands in `recv`
     /// (length `n`) of rank `r`; other ranks may pass an empty `send`.
-    pub fn scatter<T: Element>(&self, send: &[T], recv: &mut [T], root: usize) -> Result<()> {
+    pub fn scatter<T, S, R>(&self, send: &S, recv: &mut R, root: usize) -> Result<()>
+    where
+        T: Element,
+        S: Buffer<Elem = T> + ?Sized,
+        R: BufferMut<Elem = T> + ?Sized,
+    {
+        let (send, recv) = (self.view(send)?, self.view_mut(recv)?);
         self.check_root(root, "scatter")?;
         if self.rank() == root {
-            check_len("send", send.len(), recv.len() * self.world())?;
+            check_len("send", send.len, recv.len * self.world())?;
         }
-        let header = self.enter_collective(Collective::Scatter, T::DTYPE, Some(recv.len()), None, Some(root))?;
-        let (_, span) = self.choose(Collective::Scatter, size_of_val(recv));
+        let header = self.enter_collective(Collective::Scatter, T::DTYPE, Some(recv.len), None, Some(root))?;
+        let (_, span) = self.choose(Collective::Scatter, recv.len * size_of::<T>());
         let _e = span.enter();
-        // SAFETY: distinct borrows that outlive the call.
-        unsafe { direct::scatter(&self.ctx(header), RawBuf::of(send), RawBuf::of_mut(recv), root) }
+        let result = (|| -> Result<()> {
+            // SAFETY: forwarded from the caller.
+            if let Some(r) = unsafe {
+                self.native::<T>(NativeCall::Scatter {
+                    send: send.ptr.cast(),
+                    recv: recv.ptr.cast(),
+                    count: recv.len,
+                    root,
+                })
+            } {
+                return r;
+            }
+            // SAFETY: distinct borrows that outlive the call.
+            unsafe { direct::scatter(&self.ctx(header), send, recv, root) }
+        })();
+        self.confirm(&header, result)
     }
 
     /// Returns once every rank has entered the barrier.
@@ -395,7 +589,14 @@ impl Comm {
         let header = self.enter_collective(Collective::Barrier, crate::element::DataType::U8, Some(0), None, None)?;
         let (_, span) = self.choose(Collective::Barrier, 0);
         let _e = span.enter();
-        direct::barrier(&self.ctx(header))
+        let result = (|| -> Result<()> {
+            // SAFETY: a barrier touches no buffer.
+            if let Some(r) = unsafe { self.native::<u8>(NativeCall::Barrier) } {
+                return r;
+            }
+            direct::barrier(&self.ctx(header))
+        })();
+        self.confirm(&header, result)
     }
 }
 

@@ -27,14 +27,6 @@ impl<T> Clone for RawBuf<T> {
 impl<T> Copy for RawBuf<T> {}
 
 impl<T: Element> RawBuf<T> {
-    /// A view of a slice that will only be read.
-    pub(crate) fn of(s: &[T]) -> Self {
-        RawBuf {
-            ptr: s.as_ptr().cast_mut(),
-            len: s.len(),
-        }
-    }
-
     /// A view of a slice that may be written.
     pub(crate) fn of_mut(s: &mut [T]) -> Self {
         RawBuf {
@@ -81,7 +73,6 @@ impl<T: Element> RawBuf<T> {
     /// # Safety
     ///
     /// Both views valid, equal lengths, disjoint, `dst` writable.
-    #[allow(dead_code, reason = "used by the schedule executor (`__private`)")]
     pub(crate) unsafe fn reduce_into(self, dst: RawBuf<T>, op: ReduceOp) {
         debug_assert_eq!(self.len, dst.len);
         if self.len > 0 {

@@ -317,7 +317,6 @@ impl Fabric {
         }
     }
 
-    #[allow(dead_code, reason = "used by the schedule executor (`__private`)")]
     pub(crate) fn cancel(&self, ids: &[OpId]) {
         let st = self.lock();
         drop(self.release(st, ids));
@@ -417,14 +416,58 @@ impl Fabric {
                 }
             }
         }
+        for cv in &*self.wake {
+            cv.notify_all();
+        }
         if let Some(e) = failure {
             st.coll_failure = Some(e.clone());
-            for cv in &*self.wake {
-                cv.notify_all();
-            }
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Waits until every rank entered collective `header.seq` (or a later
+    /// one); see [`crate::backend::Backend::confirm_collective`].
+    pub(crate) fn confirm_collective(&self, me: usize, header: &CollHeader, timeout: Duration) -> Result<()> {
+        let start = Instant::now();
+        let deadline = start.checked_add(timeout);
+        let mut st = self.lock();
+        loop {
+            if let Some(e) = &st.coll_failure {
+                return Err(e.clone());
+            }
+            if let Some(reason) = &st.aborted {
+                return Err(Error::Aborted { reason: reason.clone() });
+            }
+            let missing = st.coll_entry.iter().position(|e| e.is_none_or(|h| h.seq < header.seq));
+            let Some(missing) = missing else {
+                return Ok(());
+            };
+            match self.world.state(self.members[missing]) {
+                RankState::Running => {}
+                RankState::Failed(reason) => return Err(Error::PeerFailed { rank: missing, reason }),
+                RankState::Finished => {
+                    return Err(Error::PeerFailed {
+                        rank: missing,
+                        reason: format!("it finished without calling collective #{} ({header})", header.seq),
+                    })
+                }
+            }
+            let now = Instant::now();
+            let left = deadline.map_or(Duration::from_secs(3600), |d| d.saturating_duration_since(now));
+            if left.is_zero() {
+                return Err(Error::Timeout {
+                    operation: format!("{header} waiting for rank {missing} to enter it"),
+                    rank: me,
+                    waited: now - start,
+                    limit: timeout,
+                });
+            }
+            st = self.wake[me]
+                .wait_timeout(st, left)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
     }
 }
 

@@ -11,6 +11,7 @@ pub(crate) use fabric::Fabric;
 pub(crate) use world::HostWorld;
 
 use super::{Backend, OpId, OpIds, P2pOp};
+use crate::buffer::Memory;
 use crate::collective::CollHeader;
 use crate::error::{Error, Result};
 use crate::topology::Topology;
@@ -73,6 +74,10 @@ impl Backend for HostBackend {
         self.fabric.size()
     }
 
+    fn accepts(&self, memory: Memory) -> bool {
+        memory == Memory::Host
+    }
+
     fn topology(&self) -> Topology {
         self.topology.clone()
     }
@@ -99,6 +104,10 @@ impl Backend for HostBackend {
 
     fn enter_collective(&self, header: &CollHeader) -> Result<()> {
         self.fabric.enter_collective(self.rank, header)
+    }
+
+    fn confirm_collective(&self, header: &CollHeader, timeout: Duration) -> Result<()> {
+        self.fabric.confirm_collective(self.rank, header, timeout)
     }
 
     fn subgroup(&self, key: &str, members: &[usize]) -> Result<Arc<dyn Backend>> {

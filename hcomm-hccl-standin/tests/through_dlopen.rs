@@ -1,0 +1,599 @@
+//! Loads the built stand-in through hcomm-sys's explicit-path API and drives it
+//! from 2-4 rank threads, as the HCCL backend of hcomm will.
+
+// C-style calls read best with `&mut out` arguments coerced to pointers, and the
+// rank helpers stay methods so every call site reads `me.buf(..)`.
+#![allow(clippy::borrow_as_ptr, clippy::unused_self, clippy::struct_field_names)]
+
+use std::ffi::c_void;
+use std::ptr::null_mut;
+use std::sync::OnceLock;
+
+use hcomm_sys::{
+    aclError, aclrtMemMallocPolicy, aclrtMemcpyKind, aclrtStream, AclApi, AclError, HcclApi, HcclComm, HcclCommConfig,
+    HcclDataType, HcclError, HcclReduceOp, HcclResult, HcclRootInfo, HcclSendRecvItem, HcclSendRecvType, LoadError,
+};
+
+const F32: HcclDataType = HcclDataType::HCCL_DATA_TYPE_FP32;
+const SUM: HcclReduceOp = HcclReduceOp::HCCL_REDUCE_SUM;
+
+struct Apis {
+    hccl: HcclApi,
+    acl: AclApi,
+    lib: libloading::Library,
+}
+
+fn apis() -> &'static Apis {
+    static APIS: OnceLock<Apis> = OnceLock::new();
+    APIS.get_or_init(|| {
+        let path = hcomm_hccl_standin::cdylib_path().expect("the stand-in cdylib is built next to the test");
+        let hccl = HcclApi::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let acl = AclApi::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        // SAFETY: aclInit accepts a null config path.
+        assert_eq!(unsafe { (acl.aclInit)(std::ptr::null()) }, aclError::ACL_SUCCESS);
+        // SAFETY: loading the stand-in runs no initialisers with preconditions.
+        let lib = unsafe { libloading::Library::new(&path) }.unwrap();
+        Apis { hccl, acl, lib }
+    })
+}
+
+/// One rank's comm, stream and device, with helpers for device buffers of f32.
+struct Rank {
+    rank: usize,
+    comm: HcclComm,
+    stream: aclrtStream,
+}
+
+impl Rank {
+    fn buf(&self, data: &[f32]) -> *mut c_void {
+        let a = &apis().acl;
+        let bytes = std::mem::size_of_val(data).max(4);
+        let mut p = null_mut();
+        // SAFETY: valid out pointer; then a copy of `bytes` host bytes into the new allocation.
+        unsafe {
+            assert_eq!(
+                (a.aclrtMalloc)(&mut p, bytes, aclrtMemMallocPolicy::ACL_MEM_MALLOC_HUGE_ONLY),
+                aclError::ACL_SUCCESS
+            );
+            if !data.is_empty() {
+                let r = (a.aclrtMemcpy)(
+                    p,
+                    bytes,
+                    data.as_ptr().cast(),
+                    bytes,
+                    aclrtMemcpyKind::ACL_MEMCPY_HOST_TO_DEVICE,
+                );
+                assert_eq!(r, aclError::ACL_SUCCESS);
+            }
+        }
+        p
+    }
+
+    fn read(&self, p: *mut c_void, n: usize) -> Vec<f32> {
+        let mut out = vec![0f32; n];
+        // SAFETY: `p` is an allocation of at least `n` f32s.
+        let r = unsafe {
+            (apis().acl.aclrtMemcpy)(
+                out.as_mut_ptr().cast(),
+                n * 4,
+                p,
+                n * 4,
+                aclrtMemcpyKind::ACL_MEMCPY_DEVICE_TO_HOST,
+            )
+        };
+        assert_eq!(r, aclError::ACL_SUCCESS);
+        out
+    }
+
+    fn sync(&self) -> Result<(), AclError> {
+        // SAFETY: a live stream.
+        apis()
+            .acl
+            .check(unsafe { (apis().acl.aclrtSynchronizeStream)(self.stream) })
+    }
+}
+
+/// Runs `f` on `n` rank threads joined through HcclCommInitRootInfo(Config).
+fn run<R: Send>(n: usize, config: Option<&HcclCommConfig>, f: impl Fn(&Rank) -> R + Sync) -> Vec<R> {
+    let Apis { hccl, acl, .. } = apis();
+    let mut root = HcclRootInfo::zeroed();
+    // SAFETY: valid pointers; the device is set first, as HCCL requires.
+    unsafe {
+        assert_eq!((acl.aclrtSetDevice)(0), aclError::ACL_SUCCESS);
+        assert_eq!((hccl.HcclGetRootInfo)(&mut root), HcclResult::HCCL_SUCCESS);
+    }
+    let root = HcclRootInfo::from_bytes(root.as_bytes()).unwrap(); // as if sent out of band
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|r| {
+                let f = &f;
+                s.spawn(move || {
+                    let mut comm = null_mut();
+                    let mut stream = null_mut();
+                    // SAFETY: valid pointers and a root info from HcclGetRootInfo.
+                    unsafe {
+                        assert_eq!((acl.aclrtSetDevice)(r as i32), aclError::ACL_SUCCESS);
+                        let code = match config {
+                            None => (hccl.HcclCommInitRootInfo)(n as u32, &root, r as u32, &mut comm),
+                            Some(c) => {
+                                (hccl.HcclCommInitRootInfoConfig.unwrap())(n as u32, &root, r as u32, c, &mut comm)
+                            }
+                        };
+                        assert_eq!(code, HcclResult::HCCL_SUCCESS);
+                        assert_eq!((acl.aclrtCreateStream)(&mut stream), aclError::ACL_SUCCESS);
+                    }
+                    let rank = Rank { rank: r, comm, stream };
+                    let out = f(&rank);
+                    // SAFETY: live handles, drained by `f`.
+                    unsafe {
+                        assert_eq!((hccl.HcclCommDestroy)(comm), HcclResult::HCCL_SUCCESS);
+                        assert_eq!((acl.aclrtDestroyStream)(stream), aclError::ACL_SUCCESS);
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+#[test]
+fn collectives_over_four_ranks() {
+    let h = &apis().hccl;
+    run(4, None, |me| {
+        let n = 4;
+        let r = me.rank as f32;
+        let mut size = 0;
+        let mut id = 0;
+        // SAFETY: all buffers below are device allocations of the stated sizes.
+        unsafe {
+            assert_eq!((h.HcclGetRankSize)(me.comm, &mut size), HcclResult::HCCL_SUCCESS);
+            assert_eq!((h.HcclGetRankId)(me.comm, &mut id), HcclResult::HCCL_SUCCESS);
+            assert_eq!((size, id as usize), (4, me.rank));
+
+            let send = me.buf(&[r, 10.0 * r]);
+            let recv = me.buf(&[0.0; 2]);
+            assert_eq!(
+                (h.HcclAllReduce)(send, recv, 2, F32, SUM, me.comm, me.stream),
+                HcclResult::HCCL_SUCCESS
+            );
+            let gathered = me.buf(&[0.0; 8]);
+            assert_eq!(
+                (h.HcclAllGather)(send, gathered, 2, F32, me.comm, me.stream),
+                HcclResult::HCCL_SUCCESS
+            );
+            let rs_send = me.buf(&[1.0, 2.0, 3.0, 4.0]);
+            let rs_recv = me.buf(&[0.0]);
+            assert_eq!(
+                (h.HcclReduceScatter)(rs_send, rs_recv, 1, F32, SUM, me.comm, me.stream),
+                HcclResult::HCCL_SUCCESS
+            );
+            let bcast = me.buf(&[r, r]);
+            assert_eq!(
+                (h.HcclBroadcast)(bcast, 2, F32, 2, me.comm, me.stream),
+                HcclResult::HCCL_SUCCESS
+            );
+            let a2a_send = me.buf(&[r * 10.0, r * 10.0 + 1.0, r * 10.0 + 2.0, r * 10.0 + 3.0]);
+            let a2a_recv = me.buf(&[0.0; 4]);
+            assert_eq!(
+                (h.HcclAlltoAll)(a2a_send, 1, F32, a2a_recv, 1, F32, me.comm, me.stream),
+                HcclResult::HCCL_SUCCESS
+            );
+            assert_eq!((h.HcclBarrier)(me.comm, me.stream), HcclResult::HCCL_SUCCESS);
+            me.sync().unwrap();
+
+            assert_eq!(me.read(recv, 2), [6.0, 60.0]);
+            assert_eq!(me.read(gathered, 8), [0.0, 0.0, 1.0, 10.0, 2.0, 20.0, 3.0, 30.0]);
+            assert_eq!(me.read(rs_recv, 1), [n as f32 * (r + 1.0)]);
+            assert_eq!(me.read(bcast, 2), [2.0, 2.0]);
+            let expect: Vec<f32> = (0..4).map(|j| j as f32 * 10.0 + r).collect();
+            assert_eq!(me.read(a2a_recv, 4), expect);
+        }
+    });
+}
+
+#[test]
+fn alltoallv_scatter_reduce_and_p2p_over_three_ranks() {
+    let h = &apis().hccl;
+    run(3, None, |me| {
+        let r = me.rank;
+        let n = 3;
+        // Rank r sends j+1 elements (value 100r + j) to rank j.
+        let send_counts: Vec<u64> = (0..n as u64).map(|j| j + 1).collect();
+        let sdispls: Vec<u64> = (0..n as u64).map(|j| j * (j + 1) / 2).collect();
+        let recv_counts = vec![r as u64 + 1; n];
+        let rdispls: Vec<u64> = (0..n as u64).map(|j| j * (r as u64 + 1)).collect();
+        let mut data = Vec::new();
+        for j in 0..n {
+            data.extend(std::iter::repeat_n((100 * r + j) as f32, j + 1));
+        }
+        // SAFETY: device buffers of the stated sizes; host count arrays of n values.
+        unsafe {
+            let send = me.buf(&data);
+            let recv = me.buf(&vec![0.0; n * (r + 1)]);
+            let code = (h.HcclAlltoAllV)(
+                send,
+                send_counts.as_ptr().cast(),
+                sdispls.as_ptr().cast(),
+                F32,
+                recv,
+                recv_counts.as_ptr().cast(),
+                rdispls.as_ptr().cast(),
+                F32,
+                me.comm,
+                me.stream,
+            );
+            assert_eq!(code, HcclResult::HCCL_SUCCESS);
+
+            let sc_send = me.buf(&[7.0, 8.0, 9.0]);
+            let sc_recv = me.buf(&[0.0]);
+            assert_eq!(
+                (h.HcclScatter)(sc_send, sc_recv, 1, F32, 1, me.comm, me.stream),
+                HcclResult::HCCL_SUCCESS
+            );
+            let red_send = me.buf(&[r as f32 + 1.0]);
+            let red_recv = me.buf(&[0.0]);
+            let max = HcclReduceOp::HCCL_REDUCE_MAX;
+            assert_eq!(
+                (h.HcclReduce)(red_send, red_recv, 1, F32, max, 0, me.comm, me.stream),
+                HcclResult::HCCL_SUCCESS
+            );
+
+            // Ring shift with synchronous send/recv in matching order: even ranks send first.
+            let out = me.buf(&[r as f32]);
+            let inb = me.buf(&[-1.0]);
+            let (next, prev) = (((r + 1) % n) as u32, ((r + n - 1) % n) as u32);
+            let send_first = r % 2 == 0 && r != n - 1;
+            for step in 0..2 {
+                let code = if (step == 0) == send_first {
+                    (h.HcclSend)(out, 1, F32, next, me.comm, me.stream)
+                } else {
+                    (h.HcclRecv)(inb, 1, F32, prev, me.comm, me.stream)
+                };
+                assert_eq!(code, HcclResult::HCCL_SUCCESS);
+            }
+            // The same exchange as one batch (send and receive progress together).
+            let inb2 = me.buf(&[-1.0]);
+            let mut items = [
+                HcclSendRecvItem {
+                    sendRecvType: HcclSendRecvType::HCCL_SEND,
+                    buf: out,
+                    count: 1,
+                    dataType: F32,
+                    remoteRank: next,
+                },
+                HcclSendRecvItem {
+                    sendRecvType: HcclSendRecvType::HCCL_RECV,
+                    buf: inb2,
+                    count: 1,
+                    dataType: F32,
+                    remoteRank: prev,
+                },
+            ];
+            assert_eq!(
+                (h.HcclBatchSendRecv)(items.as_mut_ptr(), 2, me.comm, me.stream),
+                HcclResult::HCCL_SUCCESS
+            );
+            me.sync().unwrap();
+
+            let expect: Vec<f32> = (0..n)
+                .flat_map(|j| std::iter::repeat_n((100 * j + r) as f32, r + 1))
+                .collect();
+            assert_eq!(me.read(recv, n * (r + 1)), expect);
+            assert_eq!(me.read(sc_recv, 1), [7.0 + r as f32]);
+            if r == 0 {
+                assert_eq!(me.read(red_recv, 1), [3.0]);
+            }
+            assert_eq!(me.read(inb, 1), [((r + n - 1) % n) as f32]);
+            assert_eq!(me.read(inb2, 1), [((r + n - 1) % n) as f32]);
+        }
+    });
+}
+
+#[test]
+fn sub_communicators_are_one_level_deep() {
+    let h = &apis().hccl;
+    run(4, None, |me| {
+        let r = me.rank as u32;
+        let mut ids = [r % 2, r % 2 + 2];
+        let mut parent = me.comm;
+        let mut sub = null_mut();
+        let create = h.HcclCreateSubCommConfig.unwrap();
+        let mut config = HcclCommConfig::new();
+        // SAFETY: valid pointers; `ids` holds 2 sorted global ranks including this one.
+        unsafe {
+            let code = create(
+                &mut parent,
+                2,
+                ids.as_mut_ptr(),
+                u64::from(r % 2),
+                r / 2,
+                &mut config,
+                &mut sub,
+            );
+            assert_eq!(code, HcclResult::HCCL_SUCCESS);
+            let mut size = 0;
+            assert_eq!((h.HcclGetRankSize)(sub, &mut size), HcclResult::HCCL_SUCCESS);
+            assert_eq!(size, 2);
+            let send = me.buf(&[r as f32]);
+            let recv = me.buf(&[0.0]);
+            assert_eq!(
+                (h.HcclAllReduce)(send, recv, 1, F32, SUM, sub, me.stream),
+                HcclResult::HCCL_SUCCESS
+            );
+            me.sync().unwrap();
+            assert_eq!(me.read(recv, 1), [if r.is_multiple_of(2) { 2.0 } else { 4.0 }]);
+
+            let mut own = [r / 2];
+            let mut subsub = null_mut();
+            let mut nested = sub;
+            let code = create(&mut nested, 1, own.as_mut_ptr(), 9, 0, &mut config, &mut subsub);
+            assert_eq!(code, HcclResult::HCCL_E_NOT_SUPPORT);
+            assert_eq!((h.HcclCommDestroy)(sub), HcclResult::HCCL_SUCCESS);
+        }
+    });
+}
+
+/// Two communicators of one process (`HcclCommInitAll`) for argument checks.
+fn init_all() -> [HcclComm; 2] {
+    let Apis { hccl, acl, .. } = apis();
+    let mut devices = [0, 1];
+    let mut comms = [null_mut(); 2];
+    // SAFETY: valid arrays of two.
+    unsafe {
+        assert_eq!(
+            (hccl.HcclCommInitAll)(2, devices.as_mut_ptr(), comms.as_mut_ptr()),
+            HcclResult::HCCL_SUCCESS
+        );
+        assert_eq!((acl.aclrtSetDevice)(0), aclError::ACL_SUCCESS);
+    }
+    comms
+}
+
+#[test]
+fn rejects_what_hccl_rejects() {
+    let Apis { hccl: h, acl: a, .. } = apis();
+    let [comm, _] = init_all();
+    let me = Rank {
+        rank: 0,
+        comm,
+        stream: null_mut(),
+    };
+    let mut stream = null_mut();
+    // SAFETY: every call passes pointers that are valid or deliberately null/foreign.
+    unsafe {
+        assert_eq!((a.aclrtCreateStream)(&mut stream), aclError::ACL_SUCCESS);
+        let buf = me.buf(&[1.0, 2.0]);
+        let other = me.buf(&[0.0, 0.0]);
+        let mut host = [0f32; 2];
+        let host_ptr = host.as_mut_ptr().cast::<c_void>();
+        // Two sends to one peer in one batch.
+        let send = |b| HcclSendRecvItem {
+            sendRecvType: HcclSendRecvType::HCCL_SEND,
+            buf: b,
+            count: 1,
+            dataType: F32,
+            remoteRank: 1,
+        };
+        let mut items = [send(buf), send(other)];
+        assert_eq!(
+            (h.HcclBatchSendRecv)(items.as_mut_ptr(), 2, comm, stream),
+            HcclResult::HCCL_E_PARA
+        );
+        let recv = |b| HcclSendRecvItem {
+            sendRecvType: HcclSendRecvType::HCCL_RECV,
+            buf: b,
+            count: 1,
+            dataType: F32,
+            remoteRank: 1,
+        };
+        let mut items = [recv(buf), recv(other)];
+        assert_eq!(
+            (h.HcclBatchSendRecv)(items.as_mut_ptr(), 2, comm, stream),
+            HcclResult::HCCL_E_PARA
+        );
+        // recvBuf == sendBuf for all-to-all.
+        assert_eq!(
+            (h.HcclAlltoAll)(buf, 1, F32, buf, 1, F32, comm, stream),
+            HcclResult::HCCL_E_PARA
+        );
+        let counts = [1u64, 0];
+        let displs = [0u64, 0];
+        let (c, d) = (counts.as_ptr().cast(), displs.as_ptr().cast());
+        assert_eq!(
+            (h.HcclAlltoAllV)(buf, c, d, F32, buf, c, d, F32, comm, stream),
+            HcclResult::HCCL_E_PARA
+        );
+        // Bad data type and reduce op.
+        assert_eq!(
+            (h.HcclAllReduce)(buf, other, 2, HcclDataType(99), SUM, comm, stream),
+            HcclResult::HCCL_E_PARA
+        );
+        assert_eq!(
+            (h.HcclAllReduce)(buf, other, 2, F32, HcclReduceOp(7), comm, stream),
+            HcclResult::HCCL_E_PARA
+        );
+        let int128 = HcclDataType::HCCL_DATA_TYPE_INT128;
+        assert_eq!(
+            (h.HcclAllReduce)(buf, other, 0, int128, SUM, comm, stream),
+            HcclResult::HCCL_E_NOT_SUPPORT
+        );
+        // Null and foreign pointers.
+        assert_eq!(
+            (h.HcclAllReduce)(null_mut(), other, 2, F32, SUM, comm, stream),
+            HcclResult::HCCL_E_PTR
+        );
+        assert_eq!(
+            (h.HcclAllReduce)(host_ptr, other, 2, F32, SUM, comm, stream),
+            HcclResult::HCCL_E_PTR
+        );
+        assert_eq!(
+            (h.HcclAllReduce)(buf, other, 3, F32, SUM, comm, stream),
+            HcclResult::HCCL_E_PTR,
+            "past the end"
+        );
+        assert_eq!(
+            (h.HcclAllReduce)(buf, other, 2, F32, SUM, null_mut(), stream),
+            HcclResult::HCCL_E_PTR
+        );
+        assert_eq!(
+            (h.HcclAllReduce)(buf, other, 2, F32, SUM, comm, null_mut()),
+            HcclResult::HCCL_E_PTR
+        );
+        assert_eq!(
+            (h.HcclSend)(buf, 1, F32, 2, comm, stream),
+            HcclResult::HCCL_E_PARA,
+            "rank out of range"
+        );
+        let msg = std::ffi::CStr::from_ptr((a.aclGetRecentErrMsg.unwrap())())
+            .to_string_lossy()
+            .into_owned();
+        assert!(msg.contains("destRank 2 is out of range"), "{msg}");
+        // ACL checks.
+        let r = (a.aclrtMemcpy)(host_ptr, 4, buf, 8, aclrtMemcpyKind::ACL_MEMCPY_DEVICE_TO_HOST);
+        assert_eq!(r.result(), Err(AclError::InvalidParam), "count > destMax");
+        let r = (a.aclrtMemcpy)(host_ptr, 8, host_ptr, 8, aclrtMemcpyKind::ACL_MEMCPY_DEVICE_TO_HOST);
+        assert_eq!(r.result(), Err(AclError::InvalidParam), "source is not device memory");
+        assert_eq!((a.aclrtFree)(host_ptr).result(), Err(AclError::InvalidParam));
+        assert_eq!((a.aclInit)(std::ptr::null()), aclError::ACL_ERROR_REPEAT_INITIALIZE);
+        assert_eq!((a.aclrtFree)(buf), aclError::ACL_SUCCESS);
+        assert_eq!((a.aclrtFree)(buf).result(), Err(AclError::InvalidParam), "double free");
+        assert_eq!((a.aclrtDestroyStream)(stream), aclError::ACL_SUCCESS);
+    }
+}
+
+#[test]
+fn exec_timeout_fails_the_stream_and_destroy_waits_for_idle() {
+    let Apis { hccl: h, acl: a, .. } = apis();
+    let mut config = HcclCommConfig::new();
+    config.hcclExecTimeOut = 1;
+    let results = run(2, Some(&config), |me| {
+        if me.rank == 1 {
+            return None;
+        }
+        // SAFETY: device buffers; rank 1 never calls the all-reduce.
+        unsafe {
+            let send = me.buf(&[1.0]);
+            let recv = me.buf(&[0.0]);
+            assert_eq!(
+                (h.HcclAllReduce)(send, recv, 1, F32, SUM, me.comm, me.stream),
+                HcclResult::HCCL_SUCCESS
+            );
+            assert_eq!(
+                (h.HcclCommDestroy)(me.comm),
+                HcclResult::HCCL_E_AGAIN,
+                "busy while the op waits"
+            );
+            let err = me.sync().unwrap_err();
+            let msg = std::ffi::CStr::from_ptr((a.aclGetRecentErrMsg.unwrap())())
+                .to_string_lossy()
+                .into_owned();
+            // A later synchronisation reports nothing new.
+            me.sync().unwrap();
+            Some((err, msg))
+        }
+    });
+    let (err, msg) = results[0].clone().unwrap();
+    assert_eq!(err, AclError::RtTaskTimeout);
+    assert!(
+        msg.contains("HcclAllReduce") && msg.contains("ranks [1] did not call it"),
+        "{msg}"
+    );
+    // `Display` carries the library's message (the latest one for this code, which a
+    // parallel test may have replaced with its own timeout).
+    assert!(err.to_string().contains("execution timeout"), "{err}");
+}
+
+#[test]
+fn both_ranks_sending_first_time_out() {
+    let h = &apis().hccl;
+    let mut config = HcclCommConfig::new();
+    config.hcclExecTimeOut = 1;
+    let errs = run(2, Some(&config), |me| {
+        let peer = 1 - me.rank as u32;
+        // SAFETY: device buffers.
+        unsafe {
+            let b = me.buf(&[1.0]);
+            let c = me.buf(&[0.0]);
+            assert_eq!(
+                (h.HcclSend)(b, 1, F32, peer, me.comm, me.stream),
+                HcclResult::HCCL_SUCCESS
+            );
+            assert_eq!(
+                (h.HcclRecv)(c, 1, F32, peer, me.comm, me.stream),
+                HcclResult::HCCL_SUCCESS
+            );
+        }
+        me.sync()
+    });
+    assert_eq!(errs, [Err(AclError::RtTaskTimeout), Err(AclError::RtTaskTimeout)]);
+}
+
+#[test]
+fn injected_errors_and_missing_optional_symbols() {
+    let Apis { hccl: h, lib, .. } = apis();
+    // SAFETY: the hook's C signature.
+    let inject: libloading::Symbol<unsafe extern "C" fn(*const std::ffi::c_char, i32) -> i32> =
+        unsafe { lib.get(b"hcomm_standin_inject_error\0") }.unwrap();
+    let [comm, _] = init_all();
+    let mut status = HcclResult::HCCL_SUCCESS;
+    // SAFETY: valid pointers.
+    unsafe {
+        assert_eq!(inject(c"HcclGetCommAsyncError".as_ptr(), 21), 0);
+        let f = h.HcclGetCommAsyncError.unwrap();
+        let code = f(comm, &mut status);
+        assert_eq!(code.result(), Err(HcclError::Remote));
+        // The table copied the library's own strings at load time.
+        assert!(
+            HcclError::Remote.to_string().ends_with(": error cqe"),
+            "{}",
+            HcclError::Remote
+        );
+        assert_eq!(f(comm, &mut status), HcclResult::HCCL_SUCCESS, "one-shot");
+    }
+    let err = hcomm_sys::require_fn!(h, HcclGroupStart).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LoadError::MissingSymbol {
+                symbol: "HcclGroupStart",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .starts_with("symbol `HcclGroupStart` not found in HCCL library `"),
+        "{err}"
+    );
+    assert!(hcomm_sys::require_fn!(h, HcclCommInitRootInfoConfig).is_ok());
+}
+
+#[test]
+fn init_rejects_foreign_root_info_and_disagreeing_sizes() {
+    let Apis { hccl: h, acl: a, .. } = apis();
+    let mut comm = null_mut();
+    let mut root = HcclRootInfo::zeroed();
+    // SAFETY: valid pointers.
+    unsafe {
+        assert_eq!((a.aclrtSetDevice)(0), aclError::ACL_SUCCESS);
+        assert_eq!(
+            (h.HcclCommInitRootInfo)(2, &root, 0, &mut comm),
+            HcclResult::HCCL_E_PARA
+        );
+        assert_eq!((h.HcclGetRootInfo)(&mut root), HcclResult::HCCL_SUCCESS);
+        assert_eq!(
+            (h.HcclCommInitRootInfo)(2, &root, 2, &mut comm),
+            HcclResult::HCCL_E_PARA
+        );
+        assert_eq!(
+            (h.HcclCommInitRootInfo)(2, &root, 0, null_mut()),
+            HcclResult::HCCL_E_PTR
+        );
+        let mut bad = HcclCommConfig::new();
+        bad.header.magicWord = 0;
+        let f = h.HcclCommInitRootInfoConfig.unwrap();
+        assert_eq!(f(1, &root, 0, &bad, &mut comm), HcclResult::HCCL_E_PARA);
+    }
+}

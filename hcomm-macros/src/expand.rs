@@ -1,0 +1,613 @@
+//! The phases of one item, and IR → the generated function and its
+//! `NAME::SCHEDULE` static.
+//!
+//! Generated code only names `::hcomm::__private` (imported as `__hp`). Every
+//! local it introduces starts with `__`; the user's `let`s and loop variables
+//! become `__v_NAME` (carrying the user's span), handles `__h_NAME`, scratch
+//! buffers `__b_NAME`, parameters' buffer indices `__pI`, scalars `__sI`,
+//! length variables `__lenI`. Expansion is infallible: everything it relies on
+//! was checked by the phases before it (STYLE.md 4).
+
+use hcomm_schedule::ir;
+use proc_macro2::{Ident, Literal, Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+
+use crate::errors::{self, Errors};
+use crate::lower::{self, Lowered, SpanTable};
+use crate::parse::{Item, ParamKind, Schedule};
+use crate::quote_ir::quote_schedule;
+
+/// Every item of the invocation: its function and static, or its errors and
+/// the fallback item.
+pub(crate) fn schedule(ast: &Schedule) -> TokenStream {
+    ast.items
+        .iter()
+        .map(|item| compile(item).unwrap_or_else(|e| errors::fallback(item, &e)))
+        .collect()
+}
+
+/// Parse the body and attributes, lower, check, expand (STYLE.md 4).
+pub(crate) fn compile(item: &Item) -> syn::Result<TokenStream> {
+    let mut errors = Errors::new();
+    let (attrs, attr_errors) = item.attrs();
+    for e in attr_errors {
+        errors.push(e);
+    }
+    let body = item.body().unwrap_or_else(|e| {
+        errors.push(e);
+        Vec::new()
+    });
+    errors.propagate()?;
+
+    let mut diags = Vec::new();
+    let lowered = lower::lower(item, &attrs, &body, &mut diags);
+    errors.diagnostics(&diags, &lowered.spans);
+    errors.propagate()?;
+
+    errors.diagnostics(&hcomm_schedule::check_static(&lowered.ir), &lowered.spans);
+    errors.propagate()?;
+    errors.diagnostics(&hcomm_schedule::verify(&lowered.ir), &lowered.spans);
+    errors.propagate()?;
+
+    Ok(expand(item, &attrs.passthrough, &lowered))
+}
+
+/// `VIS fn NAME<T: Element>(comm: &Comm, a: &[T], ..) -> Result<()>`.
+pub(crate) fn signature(item: &Item) -> TokenStream {
+    let vis = &item.vis;
+    let name = &item.name;
+    let params = item.params.iter().map(|p| {
+        let name = &p.name;
+        match p.kind {
+            ParamKind::Buffer { mutable: true, .. } => quote!(#name: &mut [T]),
+            ParamKind::Buffer { mutable: false, .. } => quote!(#name: &[T]),
+            ParamKind::Scalar => quote!(#name: usize),
+        }
+    });
+    quote! {
+        #vis fn #name<T: ::hcomm::Element>(comm: &::hcomm::Comm #(, #params)*) -> ::hcomm::Result<()>
+    }
+}
+
+/// `VIS mod NAME { pub static SCHEDULE: LazyLock<Schedule> = LazyLock::new(|| INIT); }`.
+pub(crate) fn schedule_module(item: &Item, init: &TokenStream) -> TokenStream {
+    let vis = &item.vis;
+    let name = &item.name;
+    let mod_doc = format!("The checked schedule of `{name}`.");
+    let static_doc =
+        format!("The IR of `{name}`, as checked at compile time; used for run-time verification, tracing and drawing.");
+    quote! {
+        #[doc = #mod_doc]
+        #vis mod #name {
+            #[doc = #static_doc]
+            #[allow(dead_code)]
+            pub static SCHEDULE: ::std::sync::LazyLock<::hcomm::__private::hcomm_schedule::ir::Schedule> =
+                ::std::sync::LazyLock::new(|| #init);
+        }
+    }
+}
+
+fn expand(item: &Item, docs: &[syn::Attribute], lowered: &Lowered) -> TokenStream {
+    let ir = &lowered.ir;
+    let name = &item.name;
+    let signature = signature(item);
+    let mut cx = Expander {
+        spans: &lowered.spans,
+        handles: vec![Vec::new()],
+        sites: 0,
+    };
+
+    // Scalars as i64 (for `#[requires]` and lengths).
+    let scalar_params: Vec<&Ident> = item
+        .params
+        .iter()
+        .filter(|p| matches!(p.kind, ParamKind::Scalar))
+        .map(|p| &p.name)
+        .collect();
+    let scalar_ints = scalar_params.iter().enumerate().map(|(i, p)| {
+        let s = format_ident!("__s{}", i);
+        quote!(let #s: i64 = __hp::int(#p)?;)
+    });
+    let requires = ir
+        .requires
+        .iter()
+        .map(|e| {
+            let cond = cx.cond(e);
+            let text = e.to_string();
+            quote!(__x.requires(#cond, #text)?;)
+        })
+        .collect::<Vec<_>>();
+
+    // Length variables, then every other buffer's length.
+    let buffer_params: Vec<&Ident> = item
+        .params
+        .iter()
+        .filter(|p| matches!(p.kind, ParamKind::Buffer { .. }))
+        .map(|p| &p.name)
+        .collect();
+    let mut lengths = Vec::new();
+    for b in &lowered.len_bindings {
+        let (Some(param), Some(buffer), Some(var)) = (
+            buffer_params.get(b.buffer),
+            ir.buffers.get(b.buffer),
+            ir.len_vars.get(b.var),
+        ) else {
+            continue;
+        };
+        let len = format_ident!("__len{}", b.var);
+        let coef = cx.int(&b.coef);
+        let constant = cx.int(&b.constant);
+        let (bname, vname) = (&buffer.name, &var.name);
+        lengths.push(quote!(let #len: i64 = __x.solve_len(#bname, #param.len(), #coef, #constant, #vname)?;));
+    }
+    for (i, buffer) in ir.buffers.iter().enumerate() {
+        if lowered.len_bindings.iter().any(|b| b.buffer == i) {
+            continue;
+        }
+        let Some(param) = buffer_params.get(i) else { continue };
+        let expected = cx.int(&buffer.len);
+        let bname = &buffer.name;
+        lengths.push(quote!(__x.check_len(#bname, #param.len(), #expected)?;));
+    }
+
+    // Scalar ranges and run-time verification.
+    let ranges = ir
+        .verify
+        .scalars
+        .iter()
+        .filter_map(|r| {
+            let param = scalar_params.get(r.scalar)?;
+            let s = format_ident!("__s{}", r.scalar);
+            let lo = cx.int(&r.lo);
+            let mut hi = cx.int(&r.hi);
+            if r.inclusive {
+                hi = quote!(__hp::add(#hi, 1)?);
+            }
+            let sname = &r.name.name;
+            Some(quote!(let #s: i64 = __x.scalar(#sname, #param, #lo, #hi)?;))
+        })
+        .collect::<Vec<_>>();
+    let scalar_list = (0..scalar_params.len()).map(|i| format_ident!("__s{}", i));
+
+    // Buffers: type check at the user's span, length, registration.
+    let registration = item
+        .params
+        .iter()
+        .filter(|p| matches!(p.kind, ParamKind::Buffer { .. }))
+        .enumerate()
+        .map(|(i, p)| {
+            let param = &p.name;
+            let index = format_ident!("__p{}", i);
+            let len = format_ident!("__pn{}", i);
+            let register = if let ParamKind::Buffer { mutable: true, .. } = p.kind {
+                quote!(__x.output(#param))
+            } else {
+                quote!(__x.input(#param))
+            };
+            let check = quote_spanned!(param.span()=> __hp::assert_buffer(#param););
+            quote! {
+                #check
+                let #len: i64 = __hp::int(#param.len())?;
+                let #index: usize = #register;
+            }
+        });
+
+    let body = cx.block(&ir.body, false);
+    let init = quote_schedule(ir);
+    let module = schedule_module(item, &init);
+    quote! {
+        #(#docs)*
+        #[allow(
+            unused_mut,
+            unused_variables,
+            unused_parens,
+            unused_braces,
+            unreachable_code,
+            clippy::all,
+            clippy::pedantic
+        )]
+        #signature {
+            use ::hcomm::__private as __hp;
+            __hp::Exec::<T>::run(comm, &#name::SCHEDULE, move |__x| {
+                let __rank: i64 = __x.rank();
+                let __world: i64 = __x.world();
+                #(#scalar_ints)*
+                #(#requires)*
+                #(#lengths)*
+                #(#ranges)*
+                __x.verify(&[#(#scalar_list),*])?;
+                #(#registration)*
+                #body
+                ::core::result::Result::Ok(())
+            })
+        }
+        #module
+    }
+}
+
+struct Expander<'a> {
+    spans: &'a SpanTable,
+    /// Request handles in scope (a `wait` on another one is unreachable: the
+    /// checker rejects every schedule that runs it).
+    handles: Vec<Vec<String>>,
+    /// Call sites of `over` collectives, numbered in source order.
+    sites: u32,
+}
+
+/// `prefix` + the user's name, at the user's span (raw identifiers lose `r#`).
+fn local(prefix: &str, name: &str, span: Span) -> Ident {
+    Ident::new(&format!("{prefix}{}", name.trim_start_matches("r#")), span)
+}
+
+fn op_tokens(op: ir::Op) -> TokenStream {
+    match op {
+        ir::Op::Sum => quote!(__hp::ReduceOp::Sum),
+        ir::Op::Prod => quote!(__hp::ReduceOp::Prod),
+        ir::Op::Max => quote!(__hp::ReduceOp::Max),
+        ir::Op::Min => quote!(__hp::ReduceOp::Min),
+    }
+}
+
+impl Expander<'_> {
+    fn span(&self, id: ir::SpanId) -> Span {
+        self.spans.get(id).start
+    }
+
+    // ------------------------------------------------------------ expressions
+
+    /// An `i64` expression (may contain `?`).
+    fn int(&self, e: &ir::Expr) -> TokenStream {
+        match &e.kind {
+            ir::ExprKind::Int(v) => {
+                let lit = Literal::i64_suffixed(*v);
+                quote!(#lit)
+            }
+            ir::ExprKind::Name(n) => self.name(n, e.span),
+            ir::ExprKind::Unary(ir::UnOp::Neg, x) => {
+                let x = self.int(x);
+                quote!(__hp::neg(#x)?)
+            }
+            ir::ExprKind::Unary(ir::UnOp::Not, _) => self.bool_to_int(e),
+            ir::ExprKind::Binary(op, a, b) => {
+                let f = match op {
+                    ir::BinOp::Add => quote!(__hp::add),
+                    ir::BinOp::Sub => quote!(__hp::sub),
+                    ir::BinOp::Mul => quote!(__hp::mul),
+                    ir::BinOp::Div => quote!(__hp::div),
+                    ir::BinOp::Rem => quote!(__hp::rem),
+                    ir::BinOp::Shl => quote!(__hp::shl),
+                    ir::BinOp::Shr => quote!(__hp::shr),
+                    ir::BinOp::BitAnd | ir::BinOp::BitOr | ir::BinOp::BitXor => {
+                        let (a, b) = (self.int(a), self.int(b));
+                        return match op {
+                            ir::BinOp::BitAnd => quote!((#a & #b)),
+                            ir::BinOp::BitOr => quote!((#a | #b)),
+                            _ => quote!((#a ^ #b)),
+                        };
+                    }
+                    _ => return self.bool_to_int(e),
+                };
+                let (a, b) = (self.int(a), self.int(b));
+                quote!(#f(#a, #b)?)
+            }
+            ir::ExprKind::Call(f, args) => {
+                let args: Vec<TokenStream> = args.iter().map(|a| self.int(a)).collect();
+                match f {
+                    ir::Func::Log2 => quote!(__hp::log2(#(#args),*)?),
+                    ir::Func::Pow2 => quote!(__hp::pow2(#(#args),*)?),
+                    ir::Func::IsPow2 => self.bool_to_int(e),
+                    ir::Func::Min => quote!(::core::cmp::min(#(#args),*)),
+                    ir::Func::Max => quote!(::core::cmp::max(#(#args),*)),
+                }
+            }
+        }
+    }
+
+    fn bool_to_int(&self, e: &ir::Expr) -> TokenStream {
+        let c = self.cond(e);
+        quote!(i64::from(#c))
+    }
+
+    /// A `bool` expression: the integer is non-zero.
+    fn cond(&self, e: &ir::Expr) -> TokenStream {
+        match &e.kind {
+            ir::ExprKind::Unary(ir::UnOp::Not, x) => {
+                let x = self.cond(x);
+                quote!((!#x))
+            }
+            ir::ExprKind::Binary(op, a, b) => {
+                let cmp = match op {
+                    ir::BinOp::Eq => quote!(==),
+                    ir::BinOp::Ne => quote!(!=),
+                    ir::BinOp::Lt => quote!(<),
+                    ir::BinOp::Le => quote!(<=),
+                    ir::BinOp::Gt => quote!(>),
+                    ir::BinOp::Ge => quote!(>=),
+                    ir::BinOp::And | ir::BinOp::Or => {
+                        let (a, b) = (self.cond(a), self.cond(b));
+                        return if *op == ir::BinOp::And {
+                            quote!((#a && #b))
+                        } else {
+                            quote!((#a || #b))
+                        };
+                    }
+                    _ => {
+                        let x = self.int(e);
+                        return quote!((#x != 0));
+                    }
+                };
+                let (a, b) = (self.int(a), self.int(b));
+                quote!((#a #cmp #b))
+            }
+            ir::ExprKind::Call(ir::Func::IsPow2, args) => {
+                let args = args.iter().map(|a| self.int(a));
+                quote!(__hp::is_pow2(#(#args),*))
+            }
+            _ => {
+                let x = self.int(e);
+                quote!((#x != 0))
+            }
+        }
+    }
+
+    fn name(&self, n: &ir::Name, span: ir::SpanId) -> TokenStream {
+        match n.kind {
+            ir::NameKind::Rank => quote!(__rank),
+            ir::NameKind::World => quote!(__world),
+            ir::NameKind::Var => {
+                let v = local("__v_", &n.text, self.span(span));
+                quote!(#v)
+            }
+            ir::NameKind::Scalar(i) => {
+                let s = format_ident!("__s{}", i);
+                quote!(#s)
+            }
+            ir::NameKind::LenVar(i) => {
+                let l = format_ident!("__len{}", i);
+                quote!(#l)
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ regions
+
+    fn region(&self, r: &ir::Region) -> TokenStream {
+        match &r.kind {
+            ir::RegionKind::Whole(buf) => {
+                let (index, len) = match buf.kind {
+                    ir::BufKind::Param(i) => (format_ident!("__p{}", i), format_ident!("__pn{}", i)),
+                    ir::BufKind::Scratch => {
+                        let span = self.span(buf.span);
+                        (local("__b_", &buf.name, span), local("__n_", &buf.name, span))
+                    }
+                };
+                quote!(__hp::region(#index, 0, #len))
+            }
+            ir::RegionKind::Slice { base, start, end } => {
+                let base = self.region(base);
+                let (start, end) = (self.int(start), self.int(end));
+                quote!({
+                    let __r = #base;
+                    __hp::region(__r.buf, __hp::add(__r.start, #start)?, __hp::add(__r.start, #end)?)
+                })
+            }
+            ir::RegionKind::Chunk { base, index, parts } => {
+                let base = self.region(base);
+                let index = self.int(index);
+                let parts = parts.as_ref().map_or_else(|| quote!(__world), |p| self.int(p));
+                quote!(__hp::chunk(#base, #index, #parts)?)
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ statements
+
+    fn block(&mut self, stmts: &[ir::Stmt], batch: bool) -> TokenStream {
+        self.handles.push(Vec::new());
+        let out: TokenStream = stmts.iter().map(|s| self.stmt(s, batch)).collect();
+        self.handles.pop();
+        out
+    }
+
+    fn tag(&self, tag: Option<&ir::Expr>) -> TokenStream {
+        tag.map_or_else(|| quote!(0_i64), |t| self.int(t))
+    }
+
+    fn reduce(reduce: Option<ir::Op>) -> TokenStream {
+        if let Some(op) = reduce {
+            let op = op_tokens(op);
+            quote!(::core::option::Option::Some(#op))
+        } else {
+            quote!(::core::option::Option::None)
+        }
+    }
+
+    fn has_handle(&self, name: &str) -> bool {
+        self.handles.iter().flatten().any(|h| h == name)
+    }
+
+    fn stmt(&mut self, stmt: &ir::Stmt, batch: bool) -> TokenStream {
+        let target = if batch { quote!(__b) } else { quote!(__x) };
+        match &stmt.kind {
+            ir::StmtKind::Send { region, peer, tag } => {
+                let (r, p, t) = (self.region(region), self.int(peer), self.tag(tag.as_ref()));
+                quote!(#target.send(#r, #p, #t)?;)
+            }
+            ir::StmtKind::Recv {
+                region,
+                peer,
+                tag,
+                reduce,
+            } => {
+                let (r, p, t) = (self.region(region), self.int(peer), self.tag(tag.as_ref()));
+                let reduce = Self::reduce(*reduce);
+                quote!(#target.recv(#r, #p, #t, #reduce)?;)
+            }
+            ir::StmtKind::Isend {
+                handle,
+                region,
+                peer,
+                tag,
+            } => {
+                let (r, p, t) = (self.region(region), self.int(peer), self.tag(tag.as_ref()));
+                let h = local("__h_", &handle.name, self.span(handle.span));
+                if let Some(scope) = self.handles.last_mut() {
+                    scope.push(handle.name.clone());
+                }
+                quote!(let #h: __hp::Handle = __x.isend(#r, #p, #t)?;)
+            }
+            ir::StmtKind::Irecv {
+                handle,
+                region,
+                peer,
+                tag,
+                reduce,
+            } => {
+                let (r, p, t) = (self.region(region), self.int(peer), self.tag(tag.as_ref()));
+                let reduce = Self::reduce(*reduce);
+                let h = local("__h_", &handle.name, self.span(handle.span));
+                if let Some(scope) = self.handles.last_mut() {
+                    scope.push(handle.name.clone());
+                }
+                quote!(let #h: __hp::Handle = __x.irecv(#r, #p, #t, #reduce)?;)
+            }
+            ir::StmtKind::Wait { handles } => {
+                if handles.iter().any(|h| !self.has_handle(&h.name)) {
+                    // Rejected by the checker wherever it runs (`unknown request`).
+                    return quote!(::core::unreachable!("wait on a request that is not in scope"););
+                }
+                let hs = handles.iter().map(|h| local("__h_", &h.name, self.span(h.span)));
+                quote!(__x.wait(&[#(#hs),*])?;)
+            }
+            ir::StmtKind::Batch { body } => {
+                let body = self.block(body, true);
+                quote!({
+                    let mut __b = __x.batch();
+                    #body
+                    __b.finish()?;
+                })
+            }
+            ir::StmtKind::Copy { src, dst } => {
+                let (s, d) = (self.region(src), self.region(dst));
+                quote!(__x.copy(#s, #d)?;)
+            }
+            ir::StmtKind::Accumulate { src, dst, op } => {
+                let (s, d, op) = (self.region(src), self.region(dst), op_tokens(*op));
+                quote!(__x.accumulate(#s, #d, #op)?;)
+            }
+            ir::StmtKind::Let { name, value } => {
+                let v = local("__v_", &name.name, self.span(name.span));
+                let value = self.int(value);
+                quote!(let #v: i64 = #value;)
+            }
+            ir::StmtKind::Scratch { name, len } => {
+                let span = self.span(name.span);
+                let (b, n) = (local("__b_", &name.name, span), local("__n_", &name.name, span));
+                let len = self.int(len);
+                quote! {
+                    let #n: i64 = #len;
+                    let #b: usize = __x.scratch(#n)?;
+                }
+            }
+            ir::StmtKind::For {
+                var,
+                start,
+                end,
+                inclusive,
+                reverse,
+                body,
+            } => {
+                let v = local("__v_", &var.name, self.span(var.span));
+                let (s, e) = (self.int(start), self.int(end));
+                let range = match (*inclusive, *reverse) {
+                    (false, false) => quote!(#s..#e),
+                    (true, false) => quote!(#s..=#e),
+                    (false, true) => quote!((#s..#e).rev()),
+                    (true, true) => quote!((#s..=#e).rev()),
+                };
+                let body = self.block(body, batch);
+                quote!(for #v in #range { #body })
+            }
+            ir::StmtKind::If { branches, else_body } => {
+                let mut out = TokenStream::new();
+                for (i, (cond, body)) in branches.iter().enumerate() {
+                    let c = self.cond(cond);
+                    let body = self.block(body, batch);
+                    if i > 0 {
+                        out.extend(quote!(else));
+                    }
+                    out.extend(quote!(if #c { #body }));
+                }
+                if let Some(body) = else_body {
+                    let body = self.block(body, batch);
+                    out.extend(quote!(else { #body }));
+                }
+                out
+            }
+            ir::StmtKind::Collective { kind, over } => self.collective(kind, over.as_ref()),
+        }
+    }
+
+    fn collective(&mut self, kind: &ir::Collective, over: Option<&ir::Expr>) -> TokenStream {
+        let (group_def, group) = match over {
+            Some(e) => {
+                let site = self.sites;
+                self.sites += 1;
+                let color = self.int(e);
+                (
+                    quote! {
+                        let __g = __x.group(#site, &|__r: i64| -> ::hcomm::Result<i64> {
+                            let __rank: i64 = __r;
+                            ::core::result::Result::Ok(#color)
+                        })?;
+                    },
+                    quote!(::core::option::Option::Some(__g)),
+                )
+            }
+            None => (TokenStream::new(), quote!(::core::option::Option::None)),
+        };
+        let call = match kind {
+            ir::Collective::AllReduce { src, dst: None, op } => {
+                let (r, op) = (self.region(src), op_tokens(*op));
+                quote! {
+                    let __r = #r;
+                    __x.all_reduce(__r, __r, #op, #group)?;
+                }
+            }
+            ir::Collective::AllReduce {
+                src,
+                dst: Some(dst),
+                op,
+            } => {
+                let (s, d, op) = (self.region(src), self.region(dst), op_tokens(*op));
+                quote!(__x.all_reduce(#s, #d, #op, #group)?;)
+            }
+            ir::Collective::AllGather { src, dst } => {
+                let (s, d) = (self.region(src), self.region(dst));
+                quote!(__x.all_gather(#s, #d, #group)?;)
+            }
+            ir::Collective::ReduceScatter { src, dst, op } => {
+                let (s, d, op) = (self.region(src), self.region(dst), op_tokens(*op));
+                quote!(__x.reduce_scatter(#s, #d, #op, #group)?;)
+            }
+            ir::Collective::AllToAll { src, dst } => {
+                let (s, d) = (self.region(src), self.region(dst));
+                quote!(__x.all_to_all(#s, #d, #group)?;)
+            }
+            ir::Collective::Broadcast { region, root } => {
+                let (r, root) = (self.region(region), self.int(root));
+                quote!(__x.broadcast(#r, #root, #group)?;)
+            }
+            ir::Collective::Reduce { src, dst, op, root } => {
+                let (s, d, op, root) = (self.region(src), self.region(dst), op_tokens(*op), self.int(root));
+                quote!(__x.reduce(#s, #d, #op, #root, #group)?;)
+            }
+            ir::Collective::Barrier => quote!(__x.barrier(#group)?;),
+        };
+        if group_def.is_empty() && !matches!(kind, ir::Collective::AllReduce { dst: None, .. }) {
+            call
+        } else {
+            quote!({ #group_def #call })
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! Step 5: buffer hazards of non-blocking and batched operations, local
+//! copies and out-of-place collectives, and the batch rule (at most one send
+//! and one receive per peer in a `batch`).
+//!
+//! Each rank is walked on its own, keeping the `isend`/`irecv` requests in
+//! flight (posted, not yet waited): every access of a later event is checked
+//! against them. Regions overlap when they share an element for some value of
+//! the length variables ([`crate::lin::overlaps`]).
+
+use crate::check::{tag_text, Situation};
+use crate::compile::CollKind;
+use crate::diag::{stmt_key, DiagKind, Diagnostic, Sink};
+use crate::lin::overlaps;
+use crate::unroll::{EvKind, P2p, Reg, Unrolled};
+
+fn overlap(a: &Reg, b: &Reg) -> bool {
+    a.buf == b.buf && overlaps(&a.start, &a.end, &b.start, &b.end)
+}
+
+/// `output[n..2 * n]`.
+pub(crate) fn reg_text(un: &Unrolled<'_, '_>, r: u32, reg: &Reg) -> String {
+    let names = &un.prog.len_names;
+    let t = &un.ranks[r as usize];
+    let b = t.bufs.get(reg.buf as usize);
+    let name = b.map_or("?", |b| b.name.as_str());
+    if b.is_some_and(|b| reg.start.as_const() == Some(0) && reg.end == b.len) {
+        format!("`{name}`")
+    } else {
+        format!("`{name}[{}..{}]`", reg.start.display(names), reg.end.display(names))
+    }
+}
+
+/// Returns the step-5 diagnostics.
+pub(crate) fn check(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
+    let mut sink = Sink::default();
+    for r in 0..un.ranks.len() as u32 {
+        rank(un, r, &mut sink);
+        if sink.is_full() {
+            break;
+        }
+    }
+    sink.into_vec()
+}
+
+struct Access<'a> {
+    reg: &'a Reg,
+    read: bool,
+    write: bool,
+    what: &'static str,
+}
+
+fn rank(un: &Unrolled<'_, '_>, r: u32, sink: &mut Sink) {
+    let t = &un.ranks[r as usize];
+    let mut in_flight: Vec<u32> = Vec::new();
+    for ev in &t.events {
+        let sit = un.at(r, ev.stmt, ev.ctx);
+        let span = un.span(ev.stmt);
+        let key = stmt_key(ev.stmt);
+        let mut accesses: Vec<Access<'_>> = Vec::new();
+        match ev.kind {
+            EvKind::Blocking(i) => accesses.push(op_access(&t.ops[i as usize])),
+            EvKind::Post(i) => {
+                let o = &t.ops[i as usize];
+                if let Some(d) = conflict(un, r, &sit, span, &op_access(o), &in_flight) {
+                    sink.push(key, d);
+                }
+                in_flight.push(i);
+                continue;
+            }
+            EvKind::Wait(a, b) => {
+                let waited = &t.wait_ops[a as usize..b as usize];
+                in_flight.retain(|o| !waited.contains(o));
+                continue;
+            }
+            EvKind::Batch(a, b) => {
+                if let Some(d) = batch(un, r, &sit, &t.ops[a as usize..b as usize]) {
+                    sink.push(key, d);
+                }
+                for o in &t.ops[a as usize..b as usize] {
+                    accesses.push(op_access(o));
+                }
+            }
+            EvKind::Copy(ci) => {
+                let c = &t.copies[ci as usize];
+                let what = if c.op.is_some() { "`accumulate`" } else { "`copy`" };
+                if overlap(&c.src, &c.dst) {
+                    let d = Diagnostic::new(
+                        DiagKind::BufferHazard,
+                        span,
+                        format!(
+                            "{sit}, rank {r}'s {what} reads {} and writes {}, which overlap",
+                            reg_text(un, r, &c.src),
+                            reg_text(un, r, &c.dst)
+                        ),
+                    )
+                    .with_hint("source and destination must be disjoint; go through a `scratch` buffer");
+                    sink.push(key, d);
+                }
+                accesses.push(Access {
+                    reg: &c.src,
+                    read: true,
+                    write: false,
+                    what,
+                });
+                accesses.push(Access {
+                    reg: &c.dst,
+                    read: c.op.is_some(),
+                    write: true,
+                    what,
+                });
+            }
+            EvKind::Coll(ci) => {
+                let c = &t.colls[ci as usize];
+                let g = &un.groups[c.group as usize];
+                let me = g.iter().position(|&m| m == r).map(|p| p as i64);
+                let is_root = c.root.is_some() && me == c.root;
+                let name = c.kind.name();
+                let what = match c.kind {
+                    CollKind::AllReduce => "`all_reduce`",
+                    CollKind::AllGather => "`all_gather`",
+                    CollKind::ReduceScatter => "`reduce_scatter`",
+                    CollKind::AllToAll => "`all_to_all`",
+                    CollKind::Broadcast => "`broadcast`",
+                    CollKind::Reduce => "`reduce`",
+                    CollKind::Barrier => "`barrier`",
+                };
+                let dst_used = c.kind != CollKind::Reduce || is_root;
+                if let (Some(s), Some(d)) = (&c.src, &c.dst) {
+                    if dst_used && overlap(s, d) {
+                        let mut diag = Diagnostic::new(
+                            DiagKind::BufferHazard,
+                            span,
+                            format!(
+                                "{sit}, rank {r}'s `{name}` reads {} and writes {}, which overlap",
+                                reg_text(un, r, s),
+                                reg_text(un, r, d)
+                            ),
+                        );
+                        diag = diag.with_hint(if c.kind == CollKind::AllReduce {
+                            "use the in-place form `all_reduce(region, op)` or disjoint regions"
+                        } else {
+                            "the input and output of an out-of-place collective must be disjoint"
+                        });
+                        sink.push(key, diag);
+                    }
+                }
+                if c.kind == CollKind::Broadcast {
+                    if let Some(s) = &c.src {
+                        accesses.push(Access {
+                            reg: s,
+                            read: is_root,
+                            write: !is_root,
+                            what,
+                        });
+                    }
+                } else {
+                    if let Some(s) = &c.src {
+                        accesses.push(Access {
+                            reg: s,
+                            read: true,
+                            write: c.dst.is_none(),
+                            what,
+                        });
+                    }
+                    if let Some(d) = c.dst.as_ref().filter(|_| dst_used) {
+                        accesses.push(Access {
+                            reg: d,
+                            read: false,
+                            write: true,
+                            what,
+                        });
+                    }
+                }
+            }
+        }
+        if in_flight.is_empty() {
+            continue;
+        }
+        for a in &accesses {
+            if let Some(d) = conflict(un, r, &sit, span, a, &in_flight) {
+                sink.push(key, d);
+                break;
+            }
+        }
+    }
+}
+
+fn op_access(o: &P2p) -> Access<'_> {
+    Access {
+        reg: &o.reg,
+        read: o.send || o.reduce.is_some(),
+        write: !o.send,
+        what: match (o.send, o.mode) {
+            (true, crate::unroll::Mode::Nonblocking) => "`isend`",
+            (false, crate::unroll::Mode::Nonblocking) => "`irecv`",
+            (true, _) => "`send`",
+            (false, _) => "`recv`",
+        },
+    }
+}
+
+/// An access that touches a region of an in-flight request illegally.
+fn conflict(
+    un: &Unrolled<'_, '_>,
+    r: u32,
+    sit: &Situation<'_>,
+    span: crate::ir::SpanId,
+    a: &Access<'_>,
+    in_flight: &[u32],
+) -> Option<Diagnostic> {
+    let t = &un.ranks[r as usize];
+    for &i in in_flight {
+        let o = &t.ops[i as usize];
+        let bad = if o.send { a.write } else { a.read || a.write };
+        if !bad || !overlap(a.reg, &o.reg) {
+            continue;
+        }
+        let h = un.prog.handle_names.get(o.handle as usize).copied().unwrap_or("?");
+        let verb = if a.write { "writes" } else { "reads" };
+        let (req, dir) = if o.send {
+            ("isend", format!("to rank {}", o.peer))
+        } else {
+            ("irecv", format!("from rank {}", o.peer))
+        };
+        let d = Diagnostic::new(
+            DiagKind::BufferHazard,
+            span,
+            format!(
+                "{sit}, rank {r}'s {} {verb} {} while `{h}` (`{req}` of {} {dir}{}) is in flight",
+                a.what,
+                reg_text(un, r, a.reg),
+                reg_text(un, r, &o.reg),
+                tag_text(o.tag)
+            ),
+        )
+        .with_note(un.span(o.stmt), format!("`{h}` is posted here"))
+        .with_hint(format!("`wait {h}` before touching its region"));
+        return Some(d);
+    }
+    None
+}
+
+/// The batch rule and overlaps inside one `batch`.
+fn batch(un: &Unrolled<'_, '_>, r: u32, sit: &Situation<'_>, ops: &[P2p]) -> Option<Diagnostic> {
+    // batch rule: at most one send and one receive per peer
+    let mut keys: Vec<(u32, bool, usize)> = ops.iter().enumerate().map(|(i, o)| (o.peer, o.send, i)).collect();
+    keys.sort_unstable();
+    for w in keys.windows(2) {
+        if w[0].0 == w[1].0 && w[0].1 == w[1].1 {
+            let (peer, send) = (w[0].0, w[0].1);
+            let (what, dir) = if send { ("sends", "to") } else { ("receives", "from") };
+            let second = &ops[w[0].2.max(w[1].2)];
+            let first = &ops[w[0].2.min(w[1].2)];
+            let mut d = Diagnostic::new(
+                DiagKind::BatchRule,
+                un.span(second.stmt),
+                format!("{sit}, rank {r}'s `batch` {what} twice {dir} rank {peer}"),
+            )
+            .with_hint("one `batch` holds at most one send and one receive per peer; split it into two `batch`es");
+            let fs = un.span(first.stmt);
+            if fs != d.span {
+                let kw = if send { "send" } else { "recv" };
+                d = d.with_note(fs, format!("previous `{kw}` {dir} rank {peer} here"));
+            }
+            return Some(d);
+        }
+    }
+    // no two receives overlap, no receive overlaps a send
+    for (i, a) in ops.iter().enumerate() {
+        if a.send {
+            continue;
+        }
+        for (j, b) in ops.iter().enumerate() {
+            if i == j || (!b.send && j < i) || !overlap(&a.reg, &b.reg) {
+                continue;
+            }
+            let what = if b.send {
+                format!(
+                    "receives into {} and sends from {}, which overlap",
+                    reg_text(un, r, &a.reg),
+                    reg_text(un, r, &b.reg)
+                )
+            } else {
+                format!(
+                    "receives into {} and {}, which overlap",
+                    reg_text(un, r, &a.reg),
+                    reg_text(un, r, &b.reg)
+                )
+            };
+            return Some(
+                Diagnostic::new(
+                    DiagKind::BufferHazard,
+                    un.span(a.stmt),
+                    format!("{sit}, rank {r}'s `batch` {what}"),
+                )
+                .with_hint("the operations of one `batch` run concurrently: use disjoint regions"),
+            );
+        }
+    }
+    None
+}

@@ -1,0 +1,230 @@
+//! Step 3: point-to-point matching on channels `(source, destination, tag)`
+//! (the k-th send matches the k-th receive), equal lengths of matched pairs,
+//! and the shapes of collective regions.
+
+use crate::check::{ordinal, tag_text};
+use crate::compile::CollKind;
+use crate::diag::{stmt_key, DiagKind, Diagnostic, Sink};
+use crate::fxhash::FxHashMap;
+use crate::unroll::{Unrolled, NONE};
+
+#[derive(Default)]
+struct Channel {
+    sends: Vec<(u32, u32)>,
+    recvs: Vec<(u32, u32)>,
+}
+
+/// Pairs every message and sets each op's `partner`; returns the step-3
+/// diagnostics (empty when everything matches).
+pub(crate) fn check(un: &mut Unrolled<'_, '_>) -> Vec<Diagnostic> {
+    let mut chans: FxHashMap<(u32, u32, i64), Channel> = FxHashMap::default();
+    for (r, t) in un.ranks.iter().enumerate() {
+        let r = r as u32;
+        for (i, op) in t.ops.iter().enumerate() {
+            if op.send {
+                chans.entry((r, op.peer, op.tag)).or_default().sends.push((r, i as u32));
+            } else {
+                chans.entry((op.peer, r, op.tag)).or_default().recvs.push((r, i as u32));
+            }
+        }
+    }
+    // (sends, receives) on each op's channel, for messages
+    let mut counts: FxHashMap<(u32, u32, i64), (usize, usize)> = FxHashMap::default();
+    for (key, ch) in &chans {
+        for (s, r) in ch.sends.iter().zip(&ch.recvs) {
+            un.ranks[s.0 as usize].ops[s.1 as usize].partner = *r;
+            un.ranks[r.0 as usize].ops[r.1 as usize].partner = *s;
+        }
+        if ch.sends.len() != ch.recvs.len() {
+            counts.insert(*key, (ch.sends.len(), ch.recvs.len()));
+        }
+    }
+    drop(chans);
+
+    let mut sink = Sink::default();
+    for (r, t) in un.ranks.iter().enumerate() {
+        let r = r as u32;
+        for op in &t.ops {
+            if sink.is_full() {
+                break;
+            }
+            if op.partner.0 == NONE {
+                let key = if op.send {
+                    (r, op.peer, op.tag)
+                } else {
+                    (op.peer, r, op.tag)
+                };
+                let (ns, nr) = counts.get(&key).copied().unwrap_or((0, 0));
+                sink.push(stmt_key(op.stmt), unmatched(un, r, op, ns, nr));
+            } else if op.send {
+                let other = &un.ranks[op.partner.0 as usize].ops[op.partner.1 as usize];
+                let (a, b) = (op.reg.len(), other.reg.len());
+                if a != b {
+                    let names = &un.prog.len_names;
+                    let msg = format!(
+                        "{}, rank {r} sends {} elements to rank {}{} but rank {} receives {} elements",
+                        un.at(r, op.stmt, op.ctx),
+                        a.display(names),
+                        op.peer,
+                        tag_text(op.tag),
+                        op.peer,
+                        b.display(names),
+                    );
+                    let d = Diagnostic::new(DiagKind::LengthMismatch, un.span(op.stmt), msg).with_note(
+                        un.span(other.stmt),
+                        format!("the matching `recv` of {} elements is here", b.display(names)),
+                    );
+                    sink.push(stmt_key(op.stmt), d);
+                }
+            }
+        }
+    }
+    if !sink.is_empty() {
+        return sink.into_vec();
+    }
+    collective_shapes(un)
+}
+
+fn unmatched(un: &Unrolled<'_, '_>, r: u32, op: &crate::unroll::P2p, ns: usize, nr: usize) -> Diagnostic {
+    let sit = un.at(r, op.stmt, op.ctx);
+    let p = op.peer;
+    let tag = tag_text(op.tag);
+    let peer_ops = &un.ranks[p as usize].ops;
+    // a candidate on the other side: an unmatched operation of the opposite
+    // direction between the same two ranks, else any unmatched one
+    let candidate = peer_ops
+        .iter()
+        .filter(|o| o.send != op.send && o.partner.0 == NONE)
+        .min_by_key(|o| u8::from(o.peer != r));
+    let (kind, msg, note) = if op.send {
+        let detail = if nr == 0 {
+            format!("rank {p} never receives from rank {r}{tag}")
+        } else {
+            format!(
+                "rank {p} posts only {nr} matching `recv` for the {ns} messages on this channel (this is the {})",
+                ordinal(ns.min(nr + 1) as u64)
+            )
+        };
+        (
+            DiagKind::UnmatchedSend,
+            format!("{sit}, rank {r} sends to rank {p}{tag} but {detail}"),
+            "receive expected here",
+        )
+    } else {
+        let detail = if ns == 0 {
+            format!("rank {p} never sends to rank {r}{tag}")
+        } else {
+            format!("rank {p} posts only {ns} matching `send` for the {nr} receives on this channel")
+        };
+        (
+            DiagKind::UnmatchedRecv,
+            format!("{sit}, rank {r} receives from rank {p}{tag} but {detail}"),
+            "send expected here",
+        )
+    };
+    let mut d = Diagnostic::new(kind, un.span(op.stmt), msg).with_hint(
+        "every `send` needs a `recv` on the same channel (source, destination, tag), posted in the same order",
+    );
+    if let Some(c) = candidate {
+        let extra = if c.peer == r && c.tag != op.tag {
+            format!(
+                " (rank {p}'s `{}` here uses tag {})",
+                if c.send { "send" } else { "recv" },
+                c.tag
+            )
+        } else {
+            String::new()
+        };
+        d = d.with_note(un.span(c.stmt), format!("{note}{extra}"));
+    }
+    d
+}
+
+/// Collective regions must have the collective's shape.
+fn collective_shapes(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
+    let mut sink = Sink::default();
+    let names = &un.prog.len_names;
+    for (r, t) in un.ranks.iter().enumerate() {
+        let r = r as u32;
+        for ev in &t.events {
+            let crate::unroll::EvKind::Coll(ci) = ev.kind else {
+                continue;
+            };
+            let c = &t.colls[ci as usize];
+            let g = un.groups.get(c.group as usize).map_or(1, Vec::len) as i64;
+            let (Some(src), Some(dst)) = (&c.src, &c.dst) else {
+                continue;
+            };
+            let (li, lo) = (src.len(), dst.len());
+            let problem = match c.kind {
+                CollKind::AllGather => (li.scale(g).ok() != Some(lo.clone())).then(|| {
+                    format!(
+                        "an output of {} elements, but {g} ranks times an input of {} need {}",
+                        lo.display(names),
+                        li.display(names),
+                        li.scale(g).unwrap_or_else(|_| li.clone()).display(names)
+                    )
+                }),
+                CollKind::ReduceScatter => (lo.scale(g).ok() != Some(li.clone())).then(|| {
+                    format!(
+                        "an input of {} elements, but {g} ranks times an output of {} need {}",
+                        li.display(names),
+                        lo.display(names),
+                        lo.scale(g).unwrap_or_else(|_| lo.clone()).display(names)
+                    )
+                }),
+                CollKind::AllToAll => {
+                    if li == lo {
+                        (!li.divisible_by(g)).then(|| {
+                            format!(
+                                "regions of {} elements, which {g} ranks cannot divide evenly",
+                                li.display(names)
+                            )
+                        })
+                    } else {
+                        Some(format!(
+                            "an input of {} elements and an output of {}",
+                            li.display(names),
+                            lo.display(names)
+                        ))
+                    }
+                }
+                CollKind::AllReduce => (li != lo).then(|| {
+                    format!(
+                        "an input of {} elements and an output of {}",
+                        li.display(names),
+                        lo.display(names)
+                    )
+                }),
+                CollKind::Reduce => {
+                    let is_root = un
+                        .groups
+                        .get(c.group as usize)
+                        .and_then(|m| m.iter().position(|&x| x == r))
+                        .map(|p| p as i64)
+                        == c.root;
+                    (is_root && li != lo).then(|| {
+                        format!(
+                            "an input of {} elements and an output of {}",
+                            li.display(names),
+                            lo.display(names)
+                        )
+                    })
+                }
+                CollKind::Broadcast | CollKind::Barrier => None,
+            };
+            if let Some(p) = problem {
+                let msg = format!(
+                    "{}, rank {r} calls `{}` with {p}",
+                    un.at(r, ev.stmt, ev.ctx),
+                    c.kind.name()
+                );
+                sink.push(
+                    stmt_key(ev.stmt),
+                    Diagnostic::new(DiagKind::LengthMismatch, un.span(ev.stmt), msg),
+                );
+            }
+        }
+    }
+    sink.into_vec()
+}

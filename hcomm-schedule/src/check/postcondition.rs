@@ -1,0 +1,785 @@
+//! Step 7: the postcondition, by symbolic execution (spec section 5.7).
+//!
+//! Every element of every parameter buffer starts as a distinct symbol
+//! `(rank, buffer, index)`; scratch buffers start as "uninitialized".
+//! Reductions (`accumulate`, `recv .. reduce`, reducing collectives) build
+//! multisets of symbols, kept as a count plus two 64-bit additive hash
+//! fingerprints (and a tree used only to describe a wrong value), so
+//! combining is O(1) and comparing with the expected reduction is exact up to
+//! a 2^-128 collision chance. Lengths are linear, so the data flow is
+//! checked at concrete values of the length variables: all 1 first, then
+//! variable `i` at `i + 2` (2, 3, ...) so that swapped variables show.
+//!
+//! The run uses eager sends (a send snapshots its data when posted); the
+//! schedule is already known to be free of deadlock under rendezvous, hence
+//! under eager sends too, and free of hazards, so the data each receive gets
+//! does not depend on the order chosen.
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::rc::Rc;
+
+use crate::compile::{CPost, CollKind};
+use crate::diag::{DiagKind, Diagnostic};
+use crate::eval::eval_c;
+use crate::fxhash::FxHashMap;
+use crate::ir::{Op, PostKind, SpanId};
+use crate::lin::Lin;
+use crate::unroll::{EvKind, Reg, Unrolled, NONE};
+
+/// Symbolic runs are skipped above this many elements in all (the run-time
+/// checker would otherwise allocate without bound).
+const MAX_ELEMENTS: usize = 1 << 26;
+
+/// A symbolic element value.
+#[derive(Clone, Debug)]
+enum Val {
+    /// Element `idx` of parameter `buf` of `rank`, as it was at the start.
+    Init { rank: u32, buf: u32, idx: u32 },
+    /// Scratch data never written.
+    Undef,
+    /// A reduction of several contributions.
+    Red(Rc<Red>),
+}
+
+#[derive(Debug)]
+struct Red {
+    op: Op,
+    count: u64,
+    h1: u64,
+    h2: u64,
+    undef: bool,
+    /// Mixes two different reduction operators.
+    mixed: Option<Op>,
+    a: Val,
+    b: Val,
+}
+
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn sym_hash(rank: u32, buf: u32, idx: u32) -> (u64, u64) {
+    let x = mix(mix(mix(u64::from(idx)) ^ u64::from(buf)) ^ u64::from(rank));
+    (mix(x ^ 0x5151_5151), mix(x ^ 0xA7A7_0000_A7A7))
+}
+
+/// (count, h1, h2, undef, mixed) of a value as a contribution to `op`.
+fn contribution(v: &Val, op: Op) -> (u64, u64, u64, bool, Option<Op>) {
+    match v {
+        Val::Init { rank, buf, idx } => {
+            let (h1, h2) = sym_hash(*rank, *buf, *idx);
+            (1, h1, h2, false, None)
+        }
+        Val::Undef => (1, 0, 0, true, None),
+        Val::Red(r) => {
+            let mixed = if r.op == op { r.mixed } else { Some(r.op) };
+            (r.count, r.h1, r.h2, r.undef, mixed)
+        }
+    }
+}
+
+fn combine(a: &Val, b: &Val, op: Op) -> Val {
+    let (ca, a1, a2, ua, ma) = contribution(a, op);
+    let (cb, b1, b2, ub, mb) = contribution(b, op);
+    Val::Red(Rc::new(Red {
+        op,
+        count: ca.saturating_add(cb),
+        h1: a1.wrapping_add(b1),
+        h2: a2.wrapping_add(b2),
+        undef: ua || ub,
+        mixed: ma.or(mb),
+        a: a.clone(),
+        b: b.clone(),
+    }))
+}
+
+/// What an output element should hold.
+#[derive(Clone, Copy)]
+enum Expected {
+    Sym { rank: u32, buf: u32, idx: u32 },
+    Red { op: Op, count: u64, h1: u64, h2: u64 },
+}
+
+fn matches(v: &Val, e: &Expected) -> bool {
+    match (v, e) {
+        (
+            Val::Init { rank, buf, idx },
+            Expected::Sym {
+                rank: r2,
+                buf: b2,
+                idx: i2,
+            },
+        ) => rank == r2 && buf == b2 && idx == i2,
+        (Val::Red(r), Expected::Red { op, count, h1, h2 }) => {
+            r.op == *op && !r.undef && r.mixed.is_none() && r.count == *count && r.h1 == *h1 && r.h2 == *h2
+        }
+        _ => false,
+    }
+}
+
+/// Checks the postcondition; returns the step-7 diagnostics.
+pub(crate) fn check(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
+    let Some(post) = &un.prog.post else {
+        return Vec::new();
+    };
+    let nvars = un.prog.len_names.len();
+    let mut points = vec![vec![1_i64; nvars]];
+    if nvars > 0 {
+        points.push((0..nvars as i64).map(|i| i + 2).collect());
+    }
+    if let Some(d) = shapes(un, post) {
+        return vec![d];
+    }
+    for point in &points {
+        if let Some(d) = run_at(un, post, point) {
+            return vec![d];
+        }
+    }
+    Vec::new()
+}
+
+/// The buffer lengths the postcondition needs, compared as linear forms.
+fn shapes(un: &Unrolled<'_, '_>, post: &CPost<'_>) -> Option<Diagnostic> {
+    let t0 = un.ranks.first()?;
+    let names = &un.prog.len_names;
+    let w = un.world;
+    let li = &t0.bufs.get(post.input as usize)?.len;
+    let lo = &t0.bufs.get(post.output as usize)?.len;
+    let in_name = &t0.bufs[post.input as usize].name;
+    let out_name = &t0.bufs[post.output as usize].name;
+    let need = |l: &Lin, k: i64| l.scale(k).ok();
+    let problem = match post.kind {
+        PostKind::AllGather { .. } => (need(li, w).as_ref() != Some(lo)).then(|| {
+            format!(
+                "`{out_name}` has {} elements, but `all_gather` of `{in_name}` ({} elements) over {w} ranks needs {}",
+                lo.display(names),
+                li.display(names),
+                need(li, w).unwrap_or_else(|| li.clone()).display(names)
+            )
+        }),
+        PostKind::ReduceScatter { .. } => (need(lo, w).as_ref() != Some(li)).then(|| {
+            format!(
+                "`{in_name}` has {} elements, but `reduce_scatter` into `{out_name}` ({} elements) over {w} ranks needs {}",
+                li.display(names),
+                lo.display(names),
+                need(lo, w).unwrap_or_else(|| lo.clone()).display(names)
+            )
+        }),
+        PostKind::AllToAll { .. } => (li != lo || !li.divisible_by(w)).then(|| {
+            format!(
+                "`all_to_all` needs `{in_name}` ({} elements) and `{out_name}` ({} elements) of equal length divisible by {w}",
+                li.display(names),
+                lo.display(names)
+            )
+        }),
+        PostKind::AllReduce { .. } | PostKind::Reduce { .. } => (li != lo).then(|| {
+            format!(
+                "`{in_name}` has {} elements but `{out_name}` has {}",
+                li.display(names),
+                lo.display(names)
+            )
+        }),
+        PostKind::Broadcast { .. } => None,
+    }?;
+    let sit = crate::check::Situation::plain(un.prog, un.world, &un.scalars);
+    Some(Diagnostic::new(
+        DiagKind::PostconditionViolated,
+        post.span,
+        format!("{sit}, {problem}"),
+    ))
+}
+
+struct CollState {
+    arrived: u32,
+    done: bool,
+    waiters: Vec<u32>,
+}
+
+struct Exec<'u, 'p, 's> {
+    un: &'u Unrolled<'p, 's>,
+    point: &'u [i64],
+    data: Vec<Vec<Vec<Val>>>,
+    writer: Vec<Vec<Vec<u32>>>,
+    sent: Vec<Vec<Option<Vec<Val>>>>,
+    pc: Vec<u32>,
+    arrived: Vec<bool>,
+    waiters: Vec<Vec<u32>>,
+    queued: Vec<bool>,
+    queue: VecDeque<u32>,
+    colls: FxHashMap<(u32, u32), CollState>,
+}
+
+/// Aborts a run that cannot be carried out (never expected after steps
+/// 1-6; the postcondition is then not judged).
+struct Skip;
+
+fn run_at(un: &Unrolled<'_, '_>, post: &CPost<'_>, point: &[i64]) -> Option<Diagnostic> {
+    let mut total = 0_usize;
+    let mut data = Vec::with_capacity(un.ranks.len());
+    let mut writer = Vec::with_capacity(un.ranks.len());
+    for (r, t) in un.ranks.iter().enumerate() {
+        let mut bufs = Vec::with_capacity(t.bufs.len());
+        let mut ws = Vec::with_capacity(t.bufs.len());
+        for info in &t.bufs {
+            let len = usize::try_from(info.len.eval_at(point)?).ok()?;
+            total = total.checked_add(len)?;
+            if total > MAX_ELEMENTS {
+                return None;
+            }
+            let v: Vec<Val> = if let Some(p) = info.param {
+                (0..len)
+                    .map(|i| Val::Init {
+                        rank: r as u32,
+                        buf: p,
+                        idx: i as u32,
+                    })
+                    .collect()
+            } else {
+                vec![Val::Undef; len]
+            };
+            bufs.push(v);
+            ws.push(vec![NONE; len]);
+        }
+        data.push(bufs);
+        writer.push(ws);
+    }
+    let n = un.ranks.len();
+    let mut ex = Exec {
+        un,
+        point,
+        data,
+        writer,
+        sent: un.ranks.iter().map(|t| vec![None; t.ops.len()]).collect(),
+        pc: vec![0; n],
+        arrived: vec![false; n],
+        waiters: vec![Vec::new(); n],
+        queued: vec![true; n],
+        queue: (0..n as u32).collect(),
+        colls: FxHashMap::default(),
+    };
+    while let Some(r) = ex.queue.pop_front() {
+        ex.queued[r as usize] = false;
+        if ex.run(r).is_err() {
+            return None;
+        }
+    }
+    if (0..n).any(|r| (ex.pc[r] as usize) < un.ranks[r].events.len()) {
+        return None;
+    }
+    ex.compare(post)
+}
+
+impl Exec<'_, '_, '_> {
+    fn wake(&mut self, r: u32) {
+        if !self.queued[r as usize] {
+            self.queued[r as usize] = true;
+            self.queue.push_back(r);
+        }
+    }
+
+    fn range(&self, r: u32, reg: &Reg) -> Result<(usize, usize, usize), Skip> {
+        let s = usize::try_from(reg.start.eval_at(self.point).ok_or(Skip)?).map_err(|_| Skip)?;
+        let e = usize::try_from(reg.end.eval_at(self.point).ok_or(Skip)?).map_err(|_| Skip)?;
+        let len = self.data[r as usize].get(reg.buf as usize).map_or(0, Vec::len);
+        if s > e || e > len {
+            return Err(Skip);
+        }
+        Ok((reg.buf as usize, s, e))
+    }
+
+    fn read(&self, r: u32, reg: &Reg) -> Result<Vec<Val>, Skip> {
+        let (b, s, e) = self.range(r, reg)?;
+        Ok(self.data[r as usize][b][s..e].to_vec())
+    }
+
+    fn write(&mut self, r: u32, reg: &Reg, vals: &[Val], op: Option<Op>, stmt: u32) -> Result<(), Skip> {
+        let (b, s, e) = self.range(r, reg)?;
+        if vals.len() != e - s {
+            return Err(Skip);
+        }
+        let dst = &mut self.data[r as usize][b][s..e];
+        match op {
+            None => dst.clone_from_slice(vals),
+            Some(op) => {
+                for (d, v) in dst.iter_mut().zip(vals) {
+                    *d = combine(d, v, op);
+                }
+            }
+        }
+        for w in &mut self.writer[r as usize][b][s..e] {
+            *w = stmt;
+        }
+        Ok(())
+    }
+
+    fn snapshot(&mut self, r: u32, i: u32) -> Result<(), Skip> {
+        let o = &self.un.ranks[r as usize].ops[i as usize];
+        if o.send {
+            let v = self.read(r, &o.reg)?;
+            self.sent[r as usize][i as usize] = Some(v);
+        }
+        Ok(())
+    }
+
+    /// Whether the data for receive `i` of rank `r` is there; else the rank
+    /// it waits for.
+    fn available(&self, r: u32, i: u32) -> Result<(), u32> {
+        let (q, j) = self.un.ranks[r as usize].ops[i as usize].partner;
+        match self.sent.get(q as usize).and_then(|s| s.get(j as usize)) {
+            Some(Some(_)) => Ok(()),
+            _ => Err(q),
+        }
+    }
+
+    fn deliver(&mut self, r: u32, i: u32) -> Result<(), Skip> {
+        let o = &self.un.ranks[r as usize].ops[i as usize];
+        let (q, j) = o.partner;
+        let vals = self
+            .sent
+            .get_mut(q as usize)
+            .and_then(|s| s.get_mut(j as usize))
+            .and_then(Option::take)
+            .ok_or(Skip)?;
+        let (reg, reduce, stmt) = (o.reg.clone(), o.reduce, o.stmt);
+        self.write(r, &reg, &vals, reduce, stmt)
+    }
+
+    fn run(&mut self, r: u32) -> Result<(), Skip> {
+        let ri = r as usize;
+        let un = self.un;
+        let t = &un.ranks[ri];
+        let mut moved = false;
+        while let Some(ev) = t.events.get(self.pc[ri] as usize) {
+            let first_time = !self.arrived[ri];
+            self.arrived[ri] = true;
+            let blocked: Option<u32> = match ev.kind {
+                EvKind::Copy(ci) => {
+                    let c = &t.copies[ci as usize];
+                    let v = self.read(r, &c.src)?;
+                    self.write(r, &c.dst, &v, c.op, ev.stmt)?;
+                    None
+                }
+                EvKind::Post(i) => {
+                    self.snapshot(r, i)?;
+                    None
+                }
+                EvKind::Blocking(i) => {
+                    if t.ops[i as usize].send {
+                        self.snapshot(r, i)?;
+                        None
+                    } else {
+                        match self.available(r, i) {
+                            Ok(()) => {
+                                self.deliver(r, i)?;
+                                None
+                            }
+                            Err(q) => Some(q),
+                        }
+                    }
+                }
+                EvKind::Batch(a, b) => {
+                    if first_time {
+                        for i in a..b {
+                            self.snapshot(r, i)?;
+                        }
+                    }
+                    let missing = (a..b)
+                        .filter(|&i| !t.ops[i as usize].send)
+                        .find_map(|i| self.available(r, i).err());
+                    if missing.is_none() {
+                        for i in a..b {
+                            if !t.ops[i as usize].send {
+                                self.deliver(r, i)?;
+                            }
+                        }
+                    }
+                    missing
+                }
+                EvKind::Wait(a, b) => {
+                    let ops = &t.wait_ops[a as usize..b as usize];
+                    let missing = ops
+                        .iter()
+                        .filter(|&&i| !t.ops[i as usize].send)
+                        .find_map(|&i| self.available(r, i).err());
+                    if missing.is_none() {
+                        for &i in ops {
+                            if !t.ops[i as usize].send {
+                                self.deliver(r, i)?;
+                            }
+                        }
+                    }
+                    missing
+                }
+                EvKind::Coll(ci) => {
+                    if self.collective(r, ci, first_time)? {
+                        None
+                    } else {
+                        break;
+                    }
+                }
+            };
+            if let Some(q) = blocked {
+                self.waiters[q as usize].push(r);
+                break;
+            }
+            self.pc[ri] += 1;
+            self.arrived[ri] = false;
+            moved = true;
+        }
+        if moved {
+            for w in std::mem::take(&mut self.waiters[ri]) {
+                self.wake(w);
+            }
+        }
+        Ok(())
+    }
+
+    fn collective(&mut self, r: u32, ci: u32, first_time: bool) -> Result<bool, Skip> {
+        let c = &self.un.ranks[r as usize].colls[ci as usize];
+        let key = (c.group, c.seq);
+        let size = self.un.groups.get(c.group as usize).map_or(1, Vec::len) as u32;
+        if first_time {
+            let st = self.colls.entry(key).or_insert(CollState {
+                arrived: 0,
+                done: false,
+                waiters: Vec::new(),
+            });
+            st.arrived += 1;
+            if st.arrived >= size {
+                let ws = std::mem::take(&mut st.waiters);
+                self.perform(c.group)?;
+                if let Some(st) = self.colls.get_mut(&key) {
+                    st.done = true;
+                }
+                for w in ws {
+                    self.wake(w);
+                }
+                return Ok(true);
+            }
+        }
+        match self.colls.get_mut(&key) {
+            Some(st) if st.done => Ok(true),
+            Some(st) => {
+                st.waiters.push(r);
+                Ok(false)
+            }
+            None => Err(Skip),
+        }
+    }
+
+    /// Carries out the collective every member of `group` stands at.
+    fn perform(&mut self, group: u32) -> Result<(), Skip> {
+        let un = self.un;
+        let members = un.groups.get(group as usize).ok_or(Skip)?;
+        let g = members.len();
+        let mut calls = Vec::with_capacity(g);
+        for &m in members {
+            let t = &un.ranks[m as usize];
+            let ev = t.events.get(self.pc[m as usize] as usize).ok_or(Skip)?;
+            let EvKind::Coll(ci) = ev.kind else {
+                return Err(Skip);
+            };
+            calls.push((m, &t.colls[ci as usize], ev.stmt));
+        }
+        let (_, c0, _) = calls[0];
+        let op = c0.op.unwrap_or(Op::Sum);
+        let inputs: Vec<Vec<Val>> = calls
+            .iter()
+            .map(|(m, c, _)| c.src.as_ref().map_or(Ok(Vec::new()), |s| self.read(*m, s)))
+            .collect::<Result<_, _>>()?;
+        let reduce_all = |vals: &[&[Val]]| -> Vec<Val> {
+            let mut acc = vals[0].to_vec();
+            for v in &vals[1..] {
+                for (a, b) in acc.iter_mut().zip(v.iter()) {
+                    *a = combine(a, b, op);
+                }
+            }
+            acc
+        };
+        match c0.kind {
+            CollKind::Barrier => {}
+            CollKind::AllReduce => {
+                let refs: Vec<&[Val]> = inputs.iter().map(Vec::as_slice).collect();
+                let res = reduce_all(&refs);
+                for (m, c, st) in &calls {
+                    let dst = c.dst.as_ref().or(c.src.as_ref()).ok_or(Skip)?;
+                    self.write(*m, dst, &res, None, *st)?;
+                }
+            }
+            CollKind::AllGather => {
+                let all: Vec<Val> = inputs.concat();
+                for (m, c, st) in &calls {
+                    self.write(*m, c.dst.as_ref().ok_or(Skip)?, &all, None, *st)?;
+                }
+            }
+            CollKind::ReduceScatter => {
+                let blen = inputs[0].len() / g;
+                for (i, (m, c, st)) in calls.iter().enumerate() {
+                    let blocks: Vec<&[Val]> = inputs
+                        .iter()
+                        .map(|v| v.get(i * blen..(i + 1) * blen).ok_or(Skip))
+                        .collect::<Result<_, _>>()?;
+                    let res = reduce_all(&blocks);
+                    self.write(*m, c.dst.as_ref().ok_or(Skip)?, &res, None, *st)?;
+                }
+            }
+            CollKind::AllToAll => {
+                let blen = inputs[0].len() / g;
+                for (i, (m, c, st)) in calls.iter().enumerate() {
+                    let mut out = Vec::with_capacity(blen * g);
+                    for v in &inputs {
+                        out.extend_from_slice(v.get(i * blen..(i + 1) * blen).ok_or(Skip)?);
+                    }
+                    self.write(*m, c.dst.as_ref().ok_or(Skip)?, &out, None, *st)?;
+                }
+            }
+            CollKind::Broadcast => {
+                let root = usize::try_from(c0.root.unwrap_or(0)).map_err(|_| Skip)?;
+                let data = inputs.get(root).ok_or(Skip)?.clone();
+                for (i, (m, c, st)) in calls.iter().enumerate() {
+                    if i != root {
+                        self.write(*m, c.src.as_ref().ok_or(Skip)?, &data, None, *st)?;
+                    }
+                }
+            }
+            CollKind::Reduce => {
+                let root = usize::try_from(c0.root.unwrap_or(0)).map_err(|_| Skip)?;
+                let refs: Vec<&[Val]> = inputs.iter().map(Vec::as_slice).collect();
+                let res = reduce_all(&refs);
+                let (m, c, st) = calls.get(root).ok_or(Skip)?;
+                self.write(*m, c.dst.as_ref().ok_or(Skip)?, &res, None, *st)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Compares the final outputs with the postcondition.
+    fn compare(&self, post: &CPost<'_>) -> Option<Diagnostic> {
+        let un = self.un;
+        let w = un.ranks.len();
+        let inp = post.input;
+        let outp = post.output;
+        let len_in = self.data[0].get(inp as usize)?.len();
+        let len_out = self.data[0].get(outp as usize)?.len();
+        let op = post.op.unwrap_or(Op::Sum);
+        let root = match &post.root {
+            Some(e) => {
+                let mut env = vec![0_i64; un.prog.nslots];
+                env[crate::compile::WORLD as usize] = un.world;
+                for (i, v) in un.scalars.iter().enumerate() {
+                    if let Some(s) = env.get_mut(crate::compile::FIRST_SCALAR as usize + i) {
+                        *s = *v;
+                    }
+                }
+                let v = eval_c(e, &env).ok()?;
+                Some(u32::try_from(v).ok().filter(|&x| (x as usize) < w)?)
+            }
+            None => None,
+        };
+        // expected reduction fingerprints per input index
+        let red_of = |idx: usize| -> Expected {
+            if w == 1 {
+                return Expected::Sym {
+                    rank: 0,
+                    buf: inp,
+                    idx: idx as u32,
+                };
+            }
+            let (mut h1, mut h2) = (0_u64, 0_u64);
+            for q in 0..w as u32 {
+                let (a, b) = sym_hash(q, inp, idx as u32);
+                h1 = h1.wrapping_add(a);
+                h2 = h2.wrapping_add(b);
+            }
+            Expected::Red {
+                op,
+                count: w as u64,
+                h1,
+                h2,
+            }
+        };
+        let reds: Vec<Expected> = match post.kind {
+            PostKind::AllReduce { .. } | PostKind::Reduce { .. } | PostKind::ReduceScatter { .. } => {
+                (0..len_in).map(red_of).collect()
+            }
+            _ => Vec::new(),
+        };
+        for r in 0..w as u32 {
+            if let (PostKind::Reduce { .. }, Some(root)) = (post.kind, root) {
+                if r != root {
+                    continue;
+                }
+            }
+            let out = &self.data[r as usize][outp as usize];
+            for (e, v) in out.iter().enumerate() {
+                let exp = match post.kind {
+                    PostKind::AllGather { .. } => {
+                        let b = len_in.max(1);
+                        Expected::Sym {
+                            rank: (e / b) as u32,
+                            buf: inp,
+                            idx: (e % b) as u32,
+                        }
+                    }
+                    PostKind::AllToAll { .. } => {
+                        let b = (len_out / w).max(1);
+                        Expected::Sym {
+                            rank: (e / b) as u32,
+                            buf: inp,
+                            idx: (r as usize * b + e % b) as u32,
+                        }
+                    }
+                    PostKind::Broadcast { .. } => Expected::Sym {
+                        rank: root.unwrap_or(0),
+                        buf: inp,
+                        idx: e as u32,
+                    },
+                    PostKind::AllReduce { .. } | PostKind::Reduce { .. } => *reds.get(e)?,
+                    PostKind::ReduceScatter { .. } => *reds.get(r as usize * len_out + e)?,
+                };
+                if !matches(v, &exp) {
+                    return Some(self.violation(post, r, e, v, &exp, len_in, len_out));
+                }
+            }
+        }
+        None
+    }
+
+    /// The message for rank `r`'s wrong output element `e`.
+    fn violation(
+        &self,
+        post: &CPost<'_>,
+        r: u32,
+        e: usize,
+        v: &Val,
+        exp: &Expected,
+        len_in: usize,
+        len_out: usize,
+    ) -> Diagnostic {
+        let un = self.un;
+        let w = un.ranks.len();
+        let t0 = &un.ranks[0];
+        let bname = |b: u32| {
+            t0.bufs
+                .get(b as usize)
+                .map_or_else(|| "?".to_owned(), |x| x.name.clone())
+        };
+        let out_name = bname(post.output);
+        // block length of the output and of the input, for block-structured
+        // collectives
+        let (out_block, in_block) = match post.kind {
+            PostKind::AllGather { .. } => (Some(len_in.max(1)), Some(len_in.max(1))),
+            PostKind::AllToAll { .. } => {
+                let b = (len_out / w).max(1);
+                (Some(b), Some(b))
+            }
+            PostKind::ReduceScatter { .. } => (None, Some(len_out.max(1))),
+            _ => (None, None),
+        };
+        let place = |name: &str, idx: usize, block: Option<usize>| match block {
+            Some(1) => format!("{name} block {idx}"),
+            Some(b) => format!("{name} block {} element {}", idx / b, idx % b),
+            None => format!("{name} element {idx}"),
+        };
+        let sym = |rank: u32, buf: u32, idx: u32| {
+            let block = if buf == post.input { in_block } else { out_block };
+            let initial = if buf == post.input && post.input != post.output {
+                ""
+            } else {
+                "initial "
+            };
+            format!("rank {rank}'s {initial}{}", place(&bname(buf), idx as usize, block))
+        };
+        let actual = match v {
+            Val::Init { rank, buf, idx } => sym(*rank, *buf, *idx),
+            Val::Undef => "uninitialized scratch data".to_owned(),
+            Val::Red(red) => describe_red(red, &sym),
+        };
+        let expected = match (exp, post.kind) {
+            (Expected::Sym { rank, .. }, PostKind::AllGather { .. }) if len_in == 1 => {
+                format!("rank {rank}'s {}", bname(post.input))
+            }
+            (Expected::Sym { rank, buf, idx }, _) => sym(*rank, *buf, *idx),
+            (Expected::Red { op, .. }, _) => {
+                let what = match post.kind {
+                    PostKind::ReduceScatter { .. } => place(&bname(post.input), r as usize * len_out + e, in_block),
+                    _ => place(&bname(post.input), e, None),
+                };
+                format!("the `{}` of every rank's {what}, each once", op.as_str())
+            }
+        };
+        let mut sit = crate::check::Situation::plain(un.prog, un.world, &un.scalars).to_string();
+        if self.point.iter().any(|&x| x != 1) {
+            for (n, v) in un.prog.len_names.iter().zip(self.point) {
+                let _ = write!(sit, ", {n} = {v}");
+            }
+        }
+        let writer = self.writer[r as usize][post.output as usize]
+            .get(e)
+            .copied()
+            .unwrap_or(NONE);
+        let span: SpanId = if writer == NONE { post.span } else { un.span(writer) };
+        let mut d = Diagnostic::new(
+            DiagKind::PostconditionViolated,
+            span,
+            format!(
+                "{sit}, rank {r} ends with {} = {actual}, expected {expected}",
+                place(&out_name, e, out_block)
+            ),
+        );
+        if writer != NONE {
+            d = d.with_note(post.span, "the postcondition is declared here");
+        }
+        d
+    }
+}
+
+/// "a `sum` of rank 0's input element 1 and rank 1's input element 1"
+/// (up to a few contributions), with what is wrong about it.
+fn describe_red(red: &Red, sym: &dyn Fn(u32, u32, u32) -> String) -> String {
+    const SHOWN: usize = 4;
+    let mut leaves: Vec<String> = Vec::new();
+    let mut undef = 0_u64;
+    let mut stack: Vec<&Val> = vec![&red.b, &red.a];
+    // the tree may share subtrees (a DAG); visit a bounded part of it
+    let mut budget = 4096_u32;
+    while let Some(v) = stack.pop() {
+        if budget == 0 {
+            break;
+        }
+        budget -= 1;
+        match v {
+            Val::Init { rank, buf, idx } => {
+                if leaves.len() < SHOWN {
+                    leaves.push(sym(*rank, *buf, *idx));
+                }
+            }
+            Val::Undef => undef += 1,
+            Val::Red(r) => {
+                stack.push(&r.b);
+                stack.push(&r.a);
+            }
+        }
+    }
+    let count = red.count;
+    let mut s = format!("a `{}` of {count} contributions", red.op.as_str());
+    if !leaves.is_empty() {
+        s.push_str(" (");
+        s.push_str(&leaves.join(", "));
+        if count as usize > leaves.len() {
+            s.push_str(", ...");
+        }
+        s.push(')');
+    }
+    if undef > 0 || red.undef {
+        s.push_str(" including uninitialized scratch data");
+    }
+    if let Some(m) = red.mixed {
+        let _ = write!(s, " that mixes `{}` with `{}`", red.op.as_str(), m.as_str());
+    }
+    s
+}

@@ -1,0 +1,685 @@
+//! The schedule IR: what `comm_schedule!` lowers a `fn` item into.
+//!
+//! Plain owned data (`Vec`, `Box`, `String`, all fields public) so that the macro
+//! can build it while lowering its syntax tree *and* emit it as a Rust
+//! expression that rebuilds the same value in a `static` for run-time
+//! verification. Every node carries a [`SpanId`], an opaque index into the
+//! macro's table of source spans; at run time spans are ignored.
+//!
+//! # Names
+//!
+//! The macro resolves every identifier in an expression to a [`NameKind`] and
+//! keeps its text. The checker only trusts the kind for `rank`, `world`,
+//! scalar parameters and length variables; [`NameKind::Var`] names (loop
+//! variables and `let` bindings) are looked up by text, lexically, by the
+//! checker itself, which reports `unknown name` when one is not in scope (so the
+//! macro may report unknown names first, or leave them to the checker).
+//! Buffer references ([`BufRef`]) likewise name either a parameter (by index)
+//! or a `scratch` buffer (looked up by text, lexically).
+//!
+//! # Scoping
+//!
+//! `let` bindings, `scratch` buffers and request handles (`let h = isend ..`)
+//! are scoped like Rust `let`s: visible from the statement after their
+//! definition to the end of the enclosing block (`for`/`if` body, `batch`
+//! body, or the function body); a later definition with the same name shadows
+//! an earlier one. A request handle that goes out of scope (or is shadowed)
+//! while still pending is an `unwaited request`.
+
+/// Opaque source location: an index into the macro's table of
+/// `proc_macro2::Span`s. Meaningless at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct SpanId(pub u32);
+
+/// An identifier with its location (buffer, scalar, loop variable, `let`,
+/// scratch buffer or request handle name).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ident {
+    /// The identifier's text.
+    pub name: String,
+    /// Where it is written.
+    pub span: SpanId,
+}
+
+/// One `fn` item of a `comm_schedule!` invocation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Schedule {
+    /// The function's name.
+    pub name: String,
+    /// Buffer parameters, in declaration order (interleaved scalars removed).
+    pub buffers: Vec<Buffer>,
+    /// Scalar (`usize`) parameters, in declaration order. Scalar values passed
+    /// to the checker are in this order.
+    pub scalars: Vec<Scalar>,
+    /// Length variables: every identifier used in a buffer `LEN` that is not
+    /// `world` or a scalar, in order of first appearance.
+    /// [`NameKind::LenVar`] indexes this list.
+    pub len_vars: Vec<Ident>,
+    /// The `#[verify(..)]` attribute, or [`VerifySpec::default_for`] when absent.
+    pub verify: VerifySpec,
+    /// `#[requires(EXPR)]` attributes, all of which must hold. Their
+    /// expressions may use `world` and scalars only.
+    pub requires: Vec<Expr>,
+    /// The `#[postcondition(..)]` attribute, if any.
+    pub postcondition: Option<Postcondition>,
+    /// The function body.
+    pub body: Vec<Stmt>,
+    /// The whole item (used when nothing smaller is at fault).
+    pub span: SpanId,
+}
+
+/// A buffer parameter `NAME: &[T; LEN]` or `NAME: &mut [T; LEN]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buffer {
+    /// The parameter name.
+    pub name: String,
+    /// `true` for `&mut [T; ..]`; writing a read-only buffer is an error.
+    pub writable: bool,
+    /// The declared length, linear in the length variables.
+    pub len: Expr,
+    /// The parameter.
+    pub span: SpanId,
+}
+
+/// A scalar parameter `NAME: usize`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scalar {
+    /// The parameter name.
+    pub name: String,
+    /// The parameter.
+    pub span: SpanId,
+}
+
+/// The `#[verify(..)]` attribute: which world sizes and scalar values are
+/// checked at compile time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VerifySpec {
+    /// The world sizes.
+    pub world: WorldSet,
+    /// One range per scalar parameter (in any order). A scalar without one is
+    /// a `missing range` error; two for the same scalar are a `syntax error`.
+    pub scalars: Vec<ScalarRange>,
+    /// The attribute (or the item's span for the default).
+    pub span: SpanId,
+}
+
+impl VerifySpec {
+    /// The spec used when the attribute is absent: `world in 1..=16`, no
+    /// scalar ranges.
+    pub fn default_for(span: SpanId) -> Self {
+        Self {
+            world: WorldSet::Range {
+                lo: 1,
+                hi: 16,
+                inclusive: true,
+            },
+            scalars: Vec::new(),
+            span,
+        }
+    }
+}
+
+/// The world sizes of `#[verify(world in ..)]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorldSet {
+    /// `world in lo..hi` (`inclusive == false`) or `world in lo..=hi`.
+    Range {
+        /// First size.
+        lo: i64,
+        /// Last size (inclusive) or one past it.
+        hi: i64,
+        /// Whether `hi` is part of the set.
+        inclusive: bool,
+    },
+    /// `world in [a, b, c]`; order and duplicates do not matter.
+    List(Vec<i64>),
+}
+
+/// `NAME in LO..HI` (or `..=`) inside `#[verify(..)]`. The bounds may use
+/// `world` (and integer literals) only.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScalarRange {
+    /// Index into [`Schedule::scalars`].
+    pub scalar: usize,
+    /// The scalar's name as written in the attribute.
+    pub name: Ident,
+    /// Lower bound (inclusive).
+    pub lo: Expr,
+    /// Upper bound.
+    pub hi: Expr,
+    /// `true` for `..=` (then `hi` is part of the range).
+    pub inclusive: bool,
+    /// The whole `NAME in LO..HI`.
+    pub span: SpanId,
+}
+
+/// A reduction operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// `sum`
+    Sum,
+    /// `prod`
+    Prod,
+    /// `max`
+    Max,
+    /// `min`
+    Min,
+}
+
+impl Op {
+    /// The DSL keyword (`sum`, `prod`, `max`, `min`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Op::Sum => "sum",
+            Op::Prod => "prod",
+            Op::Max => "max",
+            Op::Min => "min",
+        }
+    }
+}
+
+/// `#[postcondition(..)]`: the collective the schedule computes over the whole
+/// communicator.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Postcondition {
+    /// Which collective.
+    pub kind: PostKind,
+    /// The attribute (primary span when no statement wrote a wrong element).
+    pub span: SpanId,
+}
+
+/// The collective named by a postcondition. Buffers must be parameters
+/// ([`BufKind::Param`]); the in-place form of `all_reduce(buf, OP)` has
+/// `input == output`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PostKind {
+    /// `all_gather(input -> output)`: every rank's `output` block `j` (of
+    /// `world` blocks) is rank `j`'s `input`.
+    AllGather {
+        /// Input buffer.
+        input: BufRef,
+        /// Output buffer.
+        output: BufRef,
+    },
+    /// `all_reduce(input -> output, OP)` or in place `all_reduce(buf, OP)`.
+    AllReduce {
+        /// Input buffer.
+        input: BufRef,
+        /// Output buffer (same buffer as `input` for the in-place form).
+        output: BufRef,
+        /// The reduction.
+        op: Op,
+    },
+    /// `reduce_scatter(input -> output, OP)`: rank `r`'s `output` is the
+    /// reduction of every rank's `input` block `r`.
+    ReduceScatter {
+        /// Input buffer.
+        input: BufRef,
+        /// Output buffer.
+        output: BufRef,
+        /// The reduction.
+        op: Op,
+    },
+    /// `all_to_all(input -> output)`: rank `r`'s `output` block `j` is rank
+    /// `j`'s `input` block `r`.
+    AllToAll {
+        /// Input buffer.
+        input: BufRef,
+        /// Output buffer.
+        output: BufRef,
+    },
+    /// `broadcast(buf, root = E)`: every rank's `buf` ends as the root's
+    /// initial `buf`. `E` may use `world` and scalars.
+    Broadcast {
+        /// The buffer.
+        buf: BufRef,
+        /// The root rank.
+        root: Expr,
+    },
+    /// `reduce(input -> output, OP, root = E)`: the root's `output` is the
+    /// reduction of every rank's `input`; other ranks' `output` is
+    /// unconstrained.
+    Reduce {
+        /// Input buffer.
+        input: BufRef,
+        /// Output buffer.
+        output: BufRef,
+        /// The reduction.
+        op: Op,
+        /// The root rank.
+        root: Expr,
+    },
+}
+
+/// A statement of the body, with its span (the primary span of most errors
+/// about it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stmt {
+    /// What it does.
+    pub kind: StmtKind,
+    /// The whole statement.
+    pub span: SpanId,
+}
+
+/// The statements of spec section 3.
+///
+/// Inside a [`StmtKind::Batch`] only these may appear: `send`, `recv` (with
+/// or without `reduce`), and `let`, `for` and `if` whose bodies again hold
+/// only these. Anything else there (`isend`, `irecv`, `wait`, `copy`,
+/// `accumulate`, `scratch`, collectives, a nested `batch`) is reported by the
+/// checker's step 0 as a `syntax error` on that statement (the macro may
+/// reject it earlier).
+#[derive(Clone, Debug, PartialEq)]
+pub enum StmtKind {
+    /// `send REGION to PEER [tag TAG];`
+    Send {
+        /// What is sent.
+        region: Region,
+        /// Destination rank.
+        peer: Expr,
+        /// Message tag; `None` means tag 0.
+        tag: Option<Expr>,
+    },
+    /// `recv REGION from PEER [tag TAG] [reduce OP];`
+    Recv {
+        /// Where it is received (read and written when `reduce` is set).
+        region: Region,
+        /// Source rank.
+        peer: Expr,
+        /// Message tag; `None` means tag 0.
+        tag: Option<Expr>,
+        /// `reduce OP`: combine the incoming data into `region`.
+        reduce: Option<Op>,
+    },
+    /// `let HANDLE = isend REGION to PEER [tag TAG];`
+    Isend {
+        /// The request handle.
+        handle: Ident,
+        /// What is sent.
+        region: Region,
+        /// Destination rank.
+        peer: Expr,
+        /// Message tag; `None` means tag 0.
+        tag: Option<Expr>,
+    },
+    /// `let HANDLE = irecv REGION from PEER [tag TAG] [reduce OP];`
+    Irecv {
+        /// The request handle.
+        handle: Ident,
+        /// Where it is received.
+        region: Region,
+        /// Source rank.
+        peer: Expr,
+        /// Message tag; `None` means tag 0.
+        tag: Option<Expr>,
+        /// `reduce OP`: combine the incoming data into `region`.
+        reduce: Option<Op>,
+    },
+    /// `wait H, H2, ...;`
+    Wait {
+        /// The handles, in order.
+        handles: Vec<Ident>,
+    },
+    /// `batch { ... }`: post all, complete all (one group call).
+    Batch {
+        /// The batched statements (see the restriction above).
+        body: Vec<Stmt>,
+    },
+    /// `copy SRC -> DST;`
+    Copy {
+        /// Source region.
+        src: Region,
+        /// Destination region.
+        dst: Region,
+    },
+    /// `accumulate SRC -> DST, OP;` (`dst = dst OP src`).
+    Accumulate {
+        /// Source region.
+        src: Region,
+        /// Destination region (read and written).
+        dst: Region,
+        /// The reduction.
+        op: Op,
+    },
+    /// `let NAME = EXPR;` (integer binding).
+    Let {
+        /// The binding.
+        name: Ident,
+        /// Its value; may not use length variables.
+        value: Expr,
+    },
+    /// `let NAME = scratch[T; LEN];` (a fresh buffer each time it runs).
+    Scratch {
+        /// The buffer's name.
+        name: Ident,
+        /// Its length, linear in the length variables.
+        len: Expr,
+    },
+    /// `for VAR in START..END { .. }`, `..=` when `inclusive`, and
+    /// `(START..END).rev()` when `reverse`.
+    For {
+        /// The loop variable.
+        var: Ident,
+        /// First value (of the unreversed range).
+        start: Expr,
+        /// End of the range (exclusive unless `inclusive`).
+        end: Expr,
+        /// `..=`.
+        inclusive: bool,
+        /// `.rev()`: iterate from the last value down to `start`.
+        reverse: bool,
+        /// The loop body.
+        body: Vec<Stmt>,
+    },
+    /// `if C1 { .. } else if C2 { .. } else { .. }`; a condition holds when it
+    /// is non-zero.
+    If {
+        /// Each condition with its block, in order.
+        branches: Vec<(Expr, Vec<Stmt>)>,
+        /// The final `else` block.
+        else_body: Option<Vec<Stmt>>,
+    },
+    /// A collective, optionally `over EXPR`.
+    Collective {
+        /// Which collective.
+        kind: Collective,
+        /// `over EXPR`: the subgroup of ranks for which `EXPR` has the
+        /// caller's value. `None` is the whole communicator.
+        over: Option<Expr>,
+    },
+}
+
+/// The collectives of spec section 3. Roots are ranks inside the group.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Collective {
+    /// `all_reduce(SRC -> DST, OP)`, or in place `all_reduce(SRC, OP)` with
+    /// `dst == None`.
+    AllReduce {
+        /// Input region (also the output when in place).
+        src: Region,
+        /// Output region; `None` for the in-place form.
+        dst: Option<Region>,
+        /// The reduction.
+        op: Op,
+    },
+    /// `all_gather(SRC -> DST)`.
+    AllGather {
+        /// Input region.
+        src: Region,
+        /// Output region (group size times the input).
+        dst: Region,
+    },
+    /// `reduce_scatter(SRC -> DST, OP)`.
+    ReduceScatter {
+        /// Input region (group size times the output).
+        src: Region,
+        /// Output region.
+        dst: Region,
+        /// The reduction.
+        op: Op,
+    },
+    /// `all_to_all(SRC -> DST)`.
+    AllToAll {
+        /// Input region.
+        src: Region,
+        /// Output region (same length, divisible by the group size).
+        dst: Region,
+    },
+    /// `broadcast(REGION, root = ROOT)`.
+    Broadcast {
+        /// Read on the root, written elsewhere.
+        region: Region,
+        /// The root (a rank of the group).
+        root: Expr,
+    },
+    /// `reduce(SRC -> DST, OP, root = ROOT)`; `dst` is only used on the root.
+    Reduce {
+        /// Input region.
+        src: Region,
+        /// Output region (root only).
+        dst: Region,
+        /// The reduction.
+        op: Op,
+        /// The root (a rank of the group).
+        root: Expr,
+    },
+    /// `barrier`.
+    Barrier,
+}
+
+impl Collective {
+    /// The DSL keyword (`all_reduce`, `barrier`, ...).
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Collective::AllReduce { .. } => "all_reduce",
+            Collective::AllGather { .. } => "all_gather",
+            Collective::ReduceScatter { .. } => "reduce_scatter",
+            Collective::AllToAll { .. } => "all_to_all",
+            Collective::Broadcast { .. } => "broadcast",
+            Collective::Reduce { .. } => "reduce",
+            Collective::Barrier => "barrier",
+        }
+    }
+}
+
+/// A reference to a buffer by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BufRef {
+    /// The name as written.
+    pub name: String,
+    /// What it names.
+    pub kind: BufKind,
+    /// The identifier.
+    pub span: SpanId,
+}
+
+/// What a [`BufRef`] names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BufKind {
+    /// A buffer parameter: index into [`Schedule::buffers`].
+    Param(usize),
+    /// A `let NAME = scratch[..]` buffer, looked up by name in scope.
+    Scratch,
+}
+
+/// A region of a buffer, with its span.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Region {
+    /// Its shape.
+    pub kind: RegionKind,
+    /// The whole region expression.
+    pub span: SpanId,
+}
+
+/// `REGION` of spec section 3. Bounds may use length variables (linearly).
+#[derive(Clone, Debug, PartialEq)]
+pub enum RegionKind {
+    /// `IDENT`: the whole buffer.
+    Whole(BufRef),
+    /// `BASE[START..END]`: elements `[START, END)` of `base` (the spec's
+    /// grammar only puts a [`RegionKind::Whole`] here; any region works).
+    Slice {
+        /// The region sliced.
+        base: Box<Region>,
+        /// First element, relative to `base`.
+        start: Expr,
+        /// One past the last element, relative to `base`.
+        end: Expr,
+    },
+    /// `BASE.chunk(INDEX)` (`parts == None`: `world` parts) or
+    /// `BASE.chunk(INDEX, PARTS)`.
+    Chunk {
+        /// The region divided.
+        base: Box<Region>,
+        /// Which part, in `0..parts`.
+        index: Expr,
+        /// Number of equal parts; `None` means `world`.
+        parts: Option<Expr>,
+    },
+}
+
+/// An integer expression, with its span.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    /// Its shape.
+    pub kind: ExprKind,
+    /// The whole expression.
+    pub span: SpanId,
+}
+
+/// Integer expressions of spec section 4. Booleans are integers: comparisons,
+/// `&&`, `||`, `!` and `is_pow2` give `0` or `1`, and a condition holds when
+/// non-zero.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    /// An integer literal.
+    Int(i64),
+    /// A resolved name.
+    Name(Name),
+    /// `-x` or `!x`.
+    Unary(UnOp, Box<Expr>),
+    /// `a OP b`.
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// `log2(x)`, `pow2(k)`, `is_pow2(x)` (one argument), `min(a, b)`,
+    /// `max(a, b)` (two); another count is reported as a `syntax error`.
+    Call(Func, Vec<Expr>),
+}
+
+/// A name in an expression: its resolved kind and its text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Name {
+    /// What it refers to.
+    pub kind: NameKind,
+    /// The identifier as written (used in messages and to look up
+    /// [`NameKind::Var`]).
+    pub text: String,
+}
+
+/// What a [`Name`] refers to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NameKind {
+    /// `rank`.
+    Rank,
+    /// `world`.
+    World,
+    /// A loop variable or `let` binding, looked up by text in scope.
+    Var,
+    /// A scalar parameter: index into [`Schedule::scalars`].
+    Scalar(usize),
+    /// A length variable: index into [`Schedule::len_vars`]. Only allowed in
+    /// buffer lengths, `scratch` lengths and region bounds.
+    LenVar(usize),
+}
+
+/// Unary operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    /// `-x`.
+    Neg,
+    /// `!x`: logical not (`1` when `x == 0`, else `0`).
+    Not,
+}
+
+/// Binary operators. `/` rounds toward negative infinity, `%` is Euclidean
+/// (result in `0..|m|`), `&&` and `||` short-circuit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/` (floor).
+    Div,
+    /// `%` (Euclidean).
+    Rem,
+    /// `^` (bitwise xor, two's complement).
+    BitXor,
+    /// `&`
+    BitAnd,
+    /// `|`
+    BitOr,
+    /// `<<` (`x * 2^k`; `k` must be `>= 0`).
+    Shl,
+    /// `>>` (`floor(x / 2^k)`; `k` must be `>= 0`).
+    Shr,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `&&`
+    And,
+    /// `||`
+    Or,
+}
+
+impl BinOp {
+    /// The operator's token.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::BitXor => "^",
+            BinOp::BitAnd => "&",
+            BinOp::BitOr => "|",
+            BinOp::Shl => "<<",
+            BinOp::Shr => ">>",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::And => "&&",
+            BinOp::Or => "||",
+        }
+    }
+}
+
+/// Built-in functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Func {
+    /// `log2(x)`: floor of the base-2 logarithm; `x >= 1`.
+    Log2,
+    /// `pow2(k)`: `2^k`; `k >= 0`.
+    Pow2,
+    /// `is_pow2(x)`: `1` when `x` is a positive power of two, else `0`.
+    IsPow2,
+    /// `min(a, b)`.
+    Min,
+    /// `max(a, b)`.
+    Max,
+}
+
+impl Func {
+    /// The function's name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Func::Log2 => "log2",
+            Func::Pow2 => "pow2",
+            Func::IsPow2 => "is_pow2",
+            Func::Min => "min",
+            Func::Max => "max",
+        }
+    }
+
+    /// How many arguments it takes.
+    pub const fn arity(self) -> usize {
+        match self {
+            Func::Log2 | Func::Pow2 | Func::IsPow2 => 1,
+            Func::Min | Func::Max => 2,
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! Linear forms in the length variables: `c0 + c1 * n1 + c2 * n2 + ...`.
+//!
+//! Region offsets and lengths are linear forms, so the checker can compare
+//! them exactly for *every* value of the length variables (which range over
+//! the integers `>= 1`):
+//!
+//! * equality (matched lengths) is equality of coefficients;
+//! * `f >= 0` for all `n >= 1` holds iff every coefficient of a variable is
+//!   `>= 0` and `f(1, .., 1) >= 0`;
+//! * `k` divides `f` for all `n` iff it divides every coefficient;
+//! * overlap of two regions asks whether some `n >= 1` makes four forms
+//!   positive: exact with one length variable (an interval of `n`), and
+//!   decided on sample points with more (see [`exists_positive`]).
+
+use std::fmt;
+
+use smallvec::SmallVec;
+
+use crate::eval::EvalError;
+
+/// `c[0] + c[1] * n_0 + c[2] * n_1 + ...`, without trailing zero
+/// coefficients (so equal forms compare equal), never empty.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Lin {
+    c: SmallVec<[i64; 3]>,
+}
+
+impl Lin {
+    /// A constant.
+    pub(crate) fn constant(v: i64) -> Self {
+        let mut c = SmallVec::new();
+        c.push(v);
+        Self { c }
+    }
+
+    /// The length variable `index`, with coefficient 1.
+    pub(crate) fn var(index: usize) -> Self {
+        let mut c: SmallVec<[i64; 3]> = SmallVec::new();
+        c.resize(index + 2, 0);
+        c[index + 1] = 1;
+        Self { c }
+    }
+
+    fn trim(mut self) -> Self {
+        while self.c.len() > 1 && self.c.last() == Some(&0) {
+            self.c.pop();
+        }
+        self
+    }
+
+    /// The value when there are no length variables in it.
+    pub(crate) fn as_const(&self) -> Option<i64> {
+        (self.c.len() == 1).then(|| self.c[0])
+    }
+
+    fn get(&self, i: usize) -> i64 {
+        self.c.get(i).copied().unwrap_or(0)
+    }
+
+    fn zip(&self, other: &Self, f: impl Fn(i64, i64) -> Option<i64>) -> Result<Self, EvalError> {
+        let len = self.c.len().max(other.c.len());
+        let mut c = SmallVec::with_capacity(len);
+        for i in 0..len {
+            c.push(f(self.get(i), other.get(i)).ok_or(EvalError::Overflow)?);
+        }
+        Ok(Self { c }.trim())
+    }
+
+    /// `self + other`.
+    pub(crate) fn add(&self, other: &Self) -> Result<Self, EvalError> {
+        if let (Some(a), Some(b)) = (self.as_const(), other.as_const()) {
+            return a.checked_add(b).map(Self::constant).ok_or(EvalError::Overflow);
+        }
+        self.zip(other, i64::checked_add)
+    }
+
+    /// `self - other`.
+    pub(crate) fn sub(&self, other: &Self) -> Result<Self, EvalError> {
+        if let (Some(a), Some(b)) = (self.as_const(), other.as_const()) {
+            return a.checked_sub(b).map(Self::constant).ok_or(EvalError::Overflow);
+        }
+        self.zip(other, i64::checked_sub)
+    }
+
+    /// `self * k`.
+    pub(crate) fn scale(&self, k: i64) -> Result<Self, EvalError> {
+        let mut c = SmallVec::with_capacity(self.c.len());
+        for &x in &self.c {
+            c.push(x.checked_mul(k).ok_or(EvalError::Overflow)?);
+        }
+        Ok(Self { c }.trim())
+    }
+
+    /// `self / k` when `k` divides every coefficient.
+    pub(crate) fn div_exact(&self, k: i64) -> Option<Self> {
+        if !self.divisible_by(k) {
+            return None;
+        }
+        let mut c = SmallVec::with_capacity(self.c.len());
+        for &x in &self.c {
+            c.push(x.checked_div(k)?);
+        }
+        Some(Self { c }.trim())
+    }
+
+    /// Whether `k` divides the form for every value of the variables.
+    pub(crate) fn divisible_by(&self, k: i64) -> bool {
+        k != 0 && self.c.iter().all(|&x| x.checked_rem(k) == Some(0))
+    }
+
+    /// The value at a point (`point[i]` is the value of variable `i`).
+    pub(crate) fn eval_at(&self, point: &[i64]) -> Option<i64> {
+        let mut v = i128::from(self.c[0]);
+        for (i, &k) in self.c.iter().enumerate().skip(1) {
+            let n = point.get(i - 1).copied().unwrap_or(1);
+            v += i128::from(k) * i128::from(n);
+        }
+        i64::try_from(v).ok()
+    }
+
+    /// Whether the form is `>= 0` for every value `>= 1` of the variables.
+    pub(crate) fn nonneg_always(&self) -> bool {
+        if self.c.iter().skip(1).any(|&k| k < 0) {
+            return false;
+        }
+        let at_one: i128 = self.c.iter().map(|&k| i128::from(k)).sum();
+        at_one >= 0
+    }
+
+    /// `self <= other` for every value of the variables.
+    pub(crate) fn le_always(&self, other: &Self) -> bool {
+        other.sub(self).is_ok_and(|d| d.nonneg_always())
+    }
+
+    /// Number of coefficients beyond the constant (an upper bound on the
+    /// highest variable index used, plus one).
+    fn width(&self) -> usize {
+        self.c.len() - 1
+    }
+
+    /// Renders the form with the variables' names.
+    pub(crate) fn display<'a>(&'a self, names: &'a [String]) -> LinDisplay<'a> {
+        LinDisplay { lin: self, names }
+    }
+}
+
+/// Whether some assignment of the length variables (each `>= 1`) makes every
+/// form strictly positive.
+///
+/// Exact when at most one variable occurs. With more, decided on the sample
+/// points "all 1", "all 2", and for each variable "it at 1024, the others at
+/// 1" and "it at 1, the others at 1024"; region overlaps in real schedules
+/// are decided by these.
+pub(crate) fn exists_positive(forms: &[Lin]) -> bool {
+    let width = forms.iter().map(Lin::width).max().unwrap_or(0);
+    match width {
+        0 => forms.iter().all(|f| f.c[0] > 0),
+        1 => {
+            // n >= lo and n <= hi
+            let mut lo: i128 = 1;
+            let mut hi: i128 = i128::MAX;
+            for f in forms {
+                let c = i128::from(f.c[0]);
+                let d = i128::from(f.get(1));
+                // c + d n >= 1  <=>  d n >= 1 - c
+                let rhs = 1 - c;
+                if d > 0 {
+                    lo = lo.max(rhs.div_euclid(d) + i128::from(rhs.rem_euclid(d) != 0));
+                } else if d < 0 {
+                    // (-d) n <= c - 1
+                    let m = -d;
+                    hi = hi.min((c - 1).div_euclid(m));
+                } else if c <= 0 {
+                    return false;
+                }
+            }
+            lo <= hi
+        }
+        w => {
+            let mut points: Vec<Vec<i64>> = vec![vec![1; w], vec![2; w]];
+            for v in 0..w {
+                let mut p = vec![1; w];
+                p[v] = 1024;
+                points.push(p);
+                let mut q = vec![1024; w];
+                q[v] = 1;
+                points.push(q);
+            }
+            points
+                .iter()
+                .any(|p| forms.iter().all(|f| f.eval_at(p).is_some_and(|v| v > 0)))
+        }
+    }
+}
+
+/// Whether `[a1, b1)` and `[a2, b2)` share an element for some value of the
+/// length variables.
+pub(crate) fn overlaps(a1: &Lin, b1: &Lin, a2: &Lin, b2: &Lin) -> bool {
+    let (Ok(l1), Ok(l2), Ok(x), Ok(y)) = (b1.sub(a1), b2.sub(a2), b2.sub(a1), b1.sub(a2)) else {
+        return true;
+    };
+    exists_positive(&[l1, l2, x, y])
+}
+
+/// [`Lin::display`].
+pub(crate) struct LinDisplay<'a> {
+    lin: &'a Lin,
+    names: &'a [String],
+}
+
+impl fmt::Display for LinDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for (i, &k) in self.lin.c.iter().enumerate().skip(1) {
+            if k == 0 {
+                continue;
+            }
+            let name = self.names.get(i - 1).map_or("?", String::as_str);
+            let mag = k.unsigned_abs();
+            if first {
+                if k < 0 {
+                    f.write_str("-")?;
+                }
+            } else if k < 0 {
+                f.write_str(" - ")?;
+            } else {
+                f.write_str(" + ")?;
+            }
+            if mag == 1 {
+                f.write_str(name)?;
+            } else {
+                write!(f, "{mag} * {name}")?;
+            }
+            first = false;
+        }
+        let c = self.lin.c[0];
+        if first {
+            write!(f, "{c}")
+        } else if c > 0 {
+            write!(f, " + {c}")
+        } else if c < 0 {
+            write!(f, " - {}", c.unsigned_abs())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lin(c: &[i64]) -> Lin {
+        Lin { c: c.into() }.trim()
+    }
+
+    #[test]
+    fn canonical_equality_and_display() {
+        let n = Lin::var(0);
+        let two_n = n.add(&n).unwrap();
+        assert_eq!(two_n, lin(&[0, 2]));
+        assert_eq!(two_n.sub(&two_n).unwrap(), Lin::constant(0));
+        let names = vec!["n".to_owned(), "m".to_owned()];
+        assert_eq!(lin(&[3, 2]).display(&names).to_string(), "2 * n + 3");
+        assert_eq!(lin(&[-3, -1, 1]).display(&names).to_string(), "-n + m - 3");
+        assert_eq!(lin(&[0, 1]).display(&names).to_string(), "n");
+        assert_eq!(lin(&[5]).display(&names).to_string(), "5");
+    }
+
+    #[test]
+    fn always_facts() {
+        assert!(lin(&[-1, 1]).nonneg_always()); // n - 1 >= 0
+        assert!(!lin(&[-2, 1]).nonneg_always());
+        assert!(!lin(&[100, -1]).nonneg_always());
+        assert!(lin(&[0, 4]).divisible_by(4));
+        assert!(!lin(&[2, 4]).divisible_by(4));
+        assert_eq!(lin(&[0, 4]).div_exact(2), Some(lin(&[0, 2])));
+        assert!(lin(&[0, 1]).le_always(&lin(&[0, 2])));
+    }
+
+    #[test]
+    fn overlap_of_chunks() {
+        let n = |k: i64| lin(&[0, k]);
+        assert!(!overlaps(&n(0), &n(1), &n(1), &n(2)));
+        assert!(overlaps(&n(0), &n(2), &n(1), &n(3)));
+        // [0, 2) and [n, n + 1): overlap only for n = 1
+        assert!(overlaps(&lin(&[0]), &lin(&[2]), &lin(&[0, 1]), &lin(&[1, 1])));
+        // [0, 1) and [n, 2n): never
+        assert!(!overlaps(&lin(&[0]), &lin(&[1]), &n(1), &n(2)));
+        // empty regions never overlap
+        assert!(!overlaps(&n(1), &n(1), &n(0), &n(2)));
+        // two variables: [n, n + m) and [2n, 2n + m) overlap when m > n
+        assert!(overlaps(
+            &lin(&[0, 1]),
+            &lin(&[0, 1, 1]),
+            &lin(&[0, 2]),
+            &lin(&[0, 2, 1])
+        ));
+    }
+}

@@ -1,0 +1,828 @@
+//! Unrolling: the body run for every rank at one world size and one scalar
+//! combination, giving each rank's list of events (steps 1 and 2 are checked
+//! on the way, and request bookkeeping for step 6 is recorded).
+
+use std::collections::HashMap;
+
+use crate::check::ranges;
+use crate::check::Situation;
+use crate::compile::{
+    Block, BufSlot, CColl, CExpr, CKind, CRKind, CRegion, CStmt, CollKind, P2pStmt, Prog, RANK, WORLD,
+};
+use crate::diag::{stmt_key, DiagKind, Diagnostic, Sink};
+use crate::eval::{eval_c, eval_lin, Fail};
+use crate::ir::{Op, SpanId};
+use crate::lin::Lin;
+
+/// At most this many loop iterations per rank (spec section 5, step 1).
+pub(crate) const MAX_ITERATIONS: u64 = 1 << 24;
+
+/// "No event" / "never".
+pub(crate) const NONE: u32 = u32::MAX;
+
+/// A region of one rank's buffer: elements `[start, end)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Reg {
+    pub(crate) buf: u32,
+    pub(crate) start: Lin,
+    pub(crate) end: Lin,
+}
+
+impl Reg {
+    /// Its length.
+    pub(crate) fn len(&self) -> Lin {
+        self.end.sub(&self.start).unwrap_or_else(|_| Lin::constant(0))
+    }
+}
+
+/// How a point-to-point operation is issued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// `send` / `recv` outside a batch.
+    Blocking,
+    /// `send` / `recv` inside a `batch`.
+    Batch,
+    /// `isend` / `irecv`.
+    Nonblocking,
+}
+
+/// One point-to-point operation of a rank.
+#[derive(Clone, Debug)]
+pub(crate) struct P2p {
+    pub(crate) send: bool,
+    pub(crate) mode: Mode,
+    pub(crate) peer: u32,
+    pub(crate) tag: i64,
+    pub(crate) reg: Reg,
+    pub(crate) reduce: Option<Op>,
+    pub(crate) stmt: u32,
+    pub(crate) ctx: u32,
+    /// The event that posts it.
+    pub(crate) ev: u32,
+    /// For `isend`/`irecv`: the `wait` event that completes it, or [`NONE`].
+    pub(crate) done: u32,
+    /// For `isend`/`irecv`: the handle slot.
+    pub(crate) handle: u32,
+    /// The matching operation `(rank, index)` (set by the matching check).
+    pub(crate) partner: (u32, u32),
+}
+
+/// A local `copy` (`op == None`) or `accumulate`.
+#[derive(Clone, Debug)]
+pub(crate) struct LocalCopy {
+    pub(crate) src: Reg,
+    pub(crate) dst: Reg,
+    pub(crate) op: Option<Op>,
+}
+
+/// One collective call of a rank.
+#[derive(Clone, Debug)]
+pub(crate) struct CollCall {
+    pub(crate) kind: CollKind,
+    pub(crate) op: Option<Op>,
+    /// Input region (the region of `broadcast` and in-place `all_reduce`).
+    pub(crate) src: Option<Reg>,
+    /// Output region when distinct from `src`.
+    pub(crate) dst: Option<Reg>,
+    /// Root, as a rank of the group.
+    pub(crate) root: Option<i64>,
+    /// Index into [`Unrolled::groups`].
+    pub(crate) group: u32,
+    /// This is the rank's `seq`-th collective on `group` (from 0).
+    pub(crate) seq: u32,
+}
+
+/// What an event does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EvKind {
+    /// A blocking `send`/`recv`: index into [`RankTrace::ops`].
+    Blocking(u32),
+    /// A `batch`: ops `[first, end)`.
+    Batch(u32, u32),
+    /// `isend`/`irecv` posting op `i`.
+    Post(u32),
+    /// `wait`: ops `wait_ops[first..end]`.
+    Wait(u32, u32),
+    /// `copy`/`accumulate`: index into [`RankTrace::copies`].
+    Copy(u32),
+    /// A collective: index into [`RankTrace::colls`].
+    Coll(u32),
+}
+
+/// One step of a rank, with the statement and loop context it came from.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Event {
+    pub(crate) kind: EvKind,
+    pub(crate) stmt: u32,
+    pub(crate) ctx: u32,
+}
+
+/// A buffer of one rank (parameters first, then one per executed `scratch`).
+#[derive(Clone, Debug)]
+pub(crate) struct BufInfo {
+    pub(crate) len: Lin,
+    /// The parameter index, for parameters.
+    pub(crate) param: Option<u32>,
+    pub(crate) name: String,
+}
+
+/// A request problem found while unrolling (reported by step 6).
+#[derive(Clone, Debug)]
+pub(crate) enum RequestIssue {
+    /// `wait` of a handle that is not pending.
+    Unknown {
+        stmt: u32,
+        ctx: u32,
+        name: String,
+        /// Whether the handle was defined and already waited.
+        waited: bool,
+    },
+    /// Op `index` of the rank was never waited.
+    Unwaited { op: u32 },
+}
+
+/// Everything one rank does.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RankTrace {
+    pub(crate) events: Vec<Event>,
+    pub(crate) ops: Vec<P2p>,
+    pub(crate) copies: Vec<LocalCopy>,
+    pub(crate) colls: Vec<CollCall>,
+    pub(crate) wait_ops: Vec<u32>,
+    pub(crate) bufs: Vec<BufInfo>,
+    /// Loop variable values: an event's `ctx` is an offset here, followed
+    /// by one value per enclosing loop of its statement.
+    pub(crate) ctx: Vec<i64>,
+    pub(crate) issues: Vec<RequestIssue>,
+}
+
+/// The unrolled schedule at one world size and scalar combination.
+#[derive(Debug)]
+pub(crate) struct Unrolled<'p, 's> {
+    pub(crate) prog: &'p Prog<'s>,
+    pub(crate) world: i64,
+    pub(crate) scalars: Vec<i64>,
+    pub(crate) ranks: Vec<RankTrace>,
+    /// Member sets (sorted) of every group used; group 0 is the whole
+    /// communicator.
+    pub(crate) groups: Vec<Vec<u32>>,
+}
+
+impl Unrolled<'_, '_> {
+    /// The message context of an event of `rank`.
+    pub(crate) fn at(&self, rank: u32, stmt: u32, ctx: u32) -> Situation<'_> {
+        let trace = &self.ranks[rank as usize];
+        let loops = self.prog.stmts.get(stmt as usize).map_or(&[][..], |i| &i.loops[..]);
+        let start = ctx as usize;
+        let vals = trace.ctx.get(start..start + loops.len()).unwrap_or(&[]);
+        Situation {
+            prog: self.prog,
+            world: self.world,
+            scalars: &self.scalars,
+            loops,
+            vals,
+        }
+    }
+
+    /// The span of a statement.
+    pub(crate) fn span(&self, stmt: u32) -> SpanId {
+        self.prog
+            .stmts
+            .get(stmt as usize)
+            .map_or(self.prog.s.span, |i| i.stmt.span)
+    }
+}
+
+/// Group interning and the `over` cache, shared by all ranks.
+struct Groups {
+    sets: Vec<Vec<u32>>,
+    ids: HashMap<Vec<u32>, u32>,
+    /// (statement, values of the `over` key slots) → group of each rank.
+    over: HashMap<(u32, Vec<i64>), Vec<u32>>,
+}
+
+impl Groups {
+    fn intern(&mut self, members: Vec<u32>) -> u32 {
+        if let Some(&id) = self.ids.get(&members) {
+            return id;
+        }
+        let id = self.sets.len() as u32;
+        self.sets.push(members.clone());
+        self.ids.insert(members, id);
+        id
+    }
+}
+
+/// Unrolls `prog` for every rank. `Err` holds the diagnostics of step 1
+/// (evaluation) or, when there are none, step 2 (ranges).
+pub(crate) fn unroll<'p, 's>(
+    prog: &'p Prog<'s>,
+    world: i64,
+    scalars: &[i64],
+) -> Result<Unrolled<'p, 's>, Vec<Diagnostic>> {
+    let mut un = Unrolled {
+        prog,
+        world,
+        scalars: scalars.to_vec(),
+        ranks: Vec::new(),
+        groups: Vec::new(),
+    };
+    let Ok(nranks) = u32::try_from(world) else {
+        let d = Diagnostic::new(
+            DiagKind::EvaluationError,
+            prog.s.span,
+            format!("world = {world} is not a valid communicator size"),
+        );
+        return Err(vec![d]);
+    };
+    if nranks == 0 || nranks == NONE {
+        let d = Diagnostic::new(
+            DiagKind::EvaluationError,
+            prog.s.span,
+            format!("world = {world} is not a valid communicator size"),
+        );
+        return Err(vec![d]);
+    }
+    let mut groups = Groups {
+        sets: Vec::new(),
+        ids: HashMap::new(),
+        over: HashMap::new(),
+    };
+    groups.intern((0..nranks).collect());
+
+    let mut env = vec![0_i64; prog.nslots];
+    env[WORLD as usize] = world;
+    for (i, v) in scalars.iter().enumerate() {
+        if let Some(slot) = env.get_mut(crate::compile::FIRST_SCALAR as usize + i) {
+            *slot = *v;
+        }
+    }
+    // Parameter lengths are the same on every rank.
+    let mut step1 = Sink::default();
+    let mut step2 = Sink::default();
+    let mut bufs = Vec::with_capacity(prog.buf_len.len());
+    for (i, e) in prog.buf_len.iter().enumerate() {
+        let len = match eval_lin(e, &env) {
+            Ok(l) => l,
+            Err(f) => {
+                let sit = Situation::plain(prog, world, scalars);
+                step1.push(crate::diag::span_key(e.span), fail_diag(f, &sit, None));
+                Lin::constant(0)
+            }
+        };
+        bufs.push(BufInfo {
+            len,
+            param: Some(i as u32),
+            name: prog.s.buffers[i].name.clone(),
+        });
+    }
+    if !step1.is_empty() {
+        return Err(step1.into_vec());
+    }
+    for r in 0..nranks {
+        let mut env_r = env.clone();
+        env_r[RANK as usize] = i64::from(r);
+        let mut ru = RankUnroller {
+            prog,
+            world,
+            nranks,
+            rank: r,
+            env: env_r,
+            scratch: vec![NONE; prog.nscratch],
+            handles: vec![NONE; prog.nhandles],
+            loop_vals: Vec::new(),
+            ctx_gen: 0,
+            last_gen: u64::MAX,
+            last_ctx: 0,
+            iters: 0,
+            out: RankTrace {
+                bufs: bufs.clone(),
+                ..RankTrace::default()
+            },
+            groups: &mut groups,
+            coll_seq: Vec::new(),
+            step1: &mut step1,
+            step2: &mut step2,
+            scalars,
+        };
+        // An evaluation error ends this rank's unrolling; others go on so
+        // that every statement at fault is reported once.
+        if ru.block(&prog.body, false).is_ok() {
+            ru.end_block(&prog.body);
+        }
+        let trace = ru.out;
+        un.ranks.push(trace);
+        if step1.is_full() {
+            break;
+        }
+    }
+    if !step1.is_empty() {
+        return Err(step1.into_vec());
+    }
+    if !step2.is_empty() {
+        return Err(step2.into_vec());
+    }
+    un.groups = groups.sets;
+    Ok(un)
+}
+
+/// The diagnostic of an evaluation failure.
+pub(crate) fn fail_diag(f: Fail, sit: &Situation<'_>, rank: Option<u32>) -> Diagnostic {
+    let who = rank.map_or(String::new(), |r| format!(", rank {r}"));
+    match f {
+        Fail::Eval(span, e) => Diagnostic::new(DiagKind::EvaluationError, span, format!("{sit}{who} hits {e}")),
+        Fail::NonLinear(span) => Diagnostic::new(
+            DiagKind::NonLinearLength,
+            span,
+            "a length variable is used where a plain integer is needed",
+        ),
+    }
+}
+
+struct RankUnroller<'a, 'p, 's> {
+    prog: &'p Prog<'s>,
+    world: i64,
+    nranks: u32,
+    rank: u32,
+    env: Vec<i64>,
+    /// Scratch slot → buffer id.
+    scratch: Vec<u32>,
+    /// Handle slot → pending op, or [`NONE`].
+    handles: Vec<u32>,
+    loop_vals: Vec<i64>,
+    ctx_gen: u64,
+    last_gen: u64,
+    last_ctx: u32,
+    iters: u64,
+    out: RankTrace,
+    groups: &'a mut Groups,
+    /// (group, number of collectives on it so far).
+    coll_seq: Vec<(u32, u32)>,
+    step1: &'a mut Sink,
+    step2: &'a mut Sink,
+    scalars: &'a [i64],
+}
+
+/// Unrolling of this rank stops (an evaluation error was recorded).
+struct Abort;
+
+impl RankUnroller<'_, '_, '_> {
+    fn situation(&self, stmt: u32) -> Situation<'_> {
+        let loops = self.prog.stmts.get(stmt as usize).map_or(&[][..], |i| &i.loops[..]);
+        Situation {
+            prog: self.prog,
+            world: self.world,
+            scalars: self.scalars,
+            loops,
+            vals: &self.loop_vals,
+        }
+    }
+
+    fn fail(&mut self, stmt: u32, f: Fail) -> Abort {
+        let d = fail_diag(f, &self.situation(stmt), Some(self.rank));
+        self.step1.push(stmt_key(stmt), d);
+        Abort
+    }
+
+    fn range_error(&mut self, stmt: u32, d: Diagnostic) {
+        self.step2.push(stmt_key(stmt), d);
+    }
+
+    fn eval(&mut self, stmt: u32, e: &CExpr) -> Result<i64, Abort> {
+        eval_c(e, &self.env).map_err(|f| self.fail(stmt, f))
+    }
+
+    fn eval_lin(&mut self, stmt: u32, e: &CExpr) -> Result<Lin, Abort> {
+        eval_lin(e, &self.env).map_err(|f| self.fail(stmt, f))
+    }
+
+    fn ctx(&mut self) -> u32 {
+        if self.last_gen != self.ctx_gen {
+            self.last_gen = self.ctx_gen;
+            self.last_ctx = self.out.ctx.len() as u32;
+            self.out.ctx.extend_from_slice(&self.loop_vals);
+        }
+        self.last_ctx
+    }
+
+    fn push_event(&mut self, kind: EvKind, stmt: u32) -> u32 {
+        let ctx = self.ctx();
+        let idx = self.out.events.len() as u32;
+        self.out.events.push(Event { kind, stmt, ctx });
+        idx
+    }
+
+    fn block(&mut self, b: &Block<'_>, in_batch: bool) -> Result<(), Abort> {
+        for st in &b.stmts {
+            self.stmt(st, in_batch)?;
+        }
+        Ok(())
+    }
+
+    /// Handles defined in `b` go out of scope.
+    fn end_block(&mut self, b: &Block<'_>) {
+        for &h in &b.handles {
+            if let Some(slot) = self.handles.get_mut(h as usize) {
+                let op = std::mem::replace(slot, NONE);
+                if op != NONE {
+                    self.out.issues.push(RequestIssue::Unwaited { op });
+                }
+            }
+        }
+    }
+
+    fn stmt(&mut self, st: &CStmt<'_>, in_batch: bool) -> Result<(), Abort> {
+        let id = st.id;
+        match &st.kind {
+            CKind::P2p(p) => self.p2p(id, p, in_batch),
+            CKind::Wait(hs) => {
+                let first = self.out.wait_ops.len() as u32;
+                let ev = self.out.events.len() as u32;
+                for (slot, ident) in hs {
+                    let pending = slot
+                        .and_then(|s| self.handles.get_mut(s as usize))
+                        .map(|p| std::mem::replace(p, NONE));
+                    match pending {
+                        Some(op) if op != NONE => {
+                            self.out.wait_ops.push(op);
+                            if let Some(o) = self.out.ops.get_mut(op as usize) {
+                                o.done = ev;
+                            }
+                        }
+                        other => {
+                            let ctx = self.ctx();
+                            self.out.issues.push(RequestIssue::Unknown {
+                                stmt: id,
+                                ctx,
+                                name: ident.name.clone(),
+                                waited: other.is_some(),
+                            });
+                        }
+                    }
+                }
+                let end = self.out.wait_ops.len() as u32;
+                self.push_event(EvKind::Wait(first, end), id);
+                Ok(())
+            }
+            CKind::Batch(b) => {
+                let first = self.out.ops.len() as u32;
+                let ev = self.out.events.len() as u32;
+                self.block(b, true)?;
+                let end = self.out.ops.len() as u32;
+                for o in &mut self.out.ops[first as usize..end as usize] {
+                    o.ev = ev;
+                }
+                self.push_event(EvKind::Batch(first, end), id);
+                Ok(())
+            }
+            CKind::Copy { src, dst, op } => {
+                let src = self.region(id, src)?;
+                let dst = self.region(id, dst)?;
+                let idx = self.out.copies.len() as u32;
+                self.out.copies.push(LocalCopy { src, dst, op: *op });
+                self.push_event(EvKind::Copy(idx), id);
+                Ok(())
+            }
+            CKind::Let { slot, value } => {
+                let v = self.eval(id, value)?;
+                if let Some(s) = self.env.get_mut(*slot as usize) {
+                    *s = v;
+                }
+                Ok(())
+            }
+            CKind::Scratch { slot, len, name } => {
+                let len = self.eval_lin(id, len)?;
+                if !len.nonneg_always() {
+                    let names = &self.prog.len_names;
+                    let msg = format!(
+                        "{}, rank {} declares `{}` with length {}, which can be negative",
+                        self.situation(id),
+                        self.rank,
+                        name.name,
+                        len.display(names)
+                    );
+                    let span = self.prog.stmts[id as usize].stmt.span;
+                    self.range_error(id, Diagnostic::new(DiagKind::RegionOutOfBounds, span, msg));
+                }
+                let buf = self.out.bufs.len() as u32;
+                self.out.bufs.push(BufInfo {
+                    len,
+                    param: None,
+                    name: name.name.clone(),
+                });
+                if let Some(s) = self.scratch.get_mut(*slot as usize) {
+                    *s = buf;
+                }
+                Ok(())
+            }
+            CKind::For {
+                slot,
+                start,
+                end,
+                inclusive,
+                reverse,
+                body,
+            } => {
+                let a = self.eval(id, start)?;
+                let b = self.eval(id, end)?;
+                let last = if *inclusive { i128::from(b) } else { i128::from(b) - 1 };
+                let count = (last - i128::from(a) + 1).max(0);
+                let total = i128::from(self.iters) + count;
+                if total > i128::from(MAX_ITERATIONS) {
+                    let span = self.prog.stmts[id as usize].stmt.span;
+                    let d = Diagnostic::new(
+                        DiagKind::EvaluationError,
+                        span,
+                        format!(
+                            "{}, rank {} runs more than 2^24 loop iterations (this loop alone runs {count})",
+                            self.situation(id),
+                            self.rank
+                        ),
+                    )
+                    .with_hint("a schedule must unroll to at most 2^24 loop iterations per rank");
+                    self.step1.push(stmt_key(id), d);
+                    return Err(Abort);
+                }
+                self.iters = total as u64;
+                self.loop_vals.push(0);
+                let depth = self.loop_vals.len() - 1;
+                let mut k: i128 = 0;
+                while k < count {
+                    let v = if *reverse { last - k } else { i128::from(a) + k };
+                    // `v` lies between `a` and `b`, so it fits.
+                    let v = i64::try_from(v).unwrap_or(0);
+                    self.loop_vals[depth] = v;
+                    self.ctx_gen += 1;
+                    if let Some(s) = self.env.get_mut(*slot as usize) {
+                        *s = v;
+                    }
+                    let r = self.block(body, false);
+                    self.end_block(body);
+                    r?;
+                    k += 1;
+                }
+                self.loop_vals.pop();
+                self.ctx_gen += 1;
+                Ok(())
+            }
+            CKind::If { branches, else_body } => {
+                for (cond, body) in branches {
+                    if self.eval(id, cond)? != 0 {
+                        let r = self.block(body, in_batch);
+                        self.end_block(body);
+                        return r;
+                    }
+                }
+                if let Some(body) = else_body {
+                    let r = self.block(body, in_batch);
+                    self.end_block(body);
+                    return r;
+                }
+                Ok(())
+            }
+            CKind::Coll(c) => self.collective(id, c),
+        }
+    }
+
+    fn p2p(&mut self, id: u32, p: &P2pStmt<'_>, in_batch: bool) -> Result<(), Abort> {
+        let peer = self.eval(id, &p.peer)?;
+        let tag = match &p.tag {
+            Some(t) => self.eval(id, t)?,
+            None => 0,
+        };
+        let reg = self.region(id, &p.region)?;
+        let mode = if p.handle.is_some() {
+            Mode::Nonblocking
+        } else if in_batch {
+            Mode::Batch
+        } else {
+            Mode::Blocking
+        };
+        let peer_u = if peer >= 0 && peer < self.world {
+            peer as u32
+        } else {
+            let d = ranges::peer_out_of_range(&self.situation(id), self.rank, p, peer);
+            self.range_error(id, d);
+            self.rank
+        };
+        if mode == Mode::Blocking && peer == i64::from(self.rank) {
+            let d = ranges::self_message(
+                &self.situation(id),
+                self.rank,
+                p.send,
+                self.prog.stmts[id as usize].stmt.span,
+            );
+            self.range_error(id, d);
+        }
+        let idx = self.out.ops.len() as u32;
+        let ctx = self.ctx();
+        self.out.ops.push(P2p {
+            send: p.send,
+            mode,
+            peer: peer_u,
+            tag,
+            reg,
+            reduce: p.reduce,
+            stmt: id,
+            ctx,
+            ev: self.out.events.len() as u32,
+            done: NONE,
+            handle: p.handle.unwrap_or(NONE),
+            partner: (NONE, NONE),
+        });
+        match mode {
+            Mode::Blocking => {
+                self.push_event(EvKind::Blocking(idx), id);
+            }
+            Mode::Nonblocking => {
+                self.push_event(EvKind::Post(idx), id);
+                if let Some(h) = p.handle {
+                    if let Some(slot) = self.handles.get_mut(h as usize) {
+                        let old = std::mem::replace(slot, idx);
+                        if old != NONE {
+                            self.out.issues.push(RequestIssue::Unwaited { op: old });
+                        }
+                    }
+                }
+            }
+            Mode::Batch => {}
+        }
+        Ok(())
+    }
+
+    fn region(&mut self, id: u32, r: &CRegion<'_>) -> Result<Reg, Abort> {
+        match &r.kind {
+            CRKind::Whole => {
+                let buf = match r.buf {
+                    BufSlot::Param(i) => i,
+                    BufSlot::Scratch(s) => self.scratch.get(s as usize).copied().unwrap_or(NONE),
+                };
+                let len = self
+                    .out
+                    .bufs
+                    .get(buf as usize)
+                    .map_or_else(|| Lin::constant(0), |b| b.len.clone());
+                Ok(Reg {
+                    buf,
+                    start: Lin::constant(0),
+                    end: len,
+                })
+            }
+            CRKind::Slice { base, start, end } => {
+                let b = self.region(id, base)?;
+                let s = self.eval_lin(id, start)?;
+                let e = self.eval_lin(id, end)?;
+                let blen = b.len();
+                let zero = Lin::constant(0);
+                if !(zero.le_always(&s) && s.le_always(&e) && e.le_always(&blen)) {
+                    let d = ranges::slice_out_of_bounds(&self.situation(id), self.rank, r, &s, &e, &blen);
+                    self.range_error(id, d);
+                }
+                let at = |err| Fail::Eval(r.ir.span, err);
+                let start = b.start.add(&s).map_err(|x| self.fail(id, at(x)))?;
+                let end = b.start.add(&e).map_err(|x| self.fail(id, at(x)))?;
+                Ok(Reg { buf: b.buf, start, end })
+            }
+            CRKind::Chunk { base, index, parts } => {
+                let b = self.region(id, base)?;
+                let k = match parts {
+                    Some(p) => self.eval(id, p)?,
+                    None => self.world,
+                };
+                let k_span = parts.as_ref().map_or(r.ir.span, |p| p.span);
+                if k <= 0 {
+                    let d = Diagnostic::new(
+                        DiagKind::EvaluationError,
+                        k_span,
+                        format!(
+                            "{}, rank {} divides `{}` into {k} chunks",
+                            self.situation(id),
+                            self.rank,
+                            base.ir
+                        ),
+                    );
+                    self.step1.push(stmt_key(id), d);
+                    return Err(Abort);
+                }
+                let idx = self.eval_lin(id, index)?;
+                let blen = b.len();
+                let clen = if let Some(c) = blen.div_exact(k) {
+                    c
+                } else {
+                    let d = ranges::uneven_chunk(&self.situation(id), self.rank, r, &blen, k);
+                    self.range_error(id, d);
+                    blen.clone()
+                };
+                let in_range = match idx.as_const() {
+                    Some(i) => (0..k).contains(&i),
+                    None => Lin::constant(0).le_always(&idx) && idx.le_always(&Lin::constant(k - 1)),
+                };
+                if !in_range {
+                    let d = ranges::chunk_out_of_bounds(&self.situation(id), self.rank, r, &idx, k, index.span);
+                    self.range_error(id, d);
+                }
+                let at = |err| Fail::Eval(r.ir.span, err);
+                let off = match (idx.as_const(), clen.as_const()) {
+                    (Some(i), _) => clen.scale(i),
+                    (_, Some(c)) => idx.scale(c),
+                    _ => return Err(self.fail(id, Fail::NonLinear(index.span))),
+                }
+                .map_err(|x| self.fail(id, at(x)))?;
+                let start = b.start.add(&off).map_err(|x| self.fail(id, at(x)))?;
+                let end = start.add(&clen).map_err(|x| self.fail(id, at(x)))?;
+                Ok(Reg { buf: b.buf, start, end })
+            }
+        }
+    }
+
+    fn collective(&mut self, id: u32, c: &CColl<'_>) -> Result<(), Abort> {
+        let group = match &c.over {
+            None => 0,
+            Some(over) => self.group_of(id, over)?,
+        };
+        let gsize = self.groups.sets.get(group as usize).map_or(1, Vec::len) as i64;
+        let root = match &c.root {
+            Some(e) => {
+                let v = self.eval(id, e)?;
+                if !(0..gsize).contains(&v) {
+                    let d =
+                        ranges::root_out_of_range(&self.situation(id), self.rank, v, gsize, c.over.is_some(), e.span);
+                    self.range_error(id, d);
+                }
+                Some(v)
+            }
+            None => None,
+        };
+        let src = match &c.src {
+            Some(r) => Some(self.region(id, r)?),
+            None => None,
+        };
+        let dst = match &c.dst {
+            Some(r) => Some(self.region(id, r)?),
+            None => None,
+        };
+        let seq = if let Some((_, n)) = self.coll_seq.iter_mut().find(|(g, _)| *g == group) {
+            *n += 1;
+            *n - 1
+        } else {
+            self.coll_seq.push((group, 1));
+            0
+        };
+        let idx = self.out.colls.len() as u32;
+        self.out.colls.push(CollCall {
+            kind: c.kind,
+            op: c.op,
+            src,
+            dst,
+            root,
+            group,
+            seq,
+        });
+        self.push_event(EvKind::Coll(idx), id);
+        Ok(())
+    }
+
+    /// The group of this rank for `over`: ranks whose value of the
+    /// expression equals this rank's, computed once per distinct binding of
+    /// the names it reads.
+    fn group_of(&mut self, id: u32, over: &crate::compile::COver) -> Result<u32, Abort> {
+        let key_vals: Vec<i64> = over
+            .key_slots
+            .iter()
+            .map(|&s| self.env.get(s as usize).copied().unwrap_or(0))
+            .collect();
+        let key = (id, key_vals);
+        if let Some(g) = self.groups.over.get(&key) {
+            return Ok(g[self.rank as usize]);
+        }
+        let mut env = self.env.clone();
+        let mut vals = Vec::with_capacity(self.nranks as usize);
+        for r in 0..self.nranks {
+            env[RANK as usize] = i64::from(r);
+            match eval_c(&over.expr, &env) {
+                Ok(v) => vals.push(v),
+                Err(f) => {
+                    let d = fail_diag(f, &self.situation(id), Some(r));
+                    self.step1.push(stmt_key(id), d);
+                    return Err(Abort);
+                }
+            }
+        }
+        let mut by_val: HashMap<i64, Vec<u32>> = HashMap::new();
+        for (r, v) in vals.iter().enumerate() {
+            by_val.entry(*v).or_default().push(r as u32);
+        }
+        let mut ids = vec![0_u32; self.nranks as usize];
+        let mut sets: Vec<Vec<u32>> = by_val.into_values().collect();
+        sets.sort_unstable();
+        for members in sets {
+            let gid = self.groups.intern(members.clone());
+            for m in members {
+                ids[m as usize] = gid;
+            }
+        }
+        let mine = ids[self.rank as usize];
+        self.groups.over.insert(key, ids);
+        Ok(mine)
+    }
+}

@@ -1,0 +1,312 @@
+//! The loop over world sizes and scalar values (spec sections 5 and 6), the
+//! helpers the generated code needs at entry, and the run-time cache.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+
+use crate::check::{completion, deadlock, hazards, matching, postcondition, Situation};
+use crate::compile::{compile, Prog};
+use crate::diag::{DiagKind, Diagnostic};
+use crate::eval::{binary, call, short_circuit, unary};
+use crate::ir::{Expr, ExprKind, NameKind, Schedule, WorldSet};
+use crate::unroll::unroll;
+
+/// World-independent checks (step 0): names, linearity of lengths, scalar
+/// parameters without a range, writes to read-only buffers, `over`
+/// expressions that depend on `rank`, statements not allowed inside `batch`,
+/// and a verify set holding sizes below 1.
+pub fn check_static(s: &Schedule) -> Vec<Diagnostic> {
+    compile(s).1
+}
+
+/// Steps 1 to 7 at one world size and one scalar combination (`scalars` in
+/// the order of [`Schedule::scalars`]). Step-0 errors are returned instead
+/// when there are any. `#[requires]` and the scalar ranges are not consulted:
+/// the caller decides which combinations to check.
+pub fn check_world(s: &Schedule, world: i64, scalars: &[i64]) -> Vec<Diagnostic> {
+    let (prog, diags) = compile(s);
+    if !diags.is_empty() {
+        return diags;
+    }
+    world_checks(&prog, world, scalars)
+}
+
+/// Everything: [`check_static`], then every world size of the verify set in
+/// increasing order with every scalar combination in its declared range,
+/// skipping combinations that fail `#[requires]`. Returns the diagnostics of
+/// the first check (in the order of spec section 5) that fails at the
+/// smallest failing world size — at that size, of the first scalar
+/// combination failing that check — at most one per statement and at most 8.
+pub fn verify(s: &Schedule) -> Vec<Diagnostic> {
+    let (prog, diags) = compile(s);
+    if !diags.is_empty() {
+        return diags;
+    }
+    for world in s.verify_worlds() {
+        if world < 1 {
+            continue;
+        }
+        let combos = match combinations(s, world) {
+            Ok(c) => c,
+            Err(d) => return vec![d],
+        };
+        let mut best: Option<(u8, Vec<Diagnostic>)> = None;
+        for combo in combos {
+            match requires_holds(s, world, &combo) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(d) => return vec![d],
+            }
+            let diags = world_checks(&prog, world, &combo);
+            let Some(step) = diags.iter().map(|d| d.kind.step()).min() else {
+                continue;
+            };
+            if best.as_ref().is_none_or(|(b, _)| step < *b) {
+                best = Some((step, diags));
+            }
+        }
+        if let Some((_, diags)) = best {
+            return diags;
+        }
+    }
+    Vec::new()
+}
+
+/// Every scalar combination at `world`, in lexicographic order.
+fn combinations(s: &Schedule, world: i64) -> Result<Vec<Vec<i64>>, Diagnostic> {
+    let mut combos: Vec<Vec<i64>> = vec![Vec::new()];
+    for i in 0..s.scalars.len() {
+        let (lo, hi) = scalar_range(s, i, world)?;
+        let mut next = Vec::new();
+        for c in &combos {
+            for v in lo..hi {
+                let mut c2 = c.clone();
+                c2.push(v);
+                next.push(c2);
+            }
+        }
+        combos = next;
+    }
+    Ok(combos)
+}
+
+/// Steps 1-7 on a compiled program.
+fn world_checks(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> Vec<Diagnostic> {
+    if scalars.len() != prog.s.scalars.len() {
+        return vec![Diagnostic::new(
+            DiagKind::EvaluationError,
+            prog.s.span,
+            format!(
+                "`{}` takes {} scalar values, but {} were given",
+                prog.s.name,
+                prog.s.scalars.len(),
+                scalars.len()
+            ),
+        )];
+    }
+    // The postcondition's root is evaluated with the statements (step 1) and
+    // range-checked with them (step 2).
+    let mut root_error = None;
+    if let Some(root) = post_root(prog.s) {
+        match eval_attr(root, world, scalars) {
+            Err(d) => return vec![d],
+            Ok(v) if !(0..world).contains(&v) => {
+                let sit = Situation::plain(prog, world, scalars);
+                root_error = Some(Diagnostic::new(
+                    DiagKind::RankOutOfRange,
+                    root.span,
+                    format!("{sit}, the postcondition's root is {v}, which is not in `0..world`"),
+                ));
+            }
+            Ok(_) => {}
+        }
+    }
+    let mut un = match unroll(prog, world, scalars) {
+        Ok(u) => u,
+        Err(mut d) => {
+            if d.iter().all(|x| x.kind.step() == 2) {
+                d.extend(root_error);
+            }
+            return d;
+        }
+    };
+    if let Some(d) = root_error {
+        return vec![d];
+    }
+    let d = matching::check(&mut un);
+    if !d.is_empty() {
+        return d;
+    }
+    let d = deadlock::check(&un);
+    if !d.is_empty() {
+        return d;
+    }
+    let d = hazards::check(&un);
+    if !d.is_empty() {
+        return d;
+    }
+    let d = completion::check(&un);
+    if !d.is_empty() {
+        return d;
+    }
+    postcondition::check(&un)
+}
+
+fn post_root(s: &Schedule) -> Option<&Expr> {
+    match &s.postcondition.as_ref()?.kind {
+        crate::ir::PostKind::Broadcast { root, .. } | crate::ir::PostKind::Reduce { root, .. } => Some(root),
+        _ => None,
+    }
+}
+
+/// Evaluates an attribute expression (`#[requires]`, a scalar range bound, a
+/// postcondition root) that may use `world` and scalars.
+fn eval_attr(e: &Expr, world: i64, scalars: &[i64]) -> Result<i64, Diagnostic> {
+    let err = |kind, msg: String| Diagnostic::new(kind, e.span, msg);
+    match &e.kind {
+        ExprKind::Int(v) => Ok(*v),
+        ExprKind::Name(n) => match n.kind {
+            NameKind::World => Ok(world),
+            NameKind::Scalar(i) => scalars
+                .get(i)
+                .copied()
+                .ok_or_else(|| err(DiagKind::UnknownName, format!("`{}` has no value here", n.text))),
+            _ => Err(err(
+                DiagKind::UnknownName,
+                format!("`{}` cannot be used in an attribute", n.text),
+            )),
+        },
+        ExprKind::Unary(op, x) => {
+            let v = eval_attr(x, world, scalars)?;
+            unary(*op, v).map_err(|x| err(DiagKind::EvaluationError, format!("with world = {world}, {x}")))
+        }
+        ExprKind::Binary(op, a, b) => {
+            let va = eval_attr(a, world, scalars)?;
+            if let Some(v) = short_circuit(*op, va) {
+                return Ok(v);
+            }
+            let vb = eval_attr(b, world, scalars)?;
+            binary(*op, va, vb).map_err(|x| err(DiagKind::EvaluationError, format!("with world = {world}, {x}")))
+        }
+        ExprKind::Call(f, args) => {
+            let mut vals = [0_i64; 2];
+            for (slot, a) in vals.iter_mut().zip(args) {
+                *slot = eval_attr(a, world, scalars)?;
+            }
+            call(*f, &vals).map_err(|x| err(DiagKind::EvaluationError, format!("with world = {world}, {x}")))
+        }
+    }
+}
+
+/// Whether every `#[requires]` holds at `world` with these scalars (in the
+/// order of [`Schedule::scalars`]). An expression that cannot be evaluated
+/// gives its diagnostic.
+pub fn requires_holds(s: &Schedule, world: i64, scalars: &[i64]) -> Result<bool, Diagnostic> {
+    for r in &s.requires {
+        if eval_attr(r, world, scalars)? == 0 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// The values of scalar `index` checked at `world`: the half-open range
+/// `lo..hi` (empty when `hi <= lo`). Scalars are `usize`, so `lo` is raised
+/// to 0. A scalar without a range gives a `missing range` diagnostic.
+pub fn scalar_range(s: &Schedule, index: usize, world: i64) -> Result<(i64, i64), Diagnostic> {
+    let Some(r) = s.verify.scalars.iter().find(|r| r.scalar == index) else {
+        let (name, span) = s
+            .scalars
+            .get(index)
+            .map_or(("?", s.span), |x| (x.name.as_str(), x.span));
+        return Err(Diagnostic::new(
+            DiagKind::MissingRange,
+            span,
+            format!("scalar parameter `{name}` has no range in `#[verify]`"),
+        ));
+    };
+    let lo = eval_attr(&r.lo, world, &[])?;
+    let hi = eval_attr(&r.hi, world, &[])?;
+    let hi = if r.inclusive { hi.saturating_add(1) } else { hi };
+    Ok((lo.max(0), hi))
+}
+
+impl Schedule {
+    /// Whether `world` is one of the sizes `#[verify]` checks at compile
+    /// time (if not, the generated code checks it at run time).
+    pub fn verify_set_contains(&self, world: i64) -> bool {
+        match &self.verify.world {
+            WorldSet::Range { lo, hi, inclusive } => world >= *lo && (world < *hi || (*inclusive && world == *hi)),
+            WorldSet::List(l) => l.contains(&world),
+        }
+    }
+
+    /// The sizes of the verify set, increasing, without duplicates.
+    pub fn verify_worlds(&self) -> Vec<i64> {
+        match &self.verify.world {
+            WorldSet::Range { lo, hi, inclusive } => {
+                let end = if *inclusive { *hi } else { hi.saturating_sub(1) };
+                if end < *lo {
+                    Vec::new()
+                } else {
+                    (*lo..=end).collect()
+                }
+            }
+            WorldSet::List(l) => {
+                let mut v = l.clone();
+                v.sort_unstable();
+                v.dedup();
+                v
+            }
+        }
+    }
+}
+
+/// A cached verdict: `Err` holds the full text of the first diagnostic.
+type Verdict = Result<(), String>;
+
+/// Run-time verification cache for one schedule: the generated code keeps
+/// one in a `static` and calls [`VerifyCache::check`] when `comm.world()` is
+/// outside the verify set, so each (world size, scalars) is checked once per
+/// process.
+#[derive(Debug)]
+pub struct VerifyCache {
+    map: Mutex<BTreeMap<(i64, Vec<i64>), Verdict>>,
+}
+
+impl VerifyCache {
+    /// An empty cache (usable in a `static`).
+    pub const fn new() -> Self {
+        Self {
+            map: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Checks `s` at `world` with `scalars` (steps 0-7, as
+    /// [`check_world`]), once per distinct argument pair. `Err` carries the
+    /// first diagnostic's full text, the message the compiler would have
+    /// printed.
+    pub fn check(&self, s: &Schedule, world: i64, scalars: &[i64]) -> Result<(), String> {
+        let key = (world, scalars.to_vec());
+        if let Some(v) = self.map.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
+            return v.clone();
+        }
+        // checked without the lock held: a second thread may repeat the work,
+        // but never waits behind it
+        let verdict: Verdict = match check_world(s, world, scalars).first() {
+            Some(d) => Err(d.to_string()),
+            None => Ok(()),
+        };
+        self.map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, verdict.clone());
+        verdict
+    }
+}
+
+impl Default for VerifyCache {
+    fn default() -> Self {
+        Self::new()
+    }
+}

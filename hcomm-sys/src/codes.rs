@@ -1,0 +1,848 @@
+//! C enums as integer newtypes, and the safe error enums they map to.
+//!
+//! Every value a C library writes is read as a plain integer first
+//! (`#[repr(transparent)]` newtypes with associated constants), so a newer
+//! library returning a value this crate does not know is never undefined
+//! behaviour; `Debug` prints the C name of known values and the number of
+//! unknown ones. The `result()` helpers turn a return code into
+//! `Result<(), XxxError>`; the error enums keep unknown codes in `Unknown(i32)`.
+//!
+//! The `Display` of an error includes the library's own message when one is
+//! known: [`HcclError`], [`NcclError`] and [`CudaError`] messages are copied
+//! from `HcclGetErrorString` / `ncclGetErrorString` / `cudaGetErrorString`
+//! when a function table is loaded, [`AclError`] messages from
+//! `aclGetRecentErrMsg` when [`AclApi::check`](crate::AclApi::check) sees a
+//! failure. The copies live in a process-wide cache, so formatting an error
+//! never calls into (or loads) a library.
+
+#![allow(non_camel_case_types, non_upper_case_globals)]
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Mutex;
+
+/// Declares a `#[repr(transparent)]` integer newtype for a C enum.
+macro_rules! c_enum {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident($repr:ty) {
+            $( $(#[$cmeta:meta])* $konst:ident = $value:expr, )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[repr(transparent)]
+        #[must_use]
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+        pub struct $name(pub $repr);
+
+        #[allow(non_upper_case_globals)]
+        impl $name {
+            $( $(#[$cmeta])* pub const $konst: Self = Self($value); )*
+
+            /// The C name of this value, or `None` for a value this crate does not know.
+            pub fn name(self) -> Option<&'static str> {
+                // The first name wins where C gives one value two names (aliases).
+                $( if self.0 == $value { return Some(stringify!($konst)); } )*
+                None
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self.name() {
+                    Some(name) => f.write_str(name),
+                    None => write!(f, concat!(stringify!($name), "({})"), self.0),
+                }
+            }
+        }
+
+        impl From<$name> for $repr {
+            fn from(value: $name) -> $repr {
+                value.0
+            }
+        }
+    };
+}
+
+/// Declares a safe error enum mirroring the failure values of a result newtype.
+macro_rules! error_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident for $code:ident, $lib:ident {
+            $( $(#[$vmeta:meta])* $variant:ident = $konst:ident, $desc:literal; )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum $name {
+            $( $(#[$vmeta])* $variant, )*
+            /// A code this crate does not know (newer library); the raw value.
+            Unknown(i32),
+        }
+
+        impl $name {
+            /// Maps a failure code to the error; `None` for the success code.
+            pub fn from_code(code: $code) -> Option<Self> {
+                if code == $code::SUCCESS_VALUE {
+                    return None;
+                }
+                $( if code == $code::$konst { return Some(Self::$variant); } )*
+                Some(Self::Unknown(code.0))
+            }
+
+            /// The raw code, as the library returned it.
+            pub fn code(self) -> $code {
+                match self {
+                    $( Self::$variant => $code::$konst, )*
+                    Self::Unknown(raw) => $code(raw),
+                }
+            }
+
+            /// A short English description of the code.
+            pub fn description(self) -> &'static str {
+                match self {
+                    $( Self::$variant => $desc, )*
+                    Self::Unknown(_) => "unknown error code",
+                }
+            }
+
+            /// The library's own message for this code, if one has been recorded.
+            pub fn library_message(self) -> Option<String> {
+                library_message(Lib::$lib, self.code().0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self {
+                    $( Self::$variant => f.write_str(stringify!($variant)), )*
+                    Self::Unknown(raw) => write!(f, "Unknown({raw})"),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let code = self.code();
+                write!(f, "{} ({:?}, code {})", self.description(), code, code.0)?;
+                match self.library_message() {
+                    Some(msg) if !msg.is_empty() => write!(f, ": {msg}"),
+                    _ => Ok(()),
+                }
+            }
+        }
+
+        impl std::error::Error for $name {}
+
+        impl From<$name> for $code {
+            fn from(err: $name) -> $code {
+                err.code()
+            }
+        }
+
+        impl $code {
+            /// `Ok(())` for success, otherwise the error this code stands for.
+            pub fn result(self) -> Result<(), $name> {
+                $name::from_code(self).map_or(Ok(()), Err)
+            }
+
+            /// Whether this is the success code.
+            pub fn is_success(self) -> bool {
+                self == $code::SUCCESS_VALUE
+            }
+        }
+    };
+}
+
+// ---------------------------------------------------------------------------
+// Library message cache
+// ---------------------------------------------------------------------------
+
+/// Which library a cached message belongs to.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub(crate) enum Lib {
+    Hccl,
+    Acl,
+    Nccl,
+    Cuda,
+}
+
+static MESSAGES: Mutex<BTreeMap<(Lib, i32), String>> = Mutex::new(BTreeMap::new());
+
+/// Records the library's message for `code` (last one wins).
+pub(crate) fn record_message(lib: Lib, code: i32, message: String) {
+    let mut map = MESSAGES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    map.insert((lib, code), message);
+}
+
+fn library_message(lib: Lib, code: i32) -> Option<String> {
+    let map = MESSAGES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    map.get(&(lib, code)).cloned()
+}
+
+/// Copies a C string returned by a library into an owned `String`.
+///
+/// # Safety
+///
+/// `ptr` is null or points to a NUL-terminated string valid for the call.
+pub(crate) unsafe fn c_string(ptr: *const std::ffi::c_char) -> Option<String> {
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: non-null and NUL-terminated per this function's contract.
+    let s = unsafe { std::ffi::CStr::from_ptr(ptr) };
+    Some(s.to_string_lossy().into_owned())
+}
+
+// ---------------------------------------------------------------------------
+// HCCL
+// ---------------------------------------------------------------------------
+
+c_enum! {
+    /// `HcclResult`: return code of every HCCL function (abi.md §1.3).
+    pub struct HcclResult(i32) {
+        /// Success.
+        HCCL_SUCCESS = 0,
+        /// Parameter error.
+        HCCL_E_PARA = 1,
+        /// Null pointer.
+        HCCL_E_PTR = 2,
+        /// Memory error.
+        HCCL_E_MEMORY = 3,
+        /// Internal error.
+        HCCL_E_INTERNAL = 4,
+        /// Feature not supported.
+        HCCL_E_NOT_SUPPORT = 5,
+        /// Resource not found.
+        HCCL_E_NOT_FOUND = 6,
+        /// Resource unavailable.
+        HCCL_E_UNAVAIL = 7,
+        /// System call failed.
+        HCCL_E_SYSCALL = 8,
+        /// Timeout.
+        HCCL_E_TIMEOUT = 9,
+        /// Opening a file failed.
+        HCCL_E_OPEN_FILE_FAILURE = 10,
+        /// TCP connect failed.
+        HCCL_E_TCP_CONNECT = 11,
+        /// RoCE connect failed.
+        HCCL_E_ROCE_CONNECT = 12,
+        /// TCP transfer failed.
+        HCCL_E_TCP_TRANSFER = 13,
+        /// RoCE transfer failed.
+        HCCL_E_ROCE_TRANSFER = 14,
+        /// Runtime (ACL/rts) call failed.
+        HCCL_E_RUNTIME = 15,
+        /// Driver call failed.
+        HCCL_E_DRV = 16,
+        /// Profiling call failed.
+        HCCL_E_PROFILING = 17,
+        /// CCE call failed.
+        HCCL_E_CCE = 18,
+        /// Network call failed.
+        HCCL_E_NETWORK = 19,
+        /// Try again (e.g. destroying a busy communicator).
+        HCCL_E_AGAIN = 20,
+        /// RDMA error completion (what `HcclGetCommAsyncError` reports).
+        HCCL_E_REMOTE = 21,
+        /// Communicator suspending.
+        HCCL_E_SUSPENDING = 22,
+        /// Operation retry failed.
+        HCCL_E_OPRETRY_FAIL = 23,
+        /// Out of memory.
+        HCCL_E_OOM = 24,
+        /// The error information is in the status.
+        HCCL_E_IN_STATUS = 1041,
+    }
+}
+
+impl HcclResult {
+    const SUCCESS_VALUE: Self = Self::HCCL_SUCCESS;
+    /// Every code this crate knows, success included.
+    pub const KNOWN: [Self; 26] = [
+        Self(0),
+        Self(1),
+        Self(2),
+        Self(3),
+        Self(4),
+        Self(5),
+        Self(6),
+        Self(7),
+        Self(8),
+        Self(9),
+        Self(10),
+        Self(11),
+        Self(12),
+        Self(13),
+        Self(14),
+        Self(15),
+        Self(16),
+        Self(17),
+        Self(18),
+        Self(19),
+        Self(20),
+        Self(21),
+        Self(22),
+        Self(23),
+        Self(24),
+        Self(1041),
+    ];
+}
+
+error_enum! {
+    /// A failed [`HcclResult`].
+    pub enum HcclError for HcclResult, Hccl {
+        /// `HCCL_E_PARA`.
+        Para = HCCL_E_PARA, "hccl parameter error";
+        /// `HCCL_E_PTR`.
+        Ptr = HCCL_E_PTR, "hccl null pointer";
+        /// `HCCL_E_MEMORY`.
+        Memory = HCCL_E_MEMORY, "hccl memory error";
+        /// `HCCL_E_INTERNAL`.
+        Internal = HCCL_E_INTERNAL, "hccl internal error";
+        /// `HCCL_E_NOT_SUPPORT`.
+        NotSupport = HCCL_E_NOT_SUPPORT, "hccl feature not supported";
+        /// `HCCL_E_NOT_FOUND`.
+        NotFound = HCCL_E_NOT_FOUND, "hccl resource not found";
+        /// `HCCL_E_UNAVAIL`.
+        Unavail = HCCL_E_UNAVAIL, "hccl resource unavailable";
+        /// `HCCL_E_SYSCALL`.
+        Syscall = HCCL_E_SYSCALL, "hccl system call failed";
+        /// `HCCL_E_TIMEOUT`.
+        Timeout = HCCL_E_TIMEOUT, "hccl timeout";
+        /// `HCCL_E_OPEN_FILE_FAILURE`.
+        OpenFileFailure = HCCL_E_OPEN_FILE_FAILURE, "hccl failed to open a file";
+        /// `HCCL_E_TCP_CONNECT`.
+        TcpConnect = HCCL_E_TCP_CONNECT, "hccl tcp connect failed";
+        /// `HCCL_E_ROCE_CONNECT`.
+        RoceConnect = HCCL_E_ROCE_CONNECT, "hccl roce connect failed";
+        /// `HCCL_E_TCP_TRANSFER`.
+        TcpTransfer = HCCL_E_TCP_TRANSFER, "hccl tcp transfer failed";
+        /// `HCCL_E_ROCE_TRANSFER`.
+        RoceTransfer = HCCL_E_ROCE_TRANSFER, "hccl roce transfer failed";
+        /// `HCCL_E_RUNTIME`.
+        Runtime = HCCL_E_RUNTIME, "hccl runtime call failed";
+        /// `HCCL_E_DRV`.
+        Drv = HCCL_E_DRV, "hccl driver call failed";
+        /// `HCCL_E_PROFILING`.
+        Profiling = HCCL_E_PROFILING, "hccl profiling call failed";
+        /// `HCCL_E_CCE`.
+        Cce = HCCL_E_CCE, "hccl cce call failed";
+        /// `HCCL_E_NETWORK`.
+        Network = HCCL_E_NETWORK, "hccl network call failed";
+        /// `HCCL_E_AGAIN`.
+        Again = HCCL_E_AGAIN, "hccl resource busy, try again";
+        /// `HCCL_E_REMOTE`.
+        Remote = HCCL_E_REMOTE, "hccl remote (rdma completion) error";
+        /// `HCCL_E_SUSPENDING`.
+        Suspending = HCCL_E_SUSPENDING, "hccl communicator suspending";
+        /// `HCCL_E_OPRETRY_FAIL`.
+        OpRetryFail = HCCL_E_OPRETRY_FAIL, "hccl operation retry failed";
+        /// `HCCL_E_OOM`.
+        Oom = HCCL_E_OOM, "hccl out of memory";
+        /// `HCCL_E_IN_STATUS`.
+        InStatus = HCCL_E_IN_STATUS, "hccl error information is in the status";
+    }
+}
+
+c_enum! {
+    /// `HcclDataType` (abi.md §1.3).
+    pub struct HcclDataType(i32) {
+        /// `int8_t`.
+        HCCL_DATA_TYPE_INT8 = 0,
+        /// `int16_t`.
+        HCCL_DATA_TYPE_INT16 = 1,
+        /// `int32_t`.
+        HCCL_DATA_TYPE_INT32 = 2,
+        /// IEEE half.
+        HCCL_DATA_TYPE_FP16 = 3,
+        /// `float`.
+        HCCL_DATA_TYPE_FP32 = 4,
+        /// `int64_t`.
+        HCCL_DATA_TYPE_INT64 = 5,
+        /// `uint64_t`.
+        HCCL_DATA_TYPE_UINT64 = 6,
+        /// `uint8_t`.
+        HCCL_DATA_TYPE_UINT8 = 7,
+        /// `uint16_t`.
+        HCCL_DATA_TYPE_UINT16 = 8,
+        /// `uint32_t`.
+        HCCL_DATA_TYPE_UINT32 = 9,
+        /// `double`.
+        HCCL_DATA_TYPE_FP64 = 10,
+        /// bfloat16.
+        HCCL_DATA_TYPE_BFP16 = 11,
+        /// 128-bit integer.
+        HCCL_DATA_TYPE_INT128 = 12,
+        /// `HiFloat8` (Ascend 950 only).
+        HCCL_DATA_TYPE_HIF8 = 14,
+        /// fp8 e4m3 (Ascend 950 only).
+        HCCL_DATA_TYPE_FP8E4M3 = 15,
+        /// fp8 e5m2 (Ascend 950 only).
+        HCCL_DATA_TYPE_FP8E5M2 = 16,
+        /// fp8 e8m0 (Ascend 950 only).
+        HCCL_DATA_TYPE_FP8E8M0 = 17,
+        /// Sentinel.
+        HCCL_DATA_TYPE_RESERVED = 255,
+    }
+}
+
+impl HcclDataType {
+    /// Size of one element in bytes, `None` for an unknown or reserved type.
+    pub fn size(self) -> Option<usize> {
+        Some(match self.0 {
+            0 | 7 | 14..=17 => 1,
+            1 | 3 | 8 | 11 => 2,
+            2 | 4 | 9 => 4,
+            5 | 6 | 10 => 8,
+            12 => 16,
+            _ => return None,
+        })
+    }
+}
+
+c_enum! {
+    /// `HcclReduceOp` (abi.md §1.3). There is no average.
+    pub struct HcclReduceOp(i32) {
+        /// Sum.
+        HCCL_REDUCE_SUM = 0,
+        /// Product.
+        HCCL_REDUCE_PROD = 1,
+        /// Maximum.
+        HCCL_REDUCE_MAX = 2,
+        /// Minimum.
+        HCCL_REDUCE_MIN = 3,
+        /// Sentinel.
+        HCCL_REDUCE_RESERVED = 255,
+    }
+}
+
+c_enum! {
+    /// `HcclSendRecvType`, the kind of one [`HcclSendRecvItem`](crate::HcclSendRecvItem).
+    pub struct HcclSendRecvType(i32) {
+        /// A send.
+        HCCL_SEND = 0,
+        /// A receive.
+        HCCL_RECV = 1,
+    }
+}
+
+c_enum! {
+    /// `HcclCommConfigCapability`: a capability `v` is supported iff
+    /// `HcclGetCommConfigCapability() > v`.
+    pub struct HcclCommConfigCapability(u32) {
+        /// `hcclBufferSize`.
+        HCCL_COMM_CONFIG_BUFFER_SIZE = 0,
+        /// `hcclDeterministic`.
+        HCCL_COMM_CONFIG_DETERMINISTIC = 1,
+        /// `hcclCommName`.
+        HCCL_COMM_CONFIG_COMM_NAME = 2,
+        /// `hcclOpExpansionMode`.
+        HCCL_COMM_CONFIG_OP_EXPANSION_MODE = 3,
+        /// Initialisation by environment.
+        HCCL_COMM_CONFIG_SUPPORT_INIT_BY_ENV = 4,
+        /// `hcclWorldRankID`.
+        HCCL_COMM_CONFIG_WORLD_RANKID = 5,
+        /// `hcclJobID`.
+        HCCL_COMM_CONFIG_JOBID = 6,
+        /// `aclGraphZeroCopyEnable`.
+        HCCL_COMM_CONFIG_ACLGRAPH_ZEROCOPY_ENABLE = 7,
+        /// `hcclExecTimeOut`.
+        HCCL_COMM_CONFIG_EXEC_TIMEOUT = 8,
+        /// `hcclAlgo`.
+        HCCL_COMM_CONFIG_ALGO = 9,
+        /// `hcclRetryEnable` / `hcclRetryParams`.
+        HCCL_COMM_CONFIG_RETRY = 10,
+        /// `hcclBufferName`.
+        HCCL_COMM_CONFIG_BUFFER_NAME = 11,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// ACL runtime
+// ---------------------------------------------------------------------------
+
+c_enum! {
+    /// `aclError`: return code of the ACL runtime (abi.md §2; selected codes).
+    pub struct aclError(i32) {
+        /// Success (`ACL_ERROR_NONE`).
+        ACL_SUCCESS = 0,
+        /// Invalid parameter.
+        ACL_ERROR_INVALID_PARAM = 100_000,
+        /// `aclInit` was not called.
+        ACL_ERROR_UNINITIALIZE = 100_001,
+        /// `aclInit` called twice.
+        ACL_ERROR_REPEAT_INITIALIZE = 100_002,
+        /// `aclFinalize` called twice.
+        ACL_ERROR_REPEAT_FINALIZE = 100_037,
+        /// Allocation failed.
+        ACL_ERROR_BAD_ALLOC = 200_000,
+        /// API not supported.
+        ACL_ERROR_API_NOT_SUPPORT = 200_001,
+        /// Invalid device.
+        ACL_ERROR_INVALID_DEVICE = 200_002,
+        /// Internal error.
+        ACL_ERROR_INTERNAL_ERROR = 500_000,
+        /// Generic failure.
+        ACL_ERROR_FAILURE = 500_001,
+        /// Runtime failure.
+        ACL_ERROR_RT_FAILURE = 500_003,
+        /// Device task timed out.
+        ACL_ERROR_RT_TASK_TIMEOUT = 107_020,
+        /// Device task aborted.
+        ACL_ERROR_RT_DEVICE_TASK_ABORT = 107_022,
+        /// Stream synchronisation timed out.
+        ACL_ERROR_RT_STREAM_SYNC_TIMEOUT = 507_046,
+        /// Communication op retry failed.
+        ACL_ERROR_RT_COMM_OP_RETRY_FAIL = 507_904,
+    }
+}
+
+impl aclError {
+    const SUCCESS_VALUE: Self = Self::ACL_SUCCESS;
+}
+
+error_enum! {
+    /// A failed [`aclError`].
+    pub enum AclError for aclError, Acl {
+        /// `ACL_ERROR_INVALID_PARAM`.
+        InvalidParam = ACL_ERROR_INVALID_PARAM, "acl invalid parameter";
+        /// `ACL_ERROR_UNINITIALIZE`.
+        Uninitialize = ACL_ERROR_UNINITIALIZE, "acl not initialised";
+        /// `ACL_ERROR_REPEAT_INITIALIZE`.
+        RepeatInitialize = ACL_ERROR_REPEAT_INITIALIZE, "acl initialised twice";
+        /// `ACL_ERROR_REPEAT_FINALIZE`.
+        RepeatFinalize = ACL_ERROR_REPEAT_FINALIZE, "acl finalised twice";
+        /// `ACL_ERROR_BAD_ALLOC`.
+        BadAlloc = ACL_ERROR_BAD_ALLOC, "acl allocation failed";
+        /// `ACL_ERROR_API_NOT_SUPPORT`.
+        ApiNotSupport = ACL_ERROR_API_NOT_SUPPORT, "acl api not supported";
+        /// `ACL_ERROR_INVALID_DEVICE`.
+        InvalidDevice = ACL_ERROR_INVALID_DEVICE, "acl invalid device";
+        /// `ACL_ERROR_INTERNAL_ERROR`.
+        InternalError = ACL_ERROR_INTERNAL_ERROR, "acl internal error";
+        /// `ACL_ERROR_FAILURE`.
+        Failure = ACL_ERROR_FAILURE, "acl failure";
+        /// `ACL_ERROR_RT_FAILURE`.
+        RtFailure = ACL_ERROR_RT_FAILURE, "acl runtime failure";
+        /// `ACL_ERROR_RT_TASK_TIMEOUT`.
+        RtTaskTimeout = ACL_ERROR_RT_TASK_TIMEOUT, "acl device task timed out";
+        /// `ACL_ERROR_RT_DEVICE_TASK_ABORT`.
+        RtDeviceTaskAbort = ACL_ERROR_RT_DEVICE_TASK_ABORT, "acl device task aborted";
+        /// `ACL_ERROR_RT_STREAM_SYNC_TIMEOUT`.
+        RtStreamSyncTimeout = ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, "acl stream synchronisation timed out";
+        /// `ACL_ERROR_RT_COMM_OP_RETRY_FAIL`.
+        RtCommOpRetryFail = ACL_ERROR_RT_COMM_OP_RETRY_FAIL, "acl communication op retry failed";
+    }
+}
+
+impl AclError {
+    /// Records `message` (e.g. from `aclGetRecentErrMsg`) as the library message of this code.
+    pub(crate) fn record(self, message: String) {
+        record_message(Lib::Acl, self.code().0, message);
+    }
+}
+
+c_enum! {
+    /// `aclrtMemcpyKind` (abi.md §2).
+    pub struct aclrtMemcpyKind(i32) {
+        /// Host to host.
+        ACL_MEMCPY_HOST_TO_HOST = 0,
+        /// Host to device.
+        ACL_MEMCPY_HOST_TO_DEVICE = 1,
+        /// Device to host.
+        ACL_MEMCPY_DEVICE_TO_HOST = 2,
+        /// Device to device.
+        ACL_MEMCPY_DEVICE_TO_DEVICE = 3,
+        /// Inferred from the pointers.
+        ACL_MEMCPY_DEFAULT = 4,
+        /// Host to device through a buffer.
+        ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE = 5,
+        /// Within one device.
+        ACL_MEMCPY_INNER_DEVICE_TO_DEVICE = 6,
+        /// Between devices.
+        ACL_MEMCPY_INTER_DEVICE_TO_DEVICE = 7,
+    }
+}
+
+c_enum! {
+    /// `aclrtMemMallocPolicy` (abi.md §2); the flags may be OR-ed in.
+    pub struct aclrtMemMallocPolicy(i32) {
+        /// Huge pages first.
+        ACL_MEM_MALLOC_HUGE_FIRST = 0,
+        /// Huge pages only (what the HCCL examples use).
+        ACL_MEM_MALLOC_HUGE_ONLY = 1,
+        /// Normal pages only.
+        ACL_MEM_MALLOC_NORMAL_ONLY = 2,
+        /// Huge first, P2P.
+        ACL_MEM_MALLOC_HUGE_FIRST_P2P = 3,
+        /// Huge only, P2P.
+        ACL_MEM_MALLOC_HUGE_ONLY_P2P = 4,
+        /// Normal only, P2P.
+        ACL_MEM_MALLOC_NORMAL_ONLY_P2P = 5,
+        /// 1 GiB huge pages only.
+        ACL_MEM_MALLOC_HUGE1G_ONLY = 6,
+        /// 1 GiB huge pages only, P2P.
+        ACL_MEM_MALLOC_HUGE1G_ONLY_P2P = 7,
+        /// Flag: low-bandwidth memory.
+        ACL_MEM_TYPE_LOW_BAND_WIDTH = 0x100,
+        /// Flag: high-bandwidth memory.
+        ACL_MEM_TYPE_HIGH_BAND_WIDTH = 0x1000,
+        /// Flag: read-only from user space.
+        ACL_MEM_ACCESS_USER_SPACE_READONLY = 0x10_0000,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// NCCL
+// ---------------------------------------------------------------------------
+
+c_enum! {
+    /// `ncclResult_t` (abi.md §4.2).
+    pub struct ncclResult_t(i32) {
+        /// Success.
+        ncclSuccess = 0,
+        /// A CUDA call failed.
+        ncclUnhandledCudaError = 1,
+        /// A system call failed.
+        ncclSystemError = 2,
+        /// Internal error.
+        ncclInternalError = 3,
+        /// Invalid argument.
+        ncclInvalidArgument = 4,
+        /// Invalid usage.
+        ncclInvalidUsage = 5,
+        /// Remote process failed or network error (2.13+).
+        ncclRemoteError = 6,
+        /// Non-blocking operation still in progress (2.14+).
+        ncclInProgress = 7,
+        /// Timeout (2.30+).
+        ncclTimeout = 8,
+    }
+}
+
+impl ncclResult_t {
+    const SUCCESS_VALUE: Self = Self::ncclSuccess;
+}
+
+error_enum! {
+    /// A failed [`ncclResult_t`]. `InProgress` is not a failure in non-blocking mode;
+    /// callers using that mode check for it first.
+    pub enum NcclError for ncclResult_t, Nccl {
+        /// `ncclUnhandledCudaError`.
+        UnhandledCudaError = ncclUnhandledCudaError, "nccl unhandled cuda error";
+        /// `ncclSystemError`.
+        SystemError = ncclSystemError, "nccl system error";
+        /// `ncclInternalError`.
+        InternalError = ncclInternalError, "nccl internal error";
+        /// `ncclInvalidArgument`.
+        InvalidArgument = ncclInvalidArgument, "nccl invalid argument";
+        /// `ncclInvalidUsage`.
+        InvalidUsage = ncclInvalidUsage, "nccl invalid usage";
+        /// `ncclRemoteError`.
+        RemoteError = ncclRemoteError, "nccl remote error";
+        /// `ncclInProgress`.
+        InProgress = ncclInProgress, "nccl operation in progress";
+        /// `ncclTimeout`.
+        Timeout = ncclTimeout, "nccl timeout";
+    }
+}
+
+c_enum! {
+    /// `ncclDataType_t` (abi.md §4.2); aliases (`ncclChar`, `ncclInt`, ...) omitted.
+    pub struct ncclDataType_t(i32) {
+        /// `int8_t`.
+        ncclInt8 = 0,
+        /// `uint8_t`.
+        ncclUint8 = 1,
+        /// `int32_t`.
+        ncclInt32 = 2,
+        /// `uint32_t`.
+        ncclUint32 = 3,
+        /// `int64_t`.
+        ncclInt64 = 4,
+        /// `uint64_t`.
+        ncclUint64 = 5,
+        /// IEEE half.
+        ncclFloat16 = 6,
+        /// `float`.
+        ncclFloat32 = 7,
+        /// `double`.
+        ncclFloat64 = 8,
+        /// bfloat16.
+        ncclBfloat16 = 9,
+        /// fp8 e4m3 (2.24+).
+        ncclFloat8e4m3 = 10,
+        /// fp8 e5m2 (2.24+).
+        ncclFloat8e5m2 = 11,
+    }
+}
+
+c_enum! {
+    /// `ncclRedOp_t` (abi.md §4.2); values from 5 up are dynamic (pre-mul-sum) ops.
+    pub struct ncclRedOp_t(i32) {
+        /// Sum.
+        ncclSum = 0,
+        /// Product.
+        ncclProd = 1,
+        /// Maximum.
+        ncclMax = 2,
+        /// Minimum.
+        ncclMin = 3,
+        /// Average.
+        ncclAvg = 4,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// CUDA runtime
+// ---------------------------------------------------------------------------
+
+c_enum! {
+    /// `cudaError_t` (selected codes; `cudaSuccess` = 0).
+    pub struct cudaError_t(i32) {
+        /// Success.
+        cudaSuccess = 0,
+        /// Invalid value.
+        cudaErrorInvalidValue = 1,
+        /// Allocation failed.
+        cudaErrorMemoryAllocation = 2,
+        /// Initialisation failed.
+        cudaErrorInitializationError = 3,
+        /// The runtime is unloading.
+        cudaErrorCudartUnloading = 4,
+        /// Driver too old.
+        cudaErrorInsufficientDriver = 35,
+        /// No CUDA device.
+        cudaErrorNoDevice = 100,
+        /// Invalid device ordinal.
+        cudaErrorInvalidDevice = 101,
+        /// Invalid resource handle (e.g. a destroyed stream).
+        cudaErrorInvalidResourceHandle = 400,
+        /// Asynchronous work not finished yet (`cudaStreamQuery`).
+        cudaErrorNotReady = 600,
+        /// Illegal address.
+        cudaErrorIllegalAddress = 700,
+        /// Kernel launch failed.
+        cudaErrorLaunchFailure = 719,
+        /// Unknown error.
+        cudaErrorUnknown = 999,
+    }
+}
+
+impl cudaError_t {
+    const SUCCESS_VALUE: Self = Self::cudaSuccess;
+    /// Every code this crate knows, success included.
+    pub const KNOWN: [Self; 13] = [
+        Self(0),
+        Self(1),
+        Self(2),
+        Self(3),
+        Self(4),
+        Self(35),
+        Self(100),
+        Self(101),
+        Self(400),
+        Self(600),
+        Self(700),
+        Self(719),
+        Self(999),
+    ];
+}
+
+error_enum! {
+    /// A failed [`cudaError_t`].
+    pub enum CudaError for cudaError_t, Cuda {
+        /// `cudaErrorInvalidValue`.
+        InvalidValue = cudaErrorInvalidValue, "cuda invalid value";
+        /// `cudaErrorMemoryAllocation`.
+        MemoryAllocation = cudaErrorMemoryAllocation, "cuda allocation failed";
+        /// `cudaErrorInitializationError`.
+        InitializationError = cudaErrorInitializationError, "cuda initialisation failed";
+        /// `cudaErrorCudartUnloading`.
+        CudartUnloading = cudaErrorCudartUnloading, "cuda runtime unloading";
+        /// `cudaErrorInsufficientDriver`.
+        InsufficientDriver = cudaErrorInsufficientDriver, "cuda driver too old";
+        /// `cudaErrorNoDevice`.
+        NoDevice = cudaErrorNoDevice, "no cuda device";
+        /// `cudaErrorInvalidDevice`.
+        InvalidDevice = cudaErrorInvalidDevice, "cuda invalid device";
+        /// `cudaErrorInvalidResourceHandle`.
+        InvalidResourceHandle = cudaErrorInvalidResourceHandle, "cuda invalid resource handle";
+        /// `cudaErrorNotReady`.
+        NotReady = cudaErrorNotReady, "cuda work not ready";
+        /// `cudaErrorIllegalAddress`.
+        IllegalAddress = cudaErrorIllegalAddress, "cuda illegal address";
+        /// `cudaErrorLaunchFailure`.
+        LaunchFailure = cudaErrorLaunchFailure, "cuda launch failure";
+        /// `cudaErrorUnknown`.
+        UnknownError = cudaErrorUnknown, "cuda unknown error";
+    }
+}
+
+c_enum! {
+    /// `cudaMemcpyKind` (abi.md §4.4).
+    pub struct cudaMemcpyKind(i32) {
+        /// Host to host.
+        cudaMemcpyHostToHost = 0,
+        /// Host to device.
+        cudaMemcpyHostToDevice = 1,
+        /// Device to host.
+        cudaMemcpyDeviceToHost = 2,
+        /// Device to device.
+        cudaMemcpyDeviceToDevice = 3,
+        /// Inferred from unified addressing.
+        cudaMemcpyDefault = 4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_names_known_and_unknown_values() {
+        assert_eq!(format!("{:?}", HcclResult::HCCL_E_PARA), "HCCL_E_PARA");
+        assert_eq!(format!("{:?}", HcclResult(77)), "HcclResult(77)");
+        assert_eq!(format!("{:?}", ncclDataType_t(6)), "ncclFloat16");
+        assert_eq!(format!("{:?}", aclError(507_046)), "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT");
+    }
+
+    #[test]
+    fn result_maps_codes() {
+        assert_eq!(HcclResult::HCCL_SUCCESS.result(), Ok(()));
+        assert_eq!(HcclResult(1).result(), Err(HcclError::Para));
+        assert_eq!(HcclResult(9999).result(), Err(HcclError::Unknown(9999)));
+        assert_eq!(HcclError::Unknown(9999).code(), HcclResult(9999));
+        assert_eq!(ncclResult_t(8).result(), Err(NcclError::Timeout));
+        assert_eq!(cudaError_t(600).result(), Err(CudaError::NotReady));
+        assert_eq!(aclError(100_000).result(), Err(AclError::InvalidParam));
+        for code in HcclResult::KNOWN {
+            if let Err(e) = code.result() {
+                assert_eq!(e.code(), code);
+                assert!(!matches!(e, HcclError::Unknown(_)), "{code:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn display_includes_recorded_library_message() {
+        let before = HcclError::Unknown(4242).to_string();
+        assert_eq!(before, "unknown error code (HcclResult(4242), code 4242)");
+        record_message(Lib::Hccl, 4242, "the library says so".to_owned());
+        assert_eq!(
+            HcclError::Unknown(4242).to_string(),
+            "unknown error code (HcclResult(4242), code 4242): the library says so"
+        );
+    }
+
+    #[test]
+    fn data_type_sizes() {
+        assert_eq!(HcclDataType::HCCL_DATA_TYPE_FP32.size(), Some(4));
+        assert_eq!(HcclDataType::HCCL_DATA_TYPE_BFP16.size(), Some(2));
+        assert_eq!(HcclDataType::HCCL_DATA_TYPE_INT128.size(), Some(16));
+        assert_eq!(HcclDataType(13).size(), None);
+        assert_eq!(HcclDataType::HCCL_DATA_TYPE_RESERVED.size(), None);
+    }
+}

@@ -1,0 +1,64 @@
+//! The CUDA runtime function table (`libcudart.so`, `libcudart.so.13`, `.12`, `.11`).
+//!
+//! Signatures: abi.md §4.4.
+
+use std::ffi::{c_char, c_int, c_void};
+
+use crate::codes::{cudaError_t, cudaMemcpyKind, Lib};
+use crate::load::api_table;
+use crate::types::cudaStream_t;
+
+api_table! {
+    /// Function table of the CUDA runtime. Calling an entry is `unsafe`: the caller
+    /// upholds the C contract and keeps the table alive during the call.
+    pub struct CudaApi: crate::load::CUDART, CUDART_API;
+    required {
+        /// Selects the calling thread's device.
+        fn cudaSetDevice(device: c_int) -> cudaError_t;
+        /// The calling thread's device.
+        fn cudaGetDevice(device: *mut c_int) -> cudaError_t;
+        /// Number of devices.
+        fn cudaGetDeviceCount(count: *mut c_int) -> cudaError_t;
+        /// Creates a stream.
+        fn cudaStreamCreate(pStream: *mut cudaStream_t) -> cudaError_t;
+        /// Destroys a stream.
+        fn cudaStreamDestroy(stream: cudaStream_t) -> cudaError_t;
+        /// Blocks until the stream drained.
+        fn cudaStreamSynchronize(stream: cudaStream_t) -> cudaError_t;
+        /// `cudaSuccess` if drained, `cudaErrorNotReady` if not (for polling with a timeout).
+        fn cudaStreamQuery(stream: cudaStream_t) -> cudaError_t;
+        /// Blocks until the device is idle.
+        fn cudaDeviceSynchronize() -> cudaError_t;
+        /// Allocates device memory.
+        fn cudaMalloc(devPtr: *mut *mut c_void, size: usize) -> cudaError_t;
+        /// Frees device memory.
+        fn cudaFree(devPtr: *mut c_void) -> cudaError_t;
+        /// Synchronous copy of `count` bytes.
+        fn cudaMemcpy(dst: *mut c_void, src: *const c_void, count: usize, kind: cudaMemcpyKind) -> cudaError_t;
+        /// Sets `count` bytes to `value`.
+        fn cudaMemset(devPtr: *mut c_void, value: c_int, count: usize) -> cudaError_t;
+        /// Returns and clears the last error.
+        fn cudaGetLastError() -> cudaError_t;
+        /// Static message of a code.
+        fn cudaGetErrorString(error: cudaError_t) -> *const c_char;
+    }
+    optional {}
+}
+
+impl CudaApi {
+    fn on_load(&self) {
+        for code in cudaError_t::KNOWN {
+            if let Some(msg) = self.error_string(code) {
+                crate::codes::record_message(Lib::Cuda, code.0, msg);
+            }
+        }
+    }
+
+    /// `cudaGetErrorString(code)` copied into a `String`.
+    #[doc(alias = "cudaGetErrorString")]
+    pub fn error_string(&self, code: cudaError_t) -> Option<String> {
+        // SAFETY: cudaGetErrorString takes any code and returns a static
+        // NUL-terminated string; the table is alive.
+        unsafe { crate::codes::c_string((self.cudaGetErrorString)(code)) }
+    }
+}

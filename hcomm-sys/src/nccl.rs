@@ -1,0 +1,93 @@
+//! The NCCL function table (`libnccl.so.2`, then `libnccl.so`).
+//!
+//! Signatures: abi.md §4.3. Note the differences to HCCL (§4.5): the
+//! communicator out-parameter comes first, the unique id is passed by value,
+//! ranks are `int` and counts `size_t`.
+
+use std::ffi::{c_char, c_int, c_void};
+
+use crate::codes::{ncclDataType_t, ncclRedOp_t, ncclResult_t, Lib};
+use crate::load::api_table;
+use crate::types::{cudaStream_t, ncclComm_t, ncclConfig_t, ncclUniqueId};
+
+api_table! {
+    /// Function table of NCCL. Calling an entry is `unsafe`: the caller upholds
+    /// the C contract and keeps the table alive during the call.
+    pub struct NcclApi: crate::load::NCCL, NCCL_API;
+    required {
+        /// `major*10000 + minor*100 + patch` (after 2.8).
+        fn ncclGetVersion(version: *mut c_int) -> ncclResult_t;
+        /// Creates a unique id on the root rank.
+        fn ncclGetUniqueId(uniqueId: *mut ncclUniqueId) -> ncclResult_t;
+        /// Joins a communicator (id **by value**).
+        fn ncclCommInitRank(comm: *mut ncclComm_t, nranks: c_int, commId: ncclUniqueId, rank: c_int) -> ncclResult_t;
+        /// Creates `ndev` communicators of one process (`devlist` null: first `ndev` devices).
+        fn ncclCommInitAll(comm: *mut ncclComm_t, ndev: c_int, devlist: *const c_int) -> ncclResult_t;
+        /// Destroys a communicator.
+        fn ncclCommDestroy(comm: ncclComm_t) -> ncclResult_t;
+        /// Aborts a communicator and its running device work.
+        fn ncclCommAbort(comm: ncclComm_t) -> ncclResult_t;
+        /// Number of ranks.
+        fn ncclCommCount(comm: ncclComm_t, count: *mut c_int) -> ncclResult_t;
+        /// Own rank.
+        fn ncclCommUserRank(comm: ncclComm_t, rank: *mut c_int) -> ncclResult_t;
+        /// CUDA device of the communicator.
+        fn ncclCommCuDevice(comm: ncclComm_t, device: *mut c_int) -> ncclResult_t;
+        /// Asynchronous error of the communicator.
+        fn ncclCommGetAsyncError(comm: ncclComm_t, asyncError: *mut ncclResult_t) -> ncclResult_t;
+        /// Static message of a code.
+        fn ncclGetErrorString(result: ncclResult_t) -> *const c_char;
+        /// All-reduce.
+        fn ncclAllReduce(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: ncclDataType_t, op: ncclRedOp_t, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+        /// Broadcast from `root` (separate buffers; in place when equal).
+        fn ncclBroadcast(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: ncclDataType_t, root: c_int, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+        /// Reduce to `root`.
+        fn ncclReduce(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: ncclDataType_t, op: ncclRedOp_t, root: c_int, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+        /// All-gather; recv holds `sendcount * nranks` elements.
+        fn ncclAllGather(sendbuff: *const c_void, recvbuff: *mut c_void, sendcount: usize, datatype: ncclDataType_t, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+        /// Reduce-scatter; send holds `recvcount * nranks` elements.
+        fn ncclReduceScatter(sendbuff: *const c_void, recvbuff: *mut c_void, recvcount: usize, datatype: ncclDataType_t, op: ncclRedOp_t, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+        /// Send (must be grouped with the matching receives to avoid deadlock).
+        fn ncclSend(sendbuff: *const c_void, count: usize, datatype: ncclDataType_t, peer: c_int, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+        /// Receive.
+        fn ncclRecv(recvbuff: *mut c_void, count: usize, datatype: ncclDataType_t, peer: c_int, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+        /// Starts a group.
+        fn ncclGroupStart() -> ncclResult_t;
+        /// Ends a group (guarantees enqueueing, not completion).
+        fn ncclGroupEnd() -> ncclResult_t;
+    }
+    optional {
+        /// Joins a communicator with a config (2.14+).
+        fn ncclCommInitRankConfig(comm: *mut ncclComm_t, nranks: c_int, commId: ncclUniqueId, rank: c_int, config: *mut ncclConfig_t) -> ncclResult_t;
+        /// Flushes outstanding work before destroy (2.14+).
+        fn ncclCommFinalize(comm: ncclComm_t) -> ncclResult_t;
+        /// Splits by color/key (2.18+); `config` null inherits.
+        fn ncclCommSplit(comm: ncclComm_t, color: c_int, key: c_int, newcomm: *mut ncclComm_t, config: *mut ncclConfig_t) -> ncclResult_t;
+        /// Last error message of a communicator (2.13+).
+        fn ncclGetLastError(comm: ncclComm_t) -> *const c_char;
+        /// All-to-all, `count` per peer (2.28+).
+        fn ncclAlltoAll(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: ncclDataType_t, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+        /// Gather to `root` (2.28+).
+        fn ncclGather(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: ncclDataType_t, root: c_int, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+        /// Scatter from `root` (2.28+).
+        fn ncclScatter(sendbuff: *const c_void, recvbuff: *mut c_void, count: usize, datatype: ncclDataType_t, root: c_int, comm: ncclComm_t, stream: cudaStream_t) -> ncclResult_t;
+    }
+}
+
+impl NcclApi {
+    fn on_load(&self) {
+        for code in 0..=8 {
+            if let Some(msg) = self.error_string(ncclResult_t(code)) {
+                crate::codes::record_message(Lib::Nccl, code, msg);
+            }
+        }
+    }
+
+    /// `ncclGetErrorString(code)` copied into a `String`.
+    #[doc(alias = "ncclGetErrorString")]
+    pub fn error_string(&self, code: ncclResult_t) -> Option<String> {
+        // SAFETY: ncclGetErrorString takes any code and returns null or a static
+        // NUL-terminated string; the table is alive.
+        unsafe { crate::codes::c_string((self.ncclGetErrorString)(code)) }
+    }
+}
