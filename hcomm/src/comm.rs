@@ -76,6 +76,11 @@ impl Comm {
         }
     }
 
+    /// Whether two handles refer to the same communicator.
+    pub fn same_group(&self, other: &Comm) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// This rank, in `0..world()`.
     pub fn rank(&self) -> usize {
         self.inner.backend.rank()

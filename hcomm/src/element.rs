@@ -45,6 +45,8 @@ pub enum DataType {
     U8,
     /// `i32`
     I32,
+    /// `u32`
+    U32,
     /// `i64`
     I64,
     /// `u64`
@@ -65,7 +67,7 @@ impl DataType {
         match self {
             DataType::I8 | DataType::U8 => 1,
             DataType::F16 | DataType::Bf16 => 2,
-            DataType::I32 | DataType::F32 => 4,
+            DataType::I32 | DataType::U32 | DataType::F32 => 4,
             DataType::I64 | DataType::U64 | DataType::F64 => 8,
         }
     }
@@ -76,6 +78,7 @@ impl DataType {
             DataType::I8 => "i8",
             DataType::U8 => "u8",
             DataType::I32 => "i32",
+            DataType::U32 => "u32",
             DataType::I64 => "i64",
             DataType::U64 => "u64",
             DataType::F16 => "f16",
@@ -110,6 +113,7 @@ impl DataType {
                 DataType::I8 => typed::<i8>(op, dst, src, count),
                 DataType::U8 => typed::<u8>(op, dst, src, count),
                 DataType::I32 => typed::<i32>(op, dst, src, count),
+                DataType::U32 => typed::<u32>(op, dst, src, count),
                 DataType::I64 => typed::<i64>(op, dst, src, count),
                 DataType::U64 => typed::<u64>(op, dst, src, count),
                 DataType::F16 => typed::<f16>(op, dst, src, count),
@@ -133,7 +137,7 @@ mod sealed {
 
 /// A type that hcomm can send, receive and reduce.
 ///
-/// Implemented for `f32`, `f64`, `i8`, `u8`, `i32`, `i64`, `u64`,
+/// Implemented for `f32`, `f64`, `i8`, `u8`, `i32`, `u32`, `i64`, `u64`,
 /// [`half::f16`] and [`half::bf16`]; the half types reduce in `f32`.
 /// The trait is sealed: backends move these types as plain bytes.
 pub trait Element: sealed::Sealed + Copy + Send + Sync + PartialEq + std::fmt::Debug + 'static {
@@ -175,7 +179,7 @@ macro_rules! integer_element {
     )*};
 }
 
-integer_element!(i8 => I8, u8 => U8, i32 => I32, i64 => I64, u64 => U64);
+integer_element!(i8 => I8, u8 => U8, i32 => I32, u32 => U32, i64 => I64, u64 => U64);
 
 macro_rules! float_element {
     ($($t:ty => $d:ident),* $(,)?) => {$(
