@@ -8,8 +8,11 @@ use tracing::span::{Attributes, Id};
 use tracing::Subscriber;
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
+/// A span's name and its fields as text.
+type Span = (String, Vec<(String, String)>);
+
 #[derive(Default, Clone)]
-struct Recorded(Arc<Mutex<Vec<(String, Vec<(String, String)>)>>>);
+struct Recorded(Arc<Mutex<Vec<Span>>>);
 
 struct Fields(Vec<(String, String)>);
 
