@@ -1,8 +1,10 @@
 //! The phases of one item, and IR → the generated function and its
 //! `NAME::SCHEDULE` static.
 //!
-//! Generated code only names `::hcomm::__private` (imported as `__hp`). Every
-//! local it introduces starts with `__`; the user's `let`s and loop variables
+//! The generated function reaches the runtime only through `::hcomm::__private`
+//! (imported as `__hp`; its signature names `::hcomm::{Comm, Element, Result}`):
+//! the body runs inside `Exec::run(comm, &NAME::SCHEDULE, move |__x| { .. })`,
+//! one plain call per step. Every local it introduces starts with `__`; the user's `let`s and loop variables
 //! become `__v_NAME` (carrying the user's span), handles `__h_NAME`, scratch
 //! buffers `__b_NAME`, parameters' buffer indices `__pI`, scalars `__sI`,
 //! length variables `__lenI`. Expansion is infallible: everything it relies on
@@ -26,8 +28,19 @@ pub(crate) fn schedule(ast: &Schedule) -> TokenStream {
         .collect()
 }
 
-/// Parse the body and attributes, lower, check, expand (STYLE.md 4).
+/// [`phases`], with a panic anywhere below (a bug, in this crate or in the
+/// checker) turned into a compile error instead of a crashed macro.
 pub(crate) fn compile(item: &Item) -> syn::Result<TokenStream> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| phases(item))).unwrap_or_else(|_| {
+        Err(syn::Error::new(
+            item.name.span(),
+            "internal error: the `comm_schedule!` checker failed on this schedule; please report it",
+        ))
+    })
+}
+
+/// Parse the body and attributes, lower, check, expand (STYLE.md 4).
+pub(crate) fn phases(item: &Item) -> syn::Result<TokenStream> {
     let mut errors = Errors::new();
     let (attrs, attr_errors) = item.attrs();
     for e in attr_errors {

@@ -68,7 +68,8 @@ mod tests;
 ///   and no parameter may be called `comm`, `rank` or `world`.
 /// * `true` and `false` are `1` and `0`; a condition holds when non-zero.
 ///   Comparisons do not chain (`a < b < c` is a syntax error), as in Rust.
-/// * `buf[a..=b]` is accepted and means `buf[a..b + 1]`; `for i in (a..b)`
+/// * `buf[a..=b]` is accepted and means `buf[a..b + 1]`; a slice may follow a
+///   chunk (`buf.chunk(i)[0..n]`, relative to the chunk); `for i in (a..b)`
 ///   (parenthesized, without `.rev()`) is a plain range.
 /// * `barrier()` is accepted as well as `barrier`.
 /// * In `broadcast(.., root = E) over G` and `reduce(.., root = E) over G`,

@@ -525,17 +525,13 @@ impl Lower<'_> {
         let kind = match r {
             Region::Whole(buf) => ir::RegionKind::Whole(self.buf_ref(buf)),
             Region::Slice {
-                buf,
+                base,
                 start,
                 end,
                 inclusive,
                 ..
             } => {
-                let base_span = self.spans.id(Sp::one(buf.span()));
-                let base = ir::Region {
-                    kind: ir::RegionKind::Whole(self.buf_ref(buf)),
-                    span: base_span,
-                };
+                let base = self.region(base);
                 let start = self.expr(start, Ctx::Bound);
                 let mut end = self.expr(end, Ctx::Bound);
                 if *inclusive {

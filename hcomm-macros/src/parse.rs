@@ -964,13 +964,14 @@ impl CollCall {
 
 // ---------------------------------------------------------------- regions
 
-/// `IDENT`, `IDENT[A..B]`, `REGION.chunk(I)`, `REGION.chunk(I, K)`.
+/// `IDENT`, `IDENT[A..B]`, `REGION.chunk(I)`, `REGION.chunk(I, K)`; a slice
+/// may also follow a chunk (`a.chunk(i)[0..n]`).
 pub(crate) enum Region {
     /// The whole buffer.
     Whole(Ident),
-    /// `buf[start..end]` (`..=` is accepted and means `end + 1`).
+    /// `base[start..end]` (`..=` is accepted and means `end + 1`).
     Slice {
-        buf: Ident,
+        base: Box<Region>,
         start: Box<Expr>,
         end: Box<Expr>,
         inclusive: bool,
@@ -990,11 +991,7 @@ impl Region {
     pub(crate) fn sp(&self) -> Sp {
         match self {
             Region::Whole(buf) => Sp::one(buf.span()),
-            Region::Slice { buf, close, .. } => Sp {
-                start: buf.span(),
-                end: *close,
-            },
-            Region::Chunk { base, close, .. } => Sp {
+            Region::Slice { base, close, .. } | Region::Chunk { base, close, .. } => Sp {
                 start: base.sp().start,
                 end: *close,
             },
@@ -1003,49 +1000,50 @@ impl Region {
 }
 
 fn parse_region(input: ParseStream) -> syn::Result<Region> {
-    let buf: Ident = input.parse()?;
-    let mut region = if input.peek(syn::token::Bracket) {
-        let content;
-        let bracket = bracketed!(content in input);
-        let start = parse_expr(&content, 0)?;
-        let inclusive = parse_range_dots(&content)?;
-        let end = parse_expr(&content, 0)?;
-        if !content.is_empty() {
-            return Err(content.error(format!("{SYNTAX}expected `]`")));
-        }
-        Region::Slice {
-            buf,
-            start: Box::new(start),
-            end: Box::new(end),
-            inclusive,
-            close: bracket.span.close(),
-        }
-    } else {
-        Region::Whole(buf)
-    };
+    let mut region = Region::Whole(input.parse()?);
     let mut depth = 0;
-    while input.peek(Token![.]) && !input.peek(Token![..]) {
+    loop {
+        let slice = input.peek(syn::token::Bracket);
+        let chunk = input.peek(Token![.]) && !input.peek(Token![..]);
+        if !slice && !chunk {
+            return Ok(region);
+        }
         depth += 1;
         if depth > MAX_DEPTH {
-            return Err(input.error(format!("{SYNTAX}too many `.chunk` calls")));
+            return Err(input.error(format!("{SYNTAX}region expression too long")));
+        }
+        if slice {
+            let content;
+            let bracket = bracketed!(content in input);
+            let start = parse_expr(&content, 0)?;
+            let inclusive = parse_range_dots(&content)?;
+            let end = parse_expr(&content, 0)?;
+            if !content.is_empty() {
+                return Err(content.error(format!("{SYNTAX}expected `]`")));
+            }
+            region = Region::Slice {
+                base: Box::new(region),
+                start: Box::new(start),
+                end: Box::new(end),
+                inclusive,
+                close: bracket.span.close(),
+            };
+            continue;
         }
         input.parse::<Token![.]>()?;
         input.parse::<kw::chunk>()?;
         let content;
         let paren = parenthesized!(content in input);
         let index = parse_expr(&content, 0)?;
-        let parts = if content.peek(Token![,]) {
-            content.parse::<Token![,]>()?;
-            if content.is_empty() {
-                None
-            } else {
-                Some(Box::new(parse_expr(&content, 0)?))
-            }
-        } else {
-            None
-        };
+        let mut parts = None;
         if content.peek(Token![,]) {
             content.parse::<Token![,]>()?;
+            if !content.is_empty() {
+                parts = Some(Box::new(parse_expr(&content, 0)?));
+                if content.peek(Token![,]) {
+                    content.parse::<Token![,]>()?;
+                }
+            }
         }
         if !content.is_empty() {
             return Err(content.error(format!("{SYNTAX}expected `)`")));
@@ -1057,7 +1055,6 @@ fn parse_region(input: ParseStream) -> syn::Result<Region> {
             close: paren.span.close(),
         };
     }
-    Ok(region)
 }
 
 // ---------------------------------------------------------------- expressions
@@ -1197,28 +1194,28 @@ fn peek_binop(input: ParseStream) -> Option<BinOp> {
     Some(op)
 }
 
-/// Consumes the operator `op` (already peeked) and returns its first span.
-fn take_binop(input: ParseStream, op: BinOp) -> syn::Result<Span> {
-    Ok(match op {
-        BinOp::Or => input.parse::<Token![||]>()?.spans[0],
-        BinOp::And => input.parse::<Token![&&]>()?.spans[0],
-        BinOp::Eq => input.parse::<Token![==]>()?.spans[0],
-        BinOp::Ne => input.parse::<Token![!=]>()?.spans[0],
-        BinOp::Shl => input.parse::<Token![<<]>()?.spans[0],
-        BinOp::Shr => input.parse::<Token![>>]>()?.spans[0],
-        BinOp::Le => input.parse::<Token![<=]>()?.spans[0],
-        BinOp::Ge => input.parse::<Token![>=]>()?.spans[0],
-        BinOp::Lt => input.parse::<Token![<]>()?.span,
-        BinOp::Gt => input.parse::<Token![>]>()?.span,
-        BinOp::BitOr => input.parse::<Token![|]>()?.span,
-        BinOp::BitXor => input.parse::<Token![^]>()?.span,
-        BinOp::BitAnd => input.parse::<Token![&]>()?.span,
-        BinOp::Add => input.parse::<Token![+]>()?.span,
-        BinOp::Sub => input.parse::<Token![-]>()?.span,
-        BinOp::Mul => input.parse::<Token![*]>()?.span,
-        BinOp::Div => input.parse::<Token![/]>()?.span,
-        BinOp::Rem => input.parse::<Token![%]>()?.span,
-    })
+/// Consumes the operator `op` (already peeked).
+fn take_binop(input: ParseStream, op: BinOp) -> syn::Result<()> {
+    match op {
+        BinOp::Or => input.parse::<Token![||]>().map(drop),
+        BinOp::And => input.parse::<Token![&&]>().map(drop),
+        BinOp::Eq => input.parse::<Token![==]>().map(drop),
+        BinOp::Ne => input.parse::<Token![!=]>().map(drop),
+        BinOp::Shl => input.parse::<Token![<<]>().map(drop),
+        BinOp::Shr => input.parse::<Token![>>]>().map(drop),
+        BinOp::Le => input.parse::<Token![<=]>().map(drop),
+        BinOp::Ge => input.parse::<Token![>=]>().map(drop),
+        BinOp::Lt => input.parse::<Token![<]>().map(drop),
+        BinOp::Gt => input.parse::<Token![>]>().map(drop),
+        BinOp::BitOr => input.parse::<Token![|]>().map(drop),
+        BinOp::BitXor => input.parse::<Token![^]>().map(drop),
+        BinOp::BitAnd => input.parse::<Token![&]>().map(drop),
+        BinOp::Add => input.parse::<Token![+]>().map(drop),
+        BinOp::Sub => input.parse::<Token![-]>().map(drop),
+        BinOp::Mul => input.parse::<Token![*]>().map(drop),
+        BinOp::Div => input.parse::<Token![/]>().map(drop),
+        BinOp::Rem => input.parse::<Token![%]>().map(drop),
+    }
 }
 
 /// Precedence climbing; `depth` bounds the recursion.

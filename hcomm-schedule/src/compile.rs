@@ -23,6 +23,8 @@ pub(crate) struct CExpr {
     pub(crate) span: SpanId,
     /// Whether a length variable occurs in it.
     pub(crate) has_len: bool,
+    /// Stack code (see [`crate::eval::codegen`]); empty: walk the tree.
+    pub(crate) code: Vec<crate::eval::Instr>,
 }
 
 /// [`CExpr`] shapes.
@@ -42,7 +44,19 @@ impl CExpr {
             kind: CK::Int(v),
             span,
             has_len: false,
+            code: Vec::new(),
         }
+    }
+
+    fn new(kind: CK, span: SpanId, has_len: bool) -> Self {
+        let mut e = Self {
+            kind,
+            span,
+            has_len,
+            code: Vec::new(),
+        };
+        e.code = crate::eval::codegen(&e);
+        e
     }
 
     /// Every slot it reads, in order of appearance.
@@ -320,6 +334,18 @@ pub(crate) fn compile(s: &Schedule) -> (Prog<'_>, Vec<Diagnostic>) {
     };
     c.slot_dep[RANK as usize] = true;
 
+    if let Some(extra) = s.len_vars.get(crate::lin::MAX_LEN_VARS) {
+        c.key = span_key(extra.span);
+        c.error(
+            DiagKind::SyntaxError,
+            extra.span,
+            format!(
+                "`{}` is a length variable beyond the {} a schedule may use",
+                extra.name,
+                crate::lin::MAX_LEN_VARS
+            ),
+        );
+    }
     let mut buf_len = Vec::with_capacity(s.buffers.len());
     for b in &s.buffers {
         c.key = span_key(b.span);
@@ -353,19 +379,32 @@ pub(crate) fn compile(s: &Schedule) -> (Prog<'_>, Vec<Diagnostic>) {
     (prog, c.sink.into_vec())
 }
 
-/// Levenshtein distance, for "did you mean" suggestions.
+/// Edit distance with adjacent transpositions (optimal string alignment),
+/// for "did you mean" suggestions: `rnak` is one edit from `rank`.
 fn distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, &cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
+    let w = b.len() + 1;
+    let mut d = vec![0_usize; (a.len() + 1) * w];
+    for i in 0..=a.len() {
+        d[i * w] = i;
     }
-    prev[b.len()]
+    for (j, cell) in d.iter_mut().enumerate().take(w) {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[(i - 1) * w + j] + 1)
+                .min(d[i * w + j - 1] + 1)
+                .min(d[(i - 1) * w + j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[(i - 2) * w + j - 2] + 1);
+            }
+            d[i * w + j] = v;
+        }
+    }
+    d[a.len() * w + b.len()]
 }
 
 impl<'s> Compiler<'s> {
@@ -427,7 +466,7 @@ impl<'s> Compiler<'s> {
                 }
                 let has_len = cx.has_len;
                 let k = CK::Unary(*op, Box::new(cx));
-                (CExpr { kind: k, span, has_len }, d)
+                (CExpr::new(k, span, has_len), d)
             }
             ExprKind::Binary(op, a, b) => {
                 let (ca, da) = self.expr(a, ctx);
@@ -454,11 +493,7 @@ impl<'s> Compiler<'s> {
                 };
                 let has_len = ca.has_len || cb.has_len;
                 (
-                    CExpr {
-                        kind: CK::Binary(*op, Box::new(ca), Box::new(cb)),
-                        span,
-                        has_len,
-                    },
+                    CExpr::new(CK::Binary(*op, Box::new(ca), Box::new(cb)), span, has_len),
                     d,
                 )
             }
@@ -487,14 +522,7 @@ impl<'s> Compiler<'s> {
                     self.nonlinear(span, &format!("`{}` of a length variable", f.as_str()));
                 }
                 let has_len = cargs.iter().any(|a| a.has_len);
-                (
-                    CExpr {
-                        kind: CK::Call(*f, cargs),
-                        span,
-                        has_len,
-                    },
-                    0,
-                )
+                (CExpr::new(CK::Call(*f, cargs), span, has_len), 0)
             }
         }
     }
@@ -519,16 +547,7 @@ impl<'s> Compiler<'s> {
     }
 
     fn name(&mut self, kind: NameKind, text: &'s str, span: SpanId, ctx: Ctx) -> (CExpr, u8) {
-        let slot = |s: u32| {
-            (
-                CExpr {
-                    kind: CK::Slot(s),
-                    span,
-                    has_len: false,
-                },
-                0,
-            )
-        };
+        let slot = |s: u32| (CExpr::new(CK::Slot(s), span, false), 0);
         let zero = (CExpr::int(0, span), 0);
         match kind {
             NameKind::World => slot(WORLD),
@@ -564,14 +583,7 @@ impl<'s> Compiler<'s> {
                     self.unknown(span, format!("`{text}` is not a length variable"), None);
                     zero
                 } else if matches!(ctx, Ctx::Bounds | Ctx::ParamLen) {
-                    (
-                        CExpr {
-                            kind: CK::Len(i as u32),
-                            span,
-                            has_len: true,
-                        },
-                        1,
-                    )
+                    (CExpr::new(CK::Len(i as u32), span, true), 1)
                 } else {
                     let decl = self.s.len_vars[i].span;
                     self.push(

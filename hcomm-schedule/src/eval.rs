@@ -190,8 +190,143 @@ pub(crate) enum Fail {
     NonLinear(SpanId),
 }
 
+/// One instruction of an expression's stack code (postfix order).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Instr {
+    Int(i64),
+    Load(u32),
+    Un(UnOp, SpanId),
+    Bin(BinOp, SpanId),
+    Call(Func, u8, SpanId),
+    /// `&&` / `||` after the left operand: when it decides the result,
+    /// replace it by 0 / 1 and jump to the absolute index; else pop it.
+    Short(BinOp, u32),
+    /// Normalizes the top to 0 / 1 (the right operand of `&&` / `||`).
+    Bool,
+}
+
+/// The deepest stack [`run`] supports; deeper expressions are evaluated on
+/// the tree.
+const STACK: usize = 16;
+
+/// Stack code for `e`, or an empty vector when it has a length variable or
+/// needs more than [`STACK`] slots.
+pub(crate) fn codegen(e: &CExpr) -> Vec<Instr> {
+    fn go(e: &CExpr, out: &mut Vec<Instr>, depth: usize, max: &mut usize) -> bool {
+        *max = (*max).max(depth + 1);
+        match &e.kind {
+            CK::Int(v) => out.push(Instr::Int(*v)),
+            CK::Slot(s) => out.push(Instr::Load(*s)),
+            CK::Len(_) => return false,
+            CK::Unary(op, x) => {
+                if !go(x, out, depth, max) {
+                    return false;
+                }
+                out.push(Instr::Un(*op, e.span));
+            }
+            CK::Binary(op @ (BinOp::And | BinOp::Or), a, b) => {
+                if !go(a, out, depth, max) {
+                    return false;
+                }
+                let at = out.len();
+                out.push(Instr::Short(*op, 0));
+                if !go(b, out, depth, max) {
+                    return false;
+                }
+                out.push(Instr::Bool);
+                let end = out.len() as u32;
+                out[at] = Instr::Short(*op, end);
+            }
+            CK::Binary(op, a, b) => {
+                if !go(a, out, depth, max) || !go(b, out, depth + 1, max) {
+                    return false;
+                }
+                out.push(Instr::Bin(*op, e.span));
+            }
+            CK::Call(f, args) => {
+                for (i, a) in args.iter().enumerate() {
+                    if !go(a, out, depth + i, max) {
+                        return false;
+                    }
+                }
+                out.push(Instr::Call(*f, args.len() as u8, e.span));
+            }
+        }
+        true
+    }
+    let mut out = Vec::new();
+    let mut max = 0;
+    if e.has_len || !go(e, &mut out, 0, &mut max) || max > STACK {
+        return Vec::new();
+    }
+    out
+}
+
+/// Runs stack code.
+fn run(code: &[Instr], env: &[i64]) -> Result<i64, Fail> {
+    let mut stack = [0_i64; STACK];
+    let mut sp = 0_usize;
+    let mut pc = 0_usize;
+    // `codegen` bounds the depth by STACK; `get`/`get_mut` keep a bad
+    // program from panicking all the same
+    macro_rules! pop {
+        () => {{
+            sp = sp.wrapping_sub(1);
+            *stack.get(sp).ok_or(Fail::NonLinear(SpanId(0)))?
+        }};
+    }
+    macro_rules! push {
+        ($v:expr) => {{
+            *stack.get_mut(sp).ok_or(Fail::NonLinear(SpanId(0)))? = $v;
+            sp += 1;
+        }};
+    }
+    while let Some(ins) = code.get(pc) {
+        pc += 1;
+        match *ins {
+            Instr::Int(v) => push!(v),
+            Instr::Load(s) => push!(env.get(s as usize).copied().unwrap_or(0)),
+            Instr::Un(op, span) => {
+                let x = pop!();
+                push!(unary(op, x).map_err(|e| Fail::Eval(span, e))?);
+            }
+            Instr::Bin(op, span) => {
+                let b = pop!();
+                let a = pop!();
+                push!(binary(op, a, b).map_err(|e| Fail::Eval(span, e))?);
+            }
+            Instr::Call(f, n, span) => {
+                let mut args = [0_i64; 2];
+                for i in (0..usize::from(n).min(2)).rev() {
+                    args[i] = pop!();
+                }
+                push!(call(f, &args).map_err(|e| Fail::Eval(span, e))?);
+            }
+            Instr::Short(op, end) => {
+                let a = pop!();
+                if let Some(v) = short_circuit(op, a) {
+                    push!(v);
+                    pc = end as usize;
+                }
+            }
+            Instr::Bool => {
+                let x = pop!();
+                push!(i64::from(x != 0));
+            }
+        }
+    }
+    Ok(pop!())
+}
+
 /// Evaluates a compiled expression with `env` holding the slots' values.
 pub(crate) fn eval_c(e: &CExpr, env: &[i64]) -> Result<i64, Fail> {
+    if !e.code.is_empty() {
+        return run(&e.code, env);
+    }
+    eval_tree(e, env)
+}
+
+fn eval_tree(e: &CExpr, env: &[i64]) -> Result<i64, Fail> {
     let at = |err| Fail::Eval(e.span, err);
     match &e.kind {
         CK::Int(v) => Ok(*v),

@@ -14,101 +14,100 @@
 
 use std::fmt;
 
-use smallvec::SmallVec;
-
 use crate::eval::EvalError;
 
-/// `c[0] + c[1] * n_0 + c[2] * n_1 + ...`, without trailing zero
-/// coefficients (so equal forms compare equal), never empty.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// At most this many length variables per schedule (step 0 reports more).
+pub(crate) const MAX_LEN_VARS: usize = 3;
+
+/// `c[0] + c[1] * n_0 + c[2] * n_1 + c[3] * n_2`. A small `Copy` value: the
+/// checker makes several per event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Lin {
-    c: SmallVec<[i64; 3]>,
+    c: [i64; MAX_LEN_VARS + 1],
 }
 
 impl Lin {
     /// A constant.
-    pub(crate) fn constant(v: i64) -> Self {
-        let mut c = SmallVec::new();
-        c.push(v);
+    pub(crate) const fn constant(v: i64) -> Self {
+        let mut c = [0; MAX_LEN_VARS + 1];
+        c[0] = v;
         Self { c }
     }
 
-    /// The length variable `index`, with coefficient 1.
+    /// The length variable `index`, with coefficient 1 (an index past
+    /// [`MAX_LEN_VARS`], which step 0 rejects, gives 0).
     pub(crate) fn var(index: usize) -> Self {
-        let mut c: SmallVec<[i64; 3]> = SmallVec::new();
-        c.resize(index + 2, 0);
-        c[index + 1] = 1;
+        let mut c = [0; MAX_LEN_VARS + 1];
+        if index < MAX_LEN_VARS {
+            c[index + 1] = 1;
+        }
         Self { c }
     }
 
-    fn trim(mut self) -> Self {
-        while self.c.len() > 1 && self.c.last() == Some(&0) {
-            self.c.pop();
-        }
-        self
+    /// The constant term.
+    #[inline]
+    pub(crate) fn constant_term(&self) -> i64 {
+        self.c[0]
     }
 
     /// The value when there are no length variables in it.
+    #[inline]
     pub(crate) fn as_const(&self) -> Option<i64> {
-        (self.c.len() == 1).then(|| self.c[0])
+        (self.c[1..].iter().all(|&k| k == 0)).then_some(self.c[0])
     }
 
-    fn get(&self, i: usize) -> i64 {
-        self.c.get(i).copied().unwrap_or(0)
-    }
-
+    #[inline]
     fn zip(&self, other: &Self, f: impl Fn(i64, i64) -> Option<i64>) -> Result<Self, EvalError> {
-        let len = self.c.len().max(other.c.len());
-        let mut c = SmallVec::with_capacity(len);
-        for i in 0..len {
-            c.push(f(self.get(i), other.get(i)).ok_or(EvalError::Overflow)?);
+        let mut c = [0; MAX_LEN_VARS + 1];
+        for ((d, &a), &b) in c.iter_mut().zip(&self.c).zip(&other.c) {
+            *d = f(a, b).ok_or(EvalError::Overflow)?;
         }
-        Ok(Self { c }.trim())
+        Ok(Self { c })
     }
 
     /// `self + other`.
+    #[inline]
     pub(crate) fn add(&self, other: &Self) -> Result<Self, EvalError> {
-        if let (Some(a), Some(b)) = (self.as_const(), other.as_const()) {
-            return a.checked_add(b).map(Self::constant).ok_or(EvalError::Overflow);
-        }
         self.zip(other, i64::checked_add)
     }
 
     /// `self - other`.
+    #[inline]
     pub(crate) fn sub(&self, other: &Self) -> Result<Self, EvalError> {
-        if let (Some(a), Some(b)) = (self.as_const(), other.as_const()) {
-            return a.checked_sub(b).map(Self::constant).ok_or(EvalError::Overflow);
-        }
         self.zip(other, i64::checked_sub)
     }
 
     /// `self * k`.
+    #[inline]
     pub(crate) fn scale(&self, k: i64) -> Result<Self, EvalError> {
-        let mut c = SmallVec::with_capacity(self.c.len());
-        for &x in &self.c {
-            c.push(x.checked_mul(k).ok_or(EvalError::Overflow)?);
+        let mut c = [0; MAX_LEN_VARS + 1];
+        for (d, &a) in c.iter_mut().zip(&self.c) {
+            *d = a.checked_mul(k).ok_or(EvalError::Overflow)?;
         }
-        Ok(Self { c }.trim())
+        Ok(Self { c })
     }
 
     /// `self / k` when `k` divides every coefficient.
+    #[inline]
     pub(crate) fn div_exact(&self, k: i64) -> Option<Self> {
         if !self.divisible_by(k) {
             return None;
         }
-        let mut c = SmallVec::with_capacity(self.c.len());
-        for &x in &self.c {
-            c.push(x.checked_div(k)?);
+        let mut c = [0; MAX_LEN_VARS + 1];
+        for (d, &a) in c.iter_mut().zip(&self.c) {
+            *d = a.checked_div(k)?;
         }
-        Some(Self { c }.trim())
+        Some(Self { c })
     }
 
     /// Whether `k` divides the form for every value of the variables.
+    #[inline]
     pub(crate) fn divisible_by(&self, k: i64) -> bool {
         k != 0 && self.c.iter().all(|&x| x.checked_rem(k) == Some(0))
     }
 
-    /// The value at a point (`point[i]` is the value of variable `i`).
+    /// The value at a point (`point[i]` is the value of variable `i`;
+    /// missing ones count as 1).
     pub(crate) fn eval_at(&self, point: &[i64]) -> Option<i64> {
         let mut v = i128::from(self.c[0]);
         for (i, &k) in self.c.iter().enumerate().skip(1) {
@@ -120,7 +119,7 @@ impl Lin {
 
     /// Whether the form is `>= 0` for every value `>= 1` of the variables.
     pub(crate) fn nonneg_always(&self) -> bool {
-        if self.c.iter().skip(1).any(|&k| k < 0) {
+        if self.c[1..].iter().any(|&k| k < 0) {
             return false;
         }
         let at_one: i128 = self.c.iter().map(|&k| i128::from(k)).sum();
@@ -128,14 +127,17 @@ impl Lin {
     }
 
     /// `self <= other` for every value of the variables.
+    #[inline]
     pub(crate) fn le_always(&self, other: &Self) -> bool {
-        other.sub(self).is_ok_and(|d| d.nonneg_always())
+        match (self.as_const(), other.as_const()) {
+            (Some(a), Some(b)) => a <= b,
+            _ => other.sub(self).is_ok_and(|d| d.nonneg_always()),
+        }
     }
 
-    /// Number of coefficients beyond the constant (an upper bound on the
-    /// highest variable index used, plus one).
+    /// One past the highest variable index with a non-zero coefficient.
     fn width(&self) -> usize {
-        self.c.len() - 1
+        (1..=MAX_LEN_VARS).rev().find(|&i| self.c[i] != 0).unwrap_or(0)
     }
 
     /// Renders the form with the variables' names.
@@ -160,8 +162,15 @@ pub(crate) fn exists_positive(forms: &[Lin]) -> bool {
             let mut lo: i128 = 1;
             let mut hi: i128 = i128::MAX;
             for f in forms {
+                // the common cases need no division
+                match (f.c[0], f.c[1]) {
+                    (c, d) if c >= 1 && d >= 0 => continue,
+                    (0, d) if d >= 1 => continue,
+                    (c, d) if c <= 0 && d <= 0 => return false,
+                    _ => {}
+                }
                 let c = i128::from(f.c[0]);
-                let d = i128::from(f.get(1));
+                let d = i128::from(f.c[1]);
                 // c + d n >= 1  <=>  d n >= 1 - c
                 let rhs = 1 - c;
                 if d > 0 {
@@ -196,6 +205,9 @@ pub(crate) fn exists_positive(forms: &[Lin]) -> bool {
 /// Whether `[a1, b1)` and `[a2, b2)` share an element for some value of the
 /// length variables.
 pub(crate) fn overlaps(a1: &Lin, b1: &Lin, a2: &Lin, b2: &Lin) -> bool {
+    if let (Some(a1), Some(b1), Some(a2), Some(b2)) = (a1.as_const(), b1.as_const(), a2.as_const(), b2.as_const()) {
+        return a1 < b1 && a2 < b2 && a1 < b2 && a2 < b1;
+    }
     let (Ok(l1), Ok(l2), Ok(x), Ok(y)) = (b1.sub(a1), b2.sub(a2), b2.sub(a1), b1.sub(a2)) else {
         return true;
     };
@@ -251,7 +263,9 @@ mod tests {
     use super::*;
 
     fn lin(c: &[i64]) -> Lin {
-        Lin { c: c.into() }.trim()
+        let mut a = [0; MAX_LEN_VARS + 1];
+        a[..c.len()].copy_from_slice(c);
+        Lin { c: a }
     }
 
     #[test]

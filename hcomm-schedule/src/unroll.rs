@@ -11,6 +11,7 @@ use crate::compile::{
 };
 use crate::diag::{stmt_key, DiagKind, Diagnostic, Sink};
 use crate::eval::{eval_c, eval_lin, Fail};
+use crate::fxhash::FxHashMap;
 use crate::ir::{Op, SpanId};
 use crate::lin::Lin;
 
@@ -21,7 +22,7 @@ pub(crate) const MAX_ITERATIONS: u64 = 1 << 24;
 pub(crate) const NONE: u32 = u32::MAX;
 
 /// A region of one rank's buffer: elements `[start, end)`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Reg {
     pub(crate) buf: u32,
     pub(crate) start: Lin,
@@ -53,7 +54,8 @@ pub(crate) struct P2p {
     pub(crate) mode: Mode,
     pub(crate) peer: u32,
     pub(crate) tag: i64,
-    pub(crate) reg: Reg,
+    /// Index into [`Unrolled::regs`].
+    pub(crate) reg: u32,
     pub(crate) reduce: Option<Op>,
     pub(crate) stmt: u32,
     pub(crate) ctx: u32,
@@ -65,6 +67,8 @@ pub(crate) struct P2p {
     pub(crate) handle: u32,
     /// The matching operation `(rank, index)` (set by the matching check).
     pub(crate) partner: (u32, u32),
+    /// The event of the partner's rank that posts the partner.
+    pub(crate) partner_ev: u32,
 }
 
 /// A local `copy` (`op == None`) or `accumulate`.
@@ -166,6 +170,10 @@ pub(crate) struct Unrolled<'p, 's> {
     /// Member sets (sorted) of every group used; group 0 is the whole
     /// communicator.
     pub(crate) groups: Vec<Vec<u32>>,
+    /// The distinct regions of point-to-point operations (ops refer to them
+    /// by index: a schedule uses few distinct regions, and the passes then
+    /// read 4 bytes per op instead of a whole region).
+    pub(crate) regs: Vec<Reg>,
 }
 
 impl Unrolled<'_, '_> {
@@ -190,6 +198,24 @@ impl Unrolled<'_, '_> {
             .stmts
             .get(stmt as usize)
             .map_or(self.prog.s.span, |i| i.stmt.span)
+    }
+}
+
+/// Region interning, shared by all ranks.
+#[derive(Default)]
+struct Regs {
+    list: Vec<Reg>,
+    ids: FxHashMap<Reg, u32>,
+}
+
+impl Regs {
+    fn intern(&mut self, r: Reg) -> u32 {
+        let next = self.list.len() as u32;
+        let id = *self.ids.entry(r.clone()).or_insert(next);
+        if id == next {
+            self.list.push(r);
+        }
+        id
     }
 }
 
@@ -226,6 +252,7 @@ pub(crate) fn unroll<'p, 's>(
         scalars: scalars.to_vec(),
         ranks: Vec::new(),
         groups: Vec::new(),
+        regs: Vec::new(),
     };
     let Ok(nranks) = u32::try_from(world) else {
         let d = Diagnostic::new(
@@ -249,6 +276,7 @@ pub(crate) fn unroll<'p, 's>(
         over: HashMap::new(),
     };
     groups.intern((0..nranks).collect());
+    let mut regs = Regs::default();
 
     let mut env = vec![0_i64; prog.nslots];
     env[WORLD as usize] = world;
@@ -300,6 +328,7 @@ pub(crate) fn unroll<'p, 's>(
                 ..RankTrace::default()
             },
             groups: &mut groups,
+            regs: &mut regs,
             coll_seq: Vec::new(),
             step1: &mut step1,
             step2: &mut step2,
@@ -323,6 +352,7 @@ pub(crate) fn unroll<'p, 's>(
         return Err(step2.into_vec());
     }
     un.groups = groups.sets;
+    un.regs = regs.list;
     Ok(un)
 }
 
@@ -356,6 +386,7 @@ struct RankUnroller<'a, 'p, 's> {
     iters: u64,
     out: RankTrace,
     groups: &'a mut Groups,
+    regs: &'a mut Regs,
     /// (group, number of collectives on it so far).
     coll_seq: Vec<(u32, u32)>,
     step1: &'a mut Sink,
@@ -616,6 +647,7 @@ impl RankUnroller<'_, '_, '_> {
         }
         let idx = self.out.ops.len() as u32;
         let ctx = self.ctx();
+        let reg = self.regs.intern(reg);
         self.out.ops.push(P2p {
             send: p.send,
             mode,
@@ -629,6 +661,7 @@ impl RankUnroller<'_, '_, '_> {
             done: NONE,
             handle: p.handle.unwrap_or(NONE),
             partner: (NONE, NONE),
+            partner_ev: NONE,
         });
         match mode {
             Mode::Blocking => {
@@ -657,11 +690,7 @@ impl RankUnroller<'_, '_, '_> {
                     BufSlot::Param(i) => i,
                     BufSlot::Scratch(s) => self.scratch.get(s as usize).copied().unwrap_or(NONE),
                 };
-                let len = self
-                    .out
-                    .bufs
-                    .get(buf as usize)
-                    .map_or_else(|| Lin::constant(0), |b| b.len.clone());
+                let len = self.out.bufs.get(buf as usize).map_or(Lin::constant(0), |b| b.len);
                 Ok(Reg {
                     buf,
                     start: Lin::constant(0),
@@ -711,7 +740,7 @@ impl RankUnroller<'_, '_, '_> {
                 } else {
                     let d = ranges::uneven_chunk(&self.situation(id), self.rank, r, &blen, k);
                     self.range_error(id, d);
-                    blen.clone()
+                    blen
                 };
                 let in_range = match idx.as_const() {
                     Some(i) => (0..k).contains(&i),

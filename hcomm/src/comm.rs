@@ -22,6 +22,10 @@ use crate::topology::Topology;
 #[derive(Clone)]
 pub struct Comm {
     pub(crate) inner: Arc<Inner>,
+    /// Whose messages this handle's point-to-point calls carry: the user's,
+    /// or (for a handle a built-in collective passes to its schedule) that
+    /// collective's, which never match user messages.
+    pub(crate) traffic: Option<CollHeader>,
 }
 
 pub(crate) struct Inner {
@@ -52,8 +56,18 @@ impl std::fmt::Debug for Comm {
 }
 
 impl Comm {
+    /// A handle whose point-to-point calls are messages of collective
+    /// `header`, for built-in collectives written as schedules.
+    pub(crate) fn for_collective(&self, header: &CollHeader) -> Comm {
+        Comm {
+            inner: Arc::clone(&self.inner),
+            traffic: Some(*header),
+        }
+    }
+
     pub(crate) fn from_backend(backend: Arc<dyn Backend>, options: &CommOptions) -> Comm {
         Comm {
+            traffic: None,
             inner: Arc::new(Inner {
                 backend,
                 timeout_nanos: AtomicU64::new(duration_nanos(options.timeout)),

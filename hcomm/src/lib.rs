@@ -41,6 +41,8 @@
 #[doc(hidden)]
 #[path = "private/mod.rs"]
 pub mod __private;
+extern crate self as hcomm;
+
 mod backend;
 mod batch;
 mod buffer;
@@ -61,6 +63,7 @@ pub use comm::Comm;
 pub use element::{DataType, Element, ReduceOp};
 pub use error::{Error, Result};
 pub use half::{bf16, f16};
+pub use hcomm_macros::comm_schedule;
 pub use options::{CommOptions, DEFAULT_SEGMENT_BYTES, DEFAULT_TIMEOUT};
 pub use p2p::Tag;
 pub use request::{scope, wait_all, Progress, Request, Scope};

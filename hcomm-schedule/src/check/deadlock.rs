@@ -70,10 +70,10 @@ impl Sim<'_, '_, '_> {
         }
     }
 
-    /// Whether op `j` of rank `q` has been posted.
-    fn posted(&self, q: u32, j: u32) -> bool {
-        let ev = self.un.ranks[q as usize].ops[j as usize].ev;
-        self.pc[q as usize] >= ev
+    /// Whether the partner of `op` has been posted.
+    #[inline]
+    fn partner_posted(&self, op: &crate::unroll::P2p) -> bool {
+        self.pc[op.partner.0 as usize] >= op.partner_ev
     }
 
     /// Runs rank `r` as far as it goes.
@@ -89,8 +89,8 @@ impl Sim<'_, '_, '_> {
             let blocked_on = match ev.kind {
                 EvKind::Copy(_) | EvKind::Post(_) => None,
                 EvKind::Blocking(i) => {
-                    let (q, j) = trace.ops[i as usize].partner;
-                    (!self.posted(q, j)).then_some(q)
+                    let op = &trace.ops[i as usize];
+                    (!self.partner_posted(op)).then_some(op.partner.0)
                 }
                 EvKind::Batch(a, b) => self.first_unposted(r, a, b, |k| k),
                 EvKind::Wait(a, b) => self.first_unposted(r, a, b, |k| trace.wait_ops[k as usize]),
@@ -113,10 +113,13 @@ impl Sim<'_, '_, '_> {
             moved = true;
         }
         if moved {
-            let ws = std::mem::take(&mut self.waiters[ri]);
-            for w in ws {
+            // keep the vector's capacity: ranks block again and again
+            let mut ws = std::mem::take(&mut self.waiters[ri]);
+            for &w in &ws {
                 self.wake(w);
             }
+            ws.clear();
+            self.waiters[ri] = ws;
         }
         Ok(())
     }
@@ -128,10 +131,10 @@ impl Sim<'_, '_, '_> {
         let ops = &self.un.ranks[ri].ops;
         let mut k = a.max(a + self.cursor[ri]);
         while k < b {
-            let (q, j) = ops[op_of(k) as usize].partner;
-            if !self.posted(q, j) {
+            let op = &ops[op_of(k) as usize];
+            if !self.partner_posted(op) {
                 self.cursor[ri] = k - a;
-                return Some(q);
+                return Some(op.partner.0);
             }
             k += 1;
         }

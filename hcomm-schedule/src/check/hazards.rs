@@ -7,11 +7,13 @@
 //! against them. Regions overlap when they share an element for some value of
 //! the length variables ([`crate::lin::overlaps`]).
 
+use smallvec::SmallVec;
+
 use crate::check::{tag_text, Situation};
 use crate::compile::CollKind;
 use crate::diag::{stmt_key, DiagKind, Diagnostic, Sink};
 use crate::lin::overlaps;
-use crate::unroll::{EvKind, P2p, Reg, Unrolled};
+use crate::unroll::{EvKind, P2p, RankTrace, Reg, Unrolled};
 
 fn overlap(a: &Reg, b: &Reg) -> bool {
     a.buf == b.buf && overlaps(&a.start, &a.end, &b.start, &b.end)
@@ -56,12 +58,11 @@ fn rank(un: &Unrolled<'_, '_>, r: u32, sink: &mut Sink) {
         let sit = un.at(r, ev.stmt, ev.ctx);
         let span = un.span(ev.stmt);
         let key = stmt_key(ev.stmt);
-        let mut accesses: Vec<Access<'_>> = Vec::new();
+        let mut accesses: SmallVec<[Access<'_>; 4]> = SmallVec::new();
         match ev.kind {
-            EvKind::Blocking(i) => accesses.push(op_access(&t.ops[i as usize])),
+            EvKind::Blocking(i) => accesses.push(op_access(un, t, i)),
             EvKind::Post(i) => {
-                let o = &t.ops[i as usize];
-                if let Some(d) = conflict(un, r, &sit, span, &op_access(o), &in_flight) {
+                if let Some(d) = conflict(un, r, &sit, span, &op_access(un, t, i), &in_flight) {
                     sink.push(key, d);
                 }
                 in_flight.push(i);
@@ -73,11 +74,11 @@ fn rank(un: &Unrolled<'_, '_>, r: u32, sink: &mut Sink) {
                 continue;
             }
             EvKind::Batch(a, b) => {
-                if let Some(d) = batch(un, r, &sit, &t.ops[a as usize..b as usize]) {
+                if let Some(d) = batch(un, r, &sit, t, a, b) {
                     sink.push(key, d);
                 }
-                for o in &t.ops[a as usize..b as usize] {
-                    accesses.push(op_access(o));
+                for i in a..b {
+                    accesses.push(op_access(un, t, i));
                 }
             }
             EvKind::Copy(ci) => {
@@ -185,9 +186,10 @@ fn rank(un: &Unrolled<'_, '_>, r: u32, sink: &mut Sink) {
     }
 }
 
-fn op_access(o: &P2p) -> Access<'_> {
+fn op_access<'a>(un: &'a Unrolled<'_, '_>, t: &RankTrace, i: u32) -> Access<'a> {
+    let o = &t.ops[i as usize];
     Access {
-        reg: &o.reg,
+        reg: &un.regs[o.reg as usize],
         read: o.send || o.reduce.is_some(),
         write: !o.send,
         what: match (o.send, o.mode) {
@@ -212,7 +214,8 @@ fn conflict(
     for &i in in_flight {
         let o = &t.ops[i as usize];
         let bad = if o.send { a.write } else { a.read || a.write };
-        if !bad || !overlap(a.reg, &o.reg) {
+        let oreg = &un.regs[o.reg as usize];
+        if !bad || !overlap(a.reg, oreg) {
             continue;
         }
         let h = un.prog.handle_names.get(o.handle as usize).copied().unwrap_or("?");
@@ -229,7 +232,7 @@ fn conflict(
                 "{sit}, rank {r}'s {} {verb} {} while `{h}` (`{req}` of {} {dir}{}) is in flight",
                 a.what,
                 reg_text(un, r, a.reg),
-                reg_text(un, r, &o.reg),
+                reg_text(un, r, oreg),
                 tag_text(o.tag)
             ),
         )
@@ -241,12 +244,27 @@ fn conflict(
 }
 
 /// The batch rule and overlaps inside one `batch`.
-fn batch(un: &Unrolled<'_, '_>, r: u32, sit: &Situation<'_>, ops: &[P2p]) -> Option<Diagnostic> {
+fn batch(
+    un: &Unrolled<'_, '_>,
+    r: u32,
+    sit: &Situation<'_>,
+    t: &RankTrace,
+    first: u32,
+    end: u32,
+) -> Option<Diagnostic> {
+    let ops: &[P2p] = &t.ops[first as usize..end as usize];
+    let regs: SmallVec<[&Reg; 8]> = ops.iter().map(|o| &un.regs[o.reg as usize]).collect();
     // batch rule: at most one send and one receive per peer
-    let mut keys: Vec<(u32, bool, usize)> = ops.iter().enumerate().map(|(i, o)| (o.peer, o.send, i)).collect();
+    let mut keys: SmallVec<[(u32, bool, usize); 8]> =
+        ops.iter().enumerate().map(|(i, o)| (o.peer, o.send, i)).collect();
     keys.sort_unstable();
-    for w in keys.windows(2) {
-        if w[0].0 == w[1].0 && w[0].1 == w[1].1 {
+    // of all repeated (peer, direction) pairs, the one repeated first
+    let dup = keys
+        .windows(2)
+        .filter(|w| w[0].0 == w[1].0 && w[0].1 == w[1].1)
+        .min_by_key(|w| w[1].2);
+    if let Some(w) = dup {
+        {
             let (peer, send) = (w[0].0, w[0].1);
             let (what, dir) = if send { ("sends", "to") } else { ("receives", "from") };
             let second = &ops[w[0].2.max(w[1].2)];
@@ -266,25 +284,25 @@ fn batch(un: &Unrolled<'_, '_>, r: u32, sit: &Situation<'_>, ops: &[P2p]) -> Opt
         }
     }
     // no two receives overlap, no receive overlaps a send
-    for (i, a) in ops.iter().enumerate() {
+    for (i, (a, &areg)) in ops.iter().zip(&regs).enumerate() {
         if a.send {
             continue;
         }
-        for (j, b) in ops.iter().enumerate() {
-            if i == j || (!b.send && j < i) || !overlap(&a.reg, &b.reg) {
+        for (j, (b, &breg)) in ops.iter().zip(&regs).enumerate() {
+            if i == j || (!b.send && j < i) || !overlap(areg, breg) {
                 continue;
             }
             let what = if b.send {
                 format!(
                     "receives into {} and sends from {}, which overlap",
-                    reg_text(un, r, &a.reg),
-                    reg_text(un, r, &b.reg)
+                    reg_text(un, r, areg),
+                    reg_text(un, r, breg)
                 )
             } else {
                 format!(
                     "receives into {} and {}, which overlap",
-                    reg_text(un, r, &a.reg),
-                    reg_text(un, r, &b.reg)
+                    reg_text(un, r, areg),
+                    reg_text(un, r, breg)
                 )
             };
             return Some(

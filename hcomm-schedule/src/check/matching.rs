@@ -14,26 +14,73 @@ struct Channel {
     recvs: Vec<(u32, u32)>,
 }
 
+/// Above this world size channels are found by hashing only (the dense
+/// table has `world^2` entries).
+const DENSE_LIMIT: usize = 1024;
+
 /// Pairs every message and sets each op's `partner`; returns the step-3
 /// diagnostics (empty when everything matches).
 pub(crate) fn check(un: &mut Unrolled<'_, '_>) -> Vec<Diagnostic> {
-    let mut chans: FxHashMap<(u32, u32, i64), Channel> = FxHashMap::default();
+    let w = un.ranks.len();
+    // channel ids: tag-0 channels through a dense (source, destination)
+    // table, others through a map
+    let mut dense: Vec<u32> = if w <= DENSE_LIMIT {
+        vec![NONE; w * w]
+    } else {
+        Vec::new()
+    };
+    let mut sparse: FxHashMap<(u32, u32, i64), u32> = FxHashMap::default();
+    let mut chans: Vec<Channel> = Vec::new();
+    let mut keys: Vec<(u32, u32, i64)> = Vec::new();
     for (r, t) in un.ranks.iter().enumerate() {
         let r = r as u32;
         for (i, op) in t.ops.iter().enumerate() {
-            if op.send {
-                chans.entry((r, op.peer, op.tag)).or_default().sends.push((r, i as u32));
+            let key = if op.send {
+                (r, op.peer, op.tag)
             } else {
-                chans.entry((op.peer, r, op.tag)).or_default().recvs.push((r, i as u32));
+                (op.peer, r, op.tag)
+            };
+            let slot = if key.2 == 0 && !dense.is_empty() {
+                dense.get_mut(key.0 as usize * w + key.1 as usize)
+            } else {
+                None
+            };
+            let id = match slot {
+                Some(s) => {
+                    if *s == NONE {
+                        *s = chans.len() as u32;
+                        chans.push(Channel::default());
+                        keys.push(key);
+                    }
+                    *s
+                }
+                None => *sparse.entry(key).or_insert_with(|| {
+                    chans.push(Channel::default());
+                    keys.push(key);
+                    chans.len() as u32 - 1
+                }),
+            };
+            let ch = &mut chans[id as usize];
+            if op.send {
+                ch.sends.push((r, i as u32));
+            } else {
+                ch.recvs.push((r, i as u32));
             }
         }
     }
-    // (sends, receives) on each op's channel, for messages
+    drop(dense);
+    // (sends, receives) on each unbalanced channel, for messages
     let mut counts: FxHashMap<(u32, u32, i64), (usize, usize)> = FxHashMap::default();
-    for (key, ch) in &chans {
+    for (key, ch) in keys.iter().zip(&chans) {
         for (s, r) in ch.sends.iter().zip(&ch.recvs) {
-            un.ranks[s.0 as usize].ops[s.1 as usize].partner = *r;
-            un.ranks[r.0 as usize].ops[r.1 as usize].partner = *s;
+            let s_ev = un.ranks[s.0 as usize].ops[s.1 as usize].ev;
+            let r_ev = un.ranks[r.0 as usize].ops[r.1 as usize].ev;
+            let so = &mut un.ranks[s.0 as usize].ops[s.1 as usize];
+            so.partner = *r;
+            so.partner_ev = r_ev;
+            let ro = &mut un.ranks[r.0 as usize].ops[r.1 as usize];
+            ro.partner = *s;
+            ro.partner_ev = s_ev;
         }
         if ch.sends.len() != ch.recvs.len() {
             counts.insert(*key, (ch.sends.len(), ch.recvs.len()));
@@ -58,7 +105,8 @@ pub(crate) fn check(un: &mut Unrolled<'_, '_>) -> Vec<Diagnostic> {
                 sink.push(stmt_key(op.stmt), unmatched(un, r, op, ns, nr));
             } else if op.send {
                 let other = &un.ranks[op.partner.0 as usize].ops[op.partner.1 as usize];
-                let (a, b) = (op.reg.len(), other.reg.len());
+                let a = un.regs[op.reg as usize].len();
+                let b = un.regs[other.reg as usize].len();
                 if a != b {
                     let names = &un.prog.len_names;
                     let msg = format!(
@@ -157,20 +205,20 @@ fn collective_shapes(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
             };
             let (li, lo) = (src.len(), dst.len());
             let problem = match c.kind {
-                CollKind::AllGather => (li.scale(g).ok() != Some(lo.clone())).then(|| {
+                CollKind::AllGather => (li.scale(g).ok() != Some(lo)).then(|| {
                     format!(
                         "an output of {} elements, but {g} ranks times an input of {} need {}",
                         lo.display(names),
                         li.display(names),
-                        li.scale(g).unwrap_or_else(|_| li.clone()).display(names)
+                        li.scale(g).unwrap_or(li).display(names)
                     )
                 }),
-                CollKind::ReduceScatter => (lo.scale(g).ok() != Some(li.clone())).then(|| {
+                CollKind::ReduceScatter => (lo.scale(g).ok() != Some(li)).then(|| {
                     format!(
                         "an input of {} elements, but {g} ranks times an output of {} need {}",
                         li.display(names),
                         lo.display(names),
-                        lo.scale(g).unwrap_or_else(|_| lo.clone()).display(names)
+                        lo.scale(g).unwrap_or(lo).display(names)
                     )
                 }),
                 CollKind::AllToAll => {

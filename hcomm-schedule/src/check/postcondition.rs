@@ -128,7 +128,7 @@ pub(crate) fn check(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
     };
     let nvars = un.prog.len_names.len();
     let mut points = vec![vec![1_i64; nvars]];
-    if nvars > 0 {
+    if nvars > 0 && !(nvars == 1 && homogeneous(un)) {
         points.push((0..nvars as i64).map(|i| i + 2).collect());
     }
     if let Some(d) = shapes(un, post) {
@@ -140,6 +140,23 @@ pub(crate) fn check(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
         }
     }
     Vec::new()
+}
+
+/// Whether every length and region bound is a multiple of the one length
+/// variable `n`. Then the run at `n = k` is the run at `n = 1` with every
+/// element split into `k` (chunk and block boundaries scale with `n`), so
+/// the second point adds nothing.
+fn homogeneous(un: &Unrolled<'_, '_>) -> bool {
+    let h = |r: &Reg| r.start.constant_term() == 0 && r.end.constant_term() == 0;
+    un.regs.iter().all(h)
+        && un.ranks.iter().all(|t| {
+            t.bufs.iter().all(|b| b.len.constant_term() == 0)
+                && t.copies.iter().all(|c| h(&c.src) && h(&c.dst))
+                && t.copies.iter().all(|c| h(&c.src) && h(&c.dst))
+                && t.colls
+                    .iter()
+                    .all(|c| c.src.as_ref().is_none_or(h) && c.dst.as_ref().is_none_or(h))
+        })
 }
 
 /// The buffer lengths the postcondition needs, compared as linear forms.
@@ -158,7 +175,7 @@ fn shapes(un: &Unrolled<'_, '_>, post: &CPost<'_>) -> Option<Diagnostic> {
                 "`{out_name}` has {} elements, but `all_gather` of `{in_name}` ({} elements) over {w} ranks needs {}",
                 lo.display(names),
                 li.display(names),
-                need(li, w).unwrap_or_else(|| li.clone()).display(names)
+                need(li, w).unwrap_or(*li).display(names)
             )
         }),
         PostKind::ReduceScatter { .. } => (need(lo, w).as_ref() != Some(li)).then(|| {
@@ -166,7 +183,7 @@ fn shapes(un: &Unrolled<'_, '_>, post: &CPost<'_>) -> Option<Diagnostic> {
                 "`{in_name}` has {} elements, but `reduce_scatter` into `{out_name}` ({} elements) over {w} ranks needs {}",
                 li.display(names),
                 lo.display(names),
-                need(lo, w).unwrap_or_else(|| lo.clone()).display(names)
+                need(lo, w).unwrap_or(*lo).display(names)
             )
         }),
         PostKind::AllToAll { .. } => (li != lo || !li.divisible_by(w)).then(|| {
@@ -203,8 +220,15 @@ struct Exec<'u, 'p, 's> {
     un: &'u Unrolled<'p, 's>,
     point: &'u [i64],
     data: Vec<Vec<Vec<Val>>>,
+    /// Whether `writer` is kept (only to name the statement at fault).
+    track: bool,
     writer: Vec<Vec<Vec<u32>>>,
-    sent: Vec<Vec<Option<Vec<Val>>>>,
+    /// Per rank and op: offset of a send's snapshot in `arena`, or NONE.
+    sent: Vec<Vec<u32>>,
+    arena: Vec<Val>,
+    tmp: Vec<Val>,
+    /// [`Unrolled::regs`] evaluated at `point`: (buffer, start, end).
+    op_ranges: Vec<Option<(usize, usize, usize)>>,
     pc: Vec<u32>,
     arrived: Vec<bool>,
     waiters: Vec<Vec<u32>>,
@@ -217,7 +241,14 @@ struct Exec<'u, 'p, 's> {
 /// 1-6; the postcondition is then not judged).
 struct Skip;
 
+/// Runs at one point; a violation found without tracking writers is
+/// recomputed with tracking, to name the statement that wrote the element.
 fn run_at(un: &Unrolled<'_, '_>, post: &CPost<'_>, point: &[i64]) -> Option<Diagnostic> {
+    run_tracked(un, post, point, false)?;
+    run_tracked(un, post, point, true)
+}
+
+fn run_tracked(un: &Unrolled<'_, '_>, post: &CPost<'_>, point: &[i64], track: bool) -> Option<Diagnostic> {
     let mut total = 0_usize;
     let mut data = Vec::with_capacity(un.ranks.len());
     let mut writer = Vec::with_capacity(un.ranks.len());
@@ -242,7 +273,7 @@ fn run_at(un: &Unrolled<'_, '_>, post: &CPost<'_>, point: &[i64]) -> Option<Diag
                 vec![Val::Undef; len]
             };
             bufs.push(v);
-            ws.push(vec![NONE; len]);
+            ws.push(if track { vec![NONE; len] } else { Vec::new() });
         }
         data.push(bufs);
         writer.push(ws);
@@ -253,7 +284,19 @@ fn run_at(un: &Unrolled<'_, '_>, post: &CPost<'_>, point: &[i64]) -> Option<Diag
         point,
         data,
         writer,
-        sent: un.ranks.iter().map(|t| vec![None; t.ops.len()]).collect(),
+        track,
+        sent: un.ranks.iter().map(|t| vec![NONE; t.ops.len()]).collect(),
+        arena: Vec::new(),
+        tmp: Vec::new(),
+        op_ranges: un
+            .regs
+            .iter()
+            .map(|r| {
+                let s = usize::try_from(r.start.eval_at(point)?).ok()?;
+                let e = usize::try_from(r.end.eval_at(point)?).ok()?;
+                (s <= e).then_some((r.buf as usize, s, e))
+            })
+            .collect(),
         pc: vec![0; n],
         arrived: vec![false; n],
         waiters: vec![Vec::new(); n],
@@ -291,6 +334,18 @@ impl Exec<'_, '_, '_> {
         Ok((reg.buf as usize, s, e))
     }
 
+    /// The concrete range of an interned region, checked against rank
+    /// `r`'s buffer.
+    #[inline]
+    fn op_range(&self, r: u32, reg: u32) -> Result<(usize, usize, usize), Skip> {
+        let (b, s, e) = self.op_ranges.get(reg as usize).copied().flatten().ok_or(Skip)?;
+        let len = self.data[r as usize].get(b).map_or(0, Vec::len);
+        if e > len {
+            return Err(Skip);
+        }
+        Ok((b, s, e))
+    }
+
     fn read(&self, r: u32, reg: &Reg) -> Result<Vec<Val>, Skip> {
         let (b, s, e) = self.range(r, reg)?;
         Ok(self.data[r as usize][b][s..e].to_vec())
@@ -310,17 +365,34 @@ impl Exec<'_, '_, '_> {
                 }
             }
         }
-        for w in &mut self.writer[r as usize][b][s..e] {
-            *w = stmt;
+        if self.track {
+            for w in &mut self.writer[r as usize][b][s..e] {
+                *w = stmt;
+            }
         }
         Ok(())
     }
 
+    /// `copy`/`accumulate` within one rank (through `tmp`, no allocation).
+    fn local(&mut self, r: u32, src: &Reg, dst: &Reg, op: Option<Op>, stmt: u32) -> Result<(), Skip> {
+        let (b, s, e) = self.range(r, src)?;
+        let mut tmp = std::mem::take(&mut self.tmp);
+        tmp.clear();
+        tmp.extend_from_slice(&self.data[r as usize][b][s..e]);
+        let res = self.write(r, dst, &tmp, op, stmt);
+        self.tmp = tmp;
+        res
+    }
+
     fn snapshot(&mut self, r: u32, i: u32) -> Result<(), Skip> {
-        let o = &self.un.ranks[r as usize].ops[i as usize];
-        if o.send {
-            let v = self.read(r, &o.reg)?;
-            self.sent[r as usize][i as usize] = Some(v);
+        let t = &self.un.ranks[r as usize];
+        if t.ops[i as usize].send {
+            let (b, s, e) = self.op_range(r, t.ops[i as usize].reg)?;
+            if self.arena.len() + (e - s) > MAX_ELEMENTS {
+                return Err(Skip);
+            }
+            self.sent[r as usize][i as usize] = self.arena.len() as u32;
+            self.arena.extend_from_slice(&self.data[r as usize][b][s..e]);
         }
         Ok(())
     }
@@ -330,7 +402,7 @@ impl Exec<'_, '_, '_> {
     fn available(&self, r: u32, i: u32) -> Result<(), u32> {
         let (q, j) = self.un.ranks[r as usize].ops[i as usize].partner;
         match self.sent.get(q as usize).and_then(|s| s.get(j as usize)) {
-            Some(Some(_)) => Ok(()),
+            Some(&off) if off != NONE => Ok(()),
             _ => Err(q),
         }
     }
@@ -338,14 +410,30 @@ impl Exec<'_, '_, '_> {
     fn deliver(&mut self, r: u32, i: u32) -> Result<(), Skip> {
         let o = &self.un.ranks[r as usize].ops[i as usize];
         let (q, j) = o.partner;
-        let vals = self
+        let off = self
             .sent
-            .get_mut(q as usize)
-            .and_then(|s| s.get_mut(j as usize))
-            .and_then(Option::take)
-            .ok_or(Skip)?;
-        let (reg, reduce, stmt) = (o.reg.clone(), o.reduce, o.stmt);
-        self.write(r, &reg, &vals, reduce, stmt)
+            .get(q as usize)
+            .and_then(|s| s.get(j as usize))
+            .copied()
+            .filter(|&x| x != NONE)
+            .ok_or(Skip)? as usize;
+        let (b, s, e) = self.op_range(r, o.reg)?;
+        let src = self.arena.get(off..off + (e - s)).ok_or(Skip)?;
+        let dst = &mut self.data[r as usize][b][s..e];
+        match o.reduce {
+            None => dst.clone_from_slice(src),
+            Some(op) => {
+                for (d, v) in dst.iter_mut().zip(src) {
+                    *d = combine(d, v, op);
+                }
+            }
+        }
+        if self.track {
+            for w in &mut self.writer[r as usize][b][s..e] {
+                *w = o.stmt;
+            }
+        }
+        Ok(())
     }
 
     fn run(&mut self, r: u32) -> Result<(), Skip> {
@@ -359,8 +447,7 @@ impl Exec<'_, '_, '_> {
             let blocked: Option<u32> = match ev.kind {
                 EvKind::Copy(ci) => {
                     let c = &t.copies[ci as usize];
-                    let v = self.read(r, &c.src)?;
-                    self.write(r, &c.dst, &v, c.op, ev.stmt)?;
+                    self.local(r, &c.src, &c.dst, c.op, ev.stmt)?;
                     None
                 }
                 EvKind::Post(i) => {
@@ -431,9 +518,12 @@ impl Exec<'_, '_, '_> {
             moved = true;
         }
         if moved {
-            for w in std::mem::take(&mut self.waiters[ri]) {
+            let mut ws = std::mem::take(&mut self.waiters[ri]);
+            for &w in &ws {
                 self.wake(w);
             }
+            ws.clear();
+            self.waiters[ri] = ws;
         }
         Ok(())
     }

@@ -286,10 +286,7 @@ pub(crate) fn let_(text: &str, value: Expr) -> Stmt {
 }
 
 pub(crate) fn scratch(text: &str, len: Expr) -> Stmt {
-    st(StmtKind::Scratch {
-        name: ident(text),
-        len,
-    })
+    st(StmtKind::Scratch { name: ident(text), len })
 }
 
 pub(crate) fn for_(v: &str, start: impl Into<Expr>, end: impl Into<Expr>, body: Vec<Stmt>) -> Stmt {
@@ -303,12 +300,7 @@ pub(crate) fn for_(v: &str, start: impl Into<Expr>, end: impl Into<Expr>, body: 
     })
 }
 
-pub(crate) fn for_rev(
-    v: &str,
-    start: impl Into<Expr>,
-    end: impl Into<Expr>,
-    body: Vec<Stmt>,
-) -> Stmt {
+pub(crate) fn for_rev(v: &str, start: impl Into<Expr>, end: impl Into<Expr>, body: Vec<Stmt>) -> Stmt {
     st(StmtKind::For {
         var: ident(v),
         start: start.into(),
@@ -338,10 +330,7 @@ pub(crate) fn coll(kind: Collective) -> Stmt {
 }
 
 pub(crate) fn coll_over(kind: Collective, over: Expr) -> Stmt {
-    st(StmtKind::Collective {
-        kind,
-        over: Some(over),
-    })
+    st(StmtKind::Collective { kind, over: Some(over) })
 }
 
 pub(crate) fn bref(index: usize, text: &str) -> BufRef {
@@ -455,14 +444,7 @@ pub(crate) fn find_stmt<'a>(body: &'a [Stmt], f: &dyn Fn(&Stmt) -> bool) -> Opti
         }
         let inner: Vec<&Vec<Stmt>> = match &s.kind {
             StmtKind::Batch { body } | StmtKind::For { body, .. } => vec![body],
-            StmtKind::If {
-                branches,
-                else_body,
-            } => branches
-                .iter()
-                .map(|(_, b)| b)
-                .chain(else_body.iter())
-                .collect(),
+            StmtKind::If { branches, else_body } => branches.iter().map(|(_, b)| b).chain(else_body.iter()).collect(),
             _ => Vec::new(),
         };
         for b in inner {

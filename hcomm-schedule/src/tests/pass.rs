@@ -21,10 +21,7 @@ pub(crate) fn ring_all_gather(lo: i64, hi: i64) -> Schedule {
                 world() - 1,
                 vec![batch(vec![
                     send(p(1, "output").chunk((rank() - var("s")) % world()), right()),
-                    recv(
-                        p(1, "output").chunk((rank() - var("s") - 1) % world()),
-                        left(),
-                    ),
+                    recv(p(1, "output").chunk((rank() - var("s") - 1) % world()), left()),
                 ])],
             ),
         ])
@@ -150,11 +147,7 @@ pub(crate) fn ring_all_reduce() -> Schedule {
                 world() - 1,
                 vec![batch(vec![
                     send(out().chunk((rank() - var("s")) % world()), right()),
-                    recv_reduce(
-                        out().chunk((rank() - var("s") - 1) % world()),
-                        left(),
-                        Op::Sum,
-                    ),
+                    recv_reduce(out().chunk((rank() - var("s") - 1) % world()), left(), Op::Sum),
                 ])],
             ),
             // all-gather of the complete chunks
@@ -363,4 +356,70 @@ fn nonblocking_ring_with_waits() {
             ),
         ]);
     assert_ok(&s);
+}
+
+#[test]
+fn recursive_doubling_all_reduce_with_accumulate() {
+    let s = S::new("rd_all_reduce")
+        .output("buf", n() * 2 + 1)
+        .worlds(1, 32)
+        .requires(call(Func::IsPow2, vec![world()]))
+        .post(PostKind::AllReduce {
+            input: bref(0, "buf"),
+            output: bref(0, "buf"),
+            op: Op::Sum,
+        })
+        .body(vec![
+            scratch("tmp", n() * 2 + 1),
+            for_(
+                "k",
+                0,
+                log2(world()),
+                vec![
+                    let_("peer", rank() ^ pow2(var("k"))),
+                    batch(vec![send(p(0, "buf"), var("peer")), recv(scr("tmp"), var("peer"))]),
+                    accumulate(scr("tmp"), p(0, "buf"), Op::Sum),
+                ],
+            ),
+        ]);
+    assert_ok(&s);
+    // with `max` in the accumulate the postcondition (a sum) fails
+    let mut bad = s.clone();
+    if let StmtKind::For { body, .. } = &mut bad.body[1].kind {
+        body[2] = accumulate(scr("tmp"), p(0, "buf"), Op::Max);
+    }
+    let d = verify(&bad);
+    assert_eq!(d.len(), 1);
+    assert!(
+        d[0].message.starts_with("with world = 2, rank 0 ends with buf element 0 = a `max` of 2 contributions (rank 0's initial buf element 0, rank 1's initial buf element 0), expected the `sum` of every rank's buf element 0, each once"),
+        "{}",
+        d[0]
+    );
+}
+
+/// `cargo test --release -p hcomm-schedule -- --ignored --nocapture timing`
+#[test]
+#[ignore = "timing, run in release"]
+fn timing_ring_all_gather() {
+    for hi in [16, 64, 256] {
+        let s = ring_all_gather(1, hi);
+        let t = std::time::Instant::now();
+        assert!(verify(&s).is_empty());
+        println!("ring all-gather 1..={hi}: {:?}", t.elapsed());
+    }
+    let s = ring_all_reduce();
+    let t = std::time::Instant::now();
+    assert!(verify(&s).is_empty());
+    println!("ring all-reduce 1..=24: {:?}", t.elapsed());
+}
+
+#[test]
+fn sizes() {
+    println!(
+        "P2p {} Reg {} Event {} Val {}",
+        std::mem::size_of::<crate::unroll::P2p>(),
+        std::mem::size_of::<crate::unroll::Reg>(),
+        std::mem::size_of::<crate::unroll::Event>(),
+        std::mem::size_of::<crate::lin::Lin>()
+    );
 }

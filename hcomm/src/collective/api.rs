@@ -2,7 +2,7 @@
 //! header, algorithm choice, tracing, then the algorithm.
 
 use super::raw::{Ctx, RawBuf};
-use super::{bruck, direct, halving_doubling, pairwise, ring, tree, Algorithm, CollHeader, Collective};
+use super::{direct, halving_doubling, ring, schedules, tree, Algorithm, CollHeader, Collective};
 use crate::backend::NativeCall;
 use crate::buffer::{Buffer, BufferMut};
 use crate::comm::Comm;
@@ -121,9 +121,9 @@ impl Comm {
                     Algorithm::HalvingDoubling => halving_doubling::all_reduce(&c, recv, op),
                     Algorithm::ReduceBroadcast => {
                         tree::reduce(&c, recv, op, 0)?;
-                        tree::broadcast(&c, recv, 0)
+                        schedules::broadcast(&c, recv, 0)
                     }
-                    _ => ring::all_reduce(&c, recv, op),
+                    _ => schedules::ring_all_reduce(&c, recv, op),
                 }
             }
         })();
@@ -176,19 +176,7 @@ impl Comm {
                 return r;
             }
             // SAFETY: forwarded from the caller.
-            unsafe { send.copy_to(recv.block(self.rank(), n)) };
-            if self.world() == 1 {
-                return Ok(());
-            }
-            let c = self.ctx(header);
-            // SAFETY: `recv` is valid and writable for the whole call.
-            unsafe {
-                match algorithm {
-                    Algorithm::RecursiveDoubling => halving_doubling::all_gather(&c, recv),
-                    Algorithm::Bruck => bruck::all_gather(&c, recv, n),
-                    _ => ring::all_gather(&c, recv),
-                }
-            }
+            unsafe { schedules::all_gather(&self.ctx(header), algorithm, send, recv) }
         })();
         self.confirm(&header, result)
     }
@@ -312,12 +300,12 @@ impl Comm {
             // SAFETY: forwarded from the caller.
             unsafe {
                 match algorithm {
-                    Algorithm::Direct => pairwise::all_to_all_direct(
+                    Algorithm::Direct => direct::all_to_all_direct(
                         &c,
                         (0..w).map(|j| send.block(j, block)),
                         (0..w).map(|j| recv.block(j, block)),
                     ),
-                    _ => pairwise::all_to_all(&c, send, recv, block),
+                    _ => schedules::all_to_all(&c, send, recv),
                 }
             }
         })();
@@ -392,7 +380,7 @@ impl Comm {
             }
             let c = self.ctx(header);
             // SAFETY: the views are disjoint parts of two distinct borrows.
-            unsafe { pairwise::all_to_all_direct(&c, sends.into_iter(), recvs.into_iter()) }
+            unsafe { direct::all_to_all_direct(&c, sends.into_iter(), recvs.into_iter()) }
         })();
         self.confirm(&header, result)
     }
@@ -443,7 +431,7 @@ impl Comm {
                         x.run("broadcast scatter")?;
                         ring::all_gather_phase(&c, buf, w - 1)
                     }
-                    _ => tree::broadcast(&c, buf, root),
+                    _ => schedules::broadcast(&c, buf, root),
                 }
             }
         })();

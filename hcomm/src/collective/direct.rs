@@ -1,4 +1,5 @@
-//! Rooted direct algorithms (gather, scatter) and the dissemination barrier.
+//! Direct algorithms (every message of a collective posted in one batch):
+//! all-to-all(v), gather and scatter; and the dissemination barrier.
 
 use super::raw::{Ctx, RawBuf};
 use crate::element::Element;
@@ -68,4 +69,28 @@ pub(super) fn barrier(c: &Ctx<'_>) -> Result<()> {
         d *= 2;
     }
     Ok(())
+}
+
+/// Direct all-to-all(v): every block posted at once. `sends[j]` goes to rank
+/// `j`, `recvs[j]` comes from rank `j`.
+///
+/// # Safety
+///
+/// Every view valid, receive views writable and disjoint from all others.
+pub(super) unsafe fn all_to_all_direct<T: Element>(
+    c: &Ctx<'_>,
+    sends: impl Iterator<Item = RawBuf<T>>,
+    recvs: impl Iterator<Item = RawBuf<T>>,
+) -> Result<()> {
+    let mut x = c.xfer();
+    for (peer, (s, r)) in sends.zip(recvs).enumerate() {
+        if peer == c.rank {
+            // SAFETY: forwarded from the caller.
+            unsafe { s.copy_to(r) };
+        } else {
+            x.send(s, peer, 0).recv(r, peer, 0);
+        }
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe { x.run("direct all-to-all") }
 }

@@ -1,7 +1,7 @@
-//! Recursive halving and doubling: all-reduce as recursive-halving
-//! reduce-scatter then recursive-doubling all-gather (Rabenseifner), the
-//! recursive-doubling all-gather and the recursive-halving reduce-scatter.
-//! A non-power-of-two world first folds its extra ranks into partners.
+//! Recursive halving and doubling over nearly equal parts (any length):
+//! all-reduce as recursive-halving reduce-scatter then recursive-doubling
+//! all-gather (Rabenseifner; a non-power-of-two world first folds its extra
+//! ranks into partners), and the recursive-halving reduce-scatter.
 
 use super::raw::{Ctx, RawBuf};
 use crate::element::{Element, ReduceOp};
@@ -116,17 +116,6 @@ pub(super) unsafe fn all_reduce<T: Element>(c: &Ctx<'_>, buf: RawBuf<T>, op: Red
         unsafe { x.run("halving-doubling unfold")? };
     }
     Ok(())
-}
-
-/// Recursive-doubling all-gather; `out` holds `world` equal blocks, this
-/// rank's already in place. Power-of-two worlds only.
-///
-/// # Safety
-///
-/// `out` valid and writable for the whole call.
-pub(super) unsafe fn all_gather<T: Element>(c: &Ctx<'_>, out: RawBuf<T>) -> Result<()> {
-    // SAFETY: forwarded.
-    unsafe { doubling(c, out, c.rank, c.world, &|v| v) }
 }
 
 /// Recursive-halving reduce-scatter of `work` (a scratch copy of the input)

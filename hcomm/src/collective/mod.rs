@@ -2,12 +2,11 @@
 //! rank exchanges, algorithm selection, and the algorithms themselves.
 
 mod api;
-mod bruck;
 mod direct;
 mod halving_doubling;
-mod pairwise;
 mod raw;
 mod ring;
+mod schedules;
 mod select;
 mod tree;
 

@@ -144,6 +144,9 @@ impl<'c> Xfer<'c> {
 
     /// A group of user point-to-point operations.
     pub(crate) fn p2p(comm: &'c Comm) -> Self {
+        if let Some(header) = &comm.traffic {
+            return Xfer::coll(comm, header);
+        }
         Xfer {
             comm,
             header: None,

@@ -1,6 +1,8 @@
-//! Ring algorithms: all-reduce as reduce-scatter then all-gather, ring
-//! all-gather and ring reduce-scatter. Each step moves one part to the right
-//! neighbour and takes one from the left, in pipelined segments.
+//! Ring phases over `world` nearly equal parts (any length): the ring
+//! reduce-scatter and the all-gather phase of the scatter + all-gather
+//! broadcast. Each step moves one part to the right neighbour and takes one
+//! from the left, in pipelined segments. (Ring all-reduce and ring
+//! all-gather are schedules: see `schedules.rs`.)
 
 use super::raw::{Ctx, RawBuf};
 use crate::element::{Element, ReduceOp};
@@ -65,29 +67,6 @@ pub(super) unsafe fn all_gather_phase<T: Element>(c: &Ctx<'_>, buf: RawBuf<T>, o
         }
     }
     Ok(())
-}
-
-/// Ring all-reduce of `buf`, in place.
-///
-/// # Safety
-///
-/// `buf` valid and writable for the whole call.
-pub(super) unsafe fn all_reduce<T: Element>(c: &Ctx<'_>, buf: RawBuf<T>, op: ReduceOp) -> Result<()> {
-    // SAFETY: forwarded.
-    unsafe {
-        reduce_scatter_phase(c, buf, op, 0)?;
-        all_gather_phase(c, buf, 0)
-    }
-}
-
-/// Ring all-gather: `out` holds `world` blocks, this rank's already in place.
-///
-/// # Safety
-///
-/// `out` valid and writable for the whole call.
-pub(super) unsafe fn all_gather<T: Element>(c: &Ctx<'_>, out: RawBuf<T>) -> Result<()> {
-    // SAFETY: forwarded; with offset `world - 1` rank r starts from block r.
-    unsafe { all_gather_phase(c, out, c.world - 1) }
 }
 
 /// Ring reduce-scatter of `work` (a scratch copy of the input) in place;

@@ -4,38 +4,6 @@ use super::raw::{Ctx, RawBuf};
 use crate::element::{Element, ReduceOp};
 use crate::error::Result;
 
-/// Binomial-tree broadcast of `buf` from `root`, in place.
-///
-/// # Safety
-///
-/// `buf` valid and writable (read-only on the root) for the whole call.
-pub(super) unsafe fn broadcast<T: Element>(c: &Ctx<'_>, buf: RawBuf<T>, root: usize) -> Result<()> {
-    let w = c.world;
-    let v = (c.rank + w - root) % w;
-    let real = |v: usize| (v + root) % w;
-    let mut mask = 1;
-    while mask < w {
-        if v & mask != 0 {
-            let mut x = c.xfer();
-            x.recv(buf, real(v - mask), 0);
-            // SAFETY: one valid writable buffer.
-            unsafe { x.run("binomial broadcast receive")? };
-            break;
-        }
-        mask <<= 1;
-    }
-    let mut x = c.xfer();
-    mask >>= 1;
-    while mask > 0 {
-        if v + mask < w {
-            x.send(buf, real(v + mask), 0);
-        }
-        mask >>= 1;
-    }
-    // SAFETY: sends only, from one valid buffer.
-    unsafe { x.run("binomial broadcast send") }
-}
-
 /// Binomial-tree reduce to `root`: `acc` starts as this rank's contribution
 /// and, on the root, ends as the result. Children's partial results are
 /// combined into `acc` as they arrive.

@@ -1,0 +1,219 @@
+//! The built-in algorithms that the schedule language can express, written
+//! in it: each is checked at every build (matching, deadlock freedom,
+//! hazards and its postcondition) for its whole `#[verify]` range, and at run
+//! time, once per size, for larger communicators.
+//!
+//! The collectives call these with a handle whose messages belong to the
+//! collective (`Comm::for_collective`), so they never match user messages.
+
+use super::raw::{Ctx, RawBuf};
+use super::Algorithm;
+use crate::comm_schedule;
+use crate::element::{Element, ReduceOp};
+use crate::error::Result;
+
+comm_schedule! {
+    /// Ring all-gather: `world - 1` steps, each passes one block to the right.
+    #[verify(world in 1..=32)]
+    #[postcondition(all_gather(input -> output))]
+    pub(crate) fn ring_all_gather(input: &[T; n], output: &mut [T; n * world]) {
+        copy input -> output.chunk(rank);
+        for s in 0..world - 1 {
+            batch {
+                send output.chunk((rank - s) % world) to (rank + 1) % world;
+                recv output.chunk((rank - s - 1) % world) from (rank - 1) % world;
+            }
+        }
+    }
+
+    /// Recursive-doubling all-gather: partners `2^k` apart swap all they
+    /// have gathered so far.
+    #[verify(world in 1..=32)]
+    #[requires(is_pow2(world))]
+    #[postcondition(all_gather(input -> output))]
+    pub(crate) fn recursive_doubling_all_gather(input: &[T; n], output: &mut [T; n * world]) {
+        copy input -> output.chunk(rank);
+        for k in 0..log2(world) {
+            let d = pow2(k);
+            let peer = rank ^ d;
+            let mine = rank / d * d;
+            let theirs = peer / d * d;
+            batch {
+                send output[mine * n..(mine + d) * n] to peer;
+                recv output[theirs * n..(theirs + d) * n] from peer;
+            }
+        }
+    }
+
+    /// Bruck's all-gather for any world size: gathers rotated into a
+    /// scratch buffer in `ceil(log2(world))` steps, then rotates into place.
+    #[verify(world in 1..=32)]
+    #[postcondition(all_gather(input -> output))]
+    pub(crate) fn bruck_all_gather(input: &[T; n], output: &mut [T; n * world]) {
+        let tmp = scratch[T; n * world];
+        copy input -> tmp.chunk(0);
+        if world > 1 {
+            for k in 0..log2(world - 1) + 1 {
+                let d = pow2(k);
+                let count = min(d, world - d);
+                batch {
+                    send tmp[0..count * n] to (rank - d) % world;
+                    recv tmp[d * n..(d + count) * n] from (rank + d) % world;
+                }
+            }
+        }
+        for i in 0..world {
+            copy tmp.chunk(i) -> output.chunk((rank + i) % world);
+        }
+    }
+
+    /// Pairwise all-to-all: in step `s` send to `rank + s`, receive from
+    /// `rank - s`.
+    #[verify(world in 1..=32)]
+    #[postcondition(all_to_all(input -> output))]
+    pub(crate) fn pairwise_all_to_all(input: &[T; n * world], output: &mut [T; n * world]) {
+        copy input.chunk(rank) -> output.chunk(rank);
+        for s in 1..world {
+            batch {
+                send input.chunk((rank + s) % world) to (rank + s) % world;
+                recv output.chunk((rank - s) % world) from (rank - s) % world;
+            }
+        }
+    }
+
+    /// Binomial-tree broadcast from `root`: in round `k` every rank that has
+    /// the data passes it `2^k` ranks further.
+    #[verify(world in 1..=32, root in 0..world)]
+    #[postcondition(broadcast(buf, root = root))]
+    pub(crate) fn binomial_broadcast(buf: &mut [T; n], root: usize) {
+        let v = (rank - root) % world;
+        if world > 1 {
+            for k in 0..log2(world - 1) + 1 {
+                let d = pow2(k);
+                if v < d && v + d < world {
+                    send buf to (v + d + root) % world;
+                } else if v >= d && v < 2 * d {
+                    recv buf from (v - d + root) % world;
+                }
+            }
+        }
+    }
+}
+
+/// Ring all-reduce in place, one schedule per operator: a reduce-scatter
+/// ring (receives combine into the block), then an all-gather ring.
+macro_rules! ring_all_reduce {
+    ($($name:ident => $op:ident),* $(,)?) => {$(
+        comm_schedule! {
+            #[doc = concat!("Ring all-reduce (`", stringify!($op), "`) of `buf`, in place.")]
+            #[verify(world in 1..=32)]
+            #[postcondition(all_reduce(buf, $op))]
+            pub(crate) fn $name(buf: &mut [T; n * world]) {
+                for s in 0..world - 1 {
+                    batch {
+                        send buf.chunk((rank - s) % world) to (rank + 1) % world;
+                        recv buf.chunk((rank - s - 1) % world) from (rank - 1) % world reduce $op;
+                    }
+                }
+                for s in 0..world - 1 {
+                    batch {
+                        send buf.chunk((rank + 1 - s) % world) to (rank + 1) % world;
+                        recv buf.chunk((rank - s) % world) from (rank - 1) % world;
+                    }
+                }
+            }
+        }
+    )*};
+}
+
+ring_all_reduce!(ring_all_reduce_sum => sum, ring_all_reduce_prod => prod, ring_all_reduce_max => max, ring_all_reduce_min => min);
+
+/// Ring all-reduce of `buf` in place with the schedule for `op`. The buffer
+/// goes through the ring in pieces of about `segment_bytes` per rank (a
+/// multiple of the world size, so the schedule's chunks divide evenly),
+/// which keeps each piece's working set in cache; a tail shorter than the
+/// world size goes through halving-doubling.
+///
+/// # Safety
+///
+/// `buf` valid, writable and not accessed otherwise for the whole call.
+pub(super) unsafe fn ring_all_reduce<T: Element>(c: &Ctx<'_>, buf: RawBuf<T>, op: ReduceOp) -> Result<()> {
+    let w = c.world;
+    let coll = c.comm.for_collective(&c.header);
+    let piece = (c.segment_bytes / size_of::<T>() / w).max(1) * w;
+    let bulk = buf.len - buf.len % w;
+    let mut start = 0;
+    while start < bulk {
+        let len = piece.min(bulk - start);
+        // SAFETY: a sub-range of `buf`, which the caller lends exclusively.
+        let slice = unsafe { buf.sub(start, len).as_mut_slice() };
+        match op {
+            ReduceOp::Sum => ring_all_reduce_sum(&coll, slice)?,
+            ReduceOp::Prod => ring_all_reduce_prod(&coll, slice)?,
+            ReduceOp::Max => ring_all_reduce_max(&coll, slice)?,
+            ReduceOp::Min => ring_all_reduce_min(&coll, slice)?,
+        }
+        start += len;
+    }
+    if bulk < buf.len {
+        // SAFETY: the tail of `buf`, lent exclusively.
+        unsafe { super::halving_doubling::all_reduce(c, buf.sub(bulk, buf.len - bulk), op)? };
+    }
+    Ok(())
+}
+
+/// All-gather with the schedule for `algorithm` (ring, recursive doubling or
+/// Bruck).
+///
+/// # Safety
+///
+/// `send` valid; `recv` valid, writable, disjoint from `send`, of length
+/// `send.len * world`, for the whole call.
+pub(super) unsafe fn all_gather<T: Element>(
+    c: &Ctx<'_>,
+    algorithm: Algorithm,
+    send: RawBuf<T>,
+    recv: RawBuf<T>,
+) -> Result<()> {
+    if send.len == 0 {
+        return Ok(()); // schedule length variables are >= 1; nothing moves
+    }
+    let coll = c.comm.for_collective(&c.header);
+    // SAFETY: forwarded from the caller; the two views are disjoint.
+    let (input, output) = unsafe { (send.as_slice(), recv.as_mut_slice()) };
+    match algorithm {
+        Algorithm::RecursiveDoubling => recursive_doubling_all_gather(&coll, input, output),
+        Algorithm::Bruck => bruck_all_gather(&coll, input, output),
+        _ => ring_all_gather(&coll, input, output),
+    }
+}
+
+/// Pairwise all-to-all with the schedule.
+///
+/// # Safety
+///
+/// `send` valid; `recv` valid, writable, disjoint from `send`, of equal
+/// length divisible by the world size, for the whole call.
+pub(super) unsafe fn all_to_all<T: Element>(c: &Ctx<'_>, send: RawBuf<T>, recv: RawBuf<T>) -> Result<()> {
+    if send.len == 0 {
+        return Ok(());
+    }
+    let coll = c.comm.for_collective(&c.header);
+    // SAFETY: forwarded from the caller; the two views are disjoint.
+    let (input, output) = unsafe { (send.as_slice(), recv.as_mut_slice()) };
+    pairwise_all_to_all(&coll, input, output)
+}
+
+/// Binomial-tree broadcast with the schedule.
+///
+/// # Safety
+///
+/// `buf` valid, writable and not accessed otherwise for the whole call.
+pub(super) unsafe fn broadcast<T: Element>(c: &Ctx<'_>, buf: RawBuf<T>, root: usize) -> Result<()> {
+    if buf.len == 0 {
+        return Ok(());
+    }
+    let coll = c.comm.for_collective(&c.header);
+    // SAFETY: forwarded from the caller.
+    binomial_broadcast(&coll, unsafe { buf.as_mut_slice() }, root)
+}
