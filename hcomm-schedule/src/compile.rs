@@ -9,6 +9,9 @@ use crate::ir::{
     Schedule, SpanId, Stmt, StmtKind, UnOp, WorldSet,
 };
 
+/// At most this many world sizes in a verify set.
+pub(crate) const MAX_WORLDS: usize = 1 << 16;
+
 /// Slot of `rank`.
 pub(crate) const RANK: u32 = 0;
 /// Slot of `world`.
@@ -1045,6 +1048,17 @@ impl<'s> Compiler<'s> {
 
     fn verify_set(&mut self) {
         let v = &self.s.verify;
+        if let WorldSet::Range { lo, hi, inclusive } = &v.world {
+            let size = i128::from(*hi) - i128::from(*lo) + i128::from(*inclusive);
+            if size > MAX_WORLDS as i128 {
+                self.key = span_key(v.span);
+                self.error(
+                    DiagKind::EvaluationError,
+                    v.span,
+                    format!("`#[verify]` holds {size} world sizes; at most {MAX_WORLDS} can be checked"),
+                );
+            }
+        }
         let bad = match &v.world {
             WorldSet::Range { lo, hi, inclusive } => {
                 let nonempty = if *inclusive { lo <= hi } else { lo < hi };

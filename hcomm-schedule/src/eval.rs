@@ -42,6 +42,7 @@ impl fmt::Display for EvalError {
 impl std::error::Error for EvalError {}
 
 /// `a / b` rounded toward negative infinity.
+#[inline]
 pub fn div_floor(a: i64, b: i64) -> Result<i64, EvalError> {
     if b == 0 {
         return Err(EvalError::DivisionByZero);
@@ -56,6 +57,7 @@ pub fn div_floor(a: i64, b: i64) -> Result<i64, EvalError> {
 }
 
 /// `a % b`, Euclidean: the result is in `0..|b|`.
+#[inline]
 pub fn rem_euclid(a: i64, b: i64) -> Result<i64, EvalError> {
     if b == 0 {
         return Err(EvalError::DivisionByZero);
@@ -132,6 +134,7 @@ pub fn unary(op: UnOp, x: i64) -> Result<i64, EvalError> {
 /// A binary operator on two evaluated operands. `&&` and `||` are given both
 /// operands here; short-circuiting is the caller's job (see
 /// [`short_circuit`]).
+#[inline]
 pub fn binary(op: BinOp, a: i64, b: i64) -> Result<i64, EvalError> {
     let ovf = EvalError::Overflow;
     match op {

@@ -36,7 +36,12 @@
 //!   `pow2(k)` needs `0 <= k <= 62`.
 //! * **Loop cap.** The 2^24 iterations are counted per rank (all loops of one
 //!   rank's unrolling together); a loop that would pass the cap is rejected
-//!   before it runs.
+//!   before it runs. Also `evaluation error`s, to keep the checker bounded:
+//!   more than 2^28 steps on one rank, more than 2^20 scalar combinations at
+//!   one world size, more than 2^16 world sizes in `#[verify]`.
+//! * **Length variables.** At most 3 per schedule (a fourth is a
+//!   `syntax error` at its declaration); linear forms are then small fixed
+//!   arrays, which keeps the checker fast.
 //! * **`batch` contents.** `send`, `recv` (with `reduce`), and `let`, `for`,
 //!   `if` around them; anything else inside a `batch` is a `syntax error`.
 //!   Within a batch, ops are posted in textual order (this fixes the
@@ -56,7 +61,10 @@
 //!   cycle (starting from its lowest rank), listing up to six ranks; each
 //!   other blocking statement of the cycle is a note with the same wording.
 //! * **Postcondition.** Symbolic execution at length variables all 1, then
-//!   at `2, 3, ..` (variable `i` at `i + 2`); multisets compared by count and
+//!   at `2, 3, ..` (variable `i` at `i + 2`) — the second run is skipped when
+//!   the only length variable scales every length and bound (no constant
+//!   terms), since the run at `n = k` is then the run at `n = 1` with each
+//!   element split in `k`; multisets compared by count and
 //!   two 64-bit additive fingerprints. A reduction's operator must be the
 //!   declared one; mixing operators or scratch data that was never written
 //!   fails. Runs with more than 2^26 elements in all are skipped.
@@ -66,6 +74,12 @@
 //! * **Error selection.** At the smallest failing world size, the scalar
 //!   combinations are compared by the earliest failing check; among equals,
 //!   the first combination (lexicographic order) wins.
+//! * **Speed.** Unrolling interns regions (chunks are memoized on their
+//!   index), channels are matched through a dense table, the deadlock
+//!   simulation wakes only the ranks waiting on one that moved, so a check
+//!   costs O(events). [`verify`] spreads large verify sets (24 sizes or more)
+//!   over the available cores; the result is the same as checking the sizes
+//!   in order.
 //! * **World sizes.** A verify set containing a size below 1 is an
 //!   `evaluation error` of step 0. Scalar ranges may use `world` only; their
 //!   lower bound is raised to 0 (scalars are `usize`).

@@ -18,6 +18,10 @@ use crate::lin::Lin;
 /// At most this many loop iterations per rank (spec section 5, step 1).
 pub(crate) const MAX_ITERATIONS: u64 = 1 << 24;
 
+/// At most this many events plus operations per rank (indices are `u32`;
+/// loops are capped separately, but one iteration may hold many steps).
+pub(crate) const MAX_STEPS: usize = 1 << 28;
+
 /// "No event" / "never".
 pub(crate) const NONE: u32 = u32::MAX;
 
@@ -206,6 +210,8 @@ impl Unrolled<'_, '_> {
 struct Regs {
     list: Vec<Reg>,
     ids: FxHashMap<Reg, u32>,
+    /// (region node, base id or buffer, index, count) → id.
+    memo: FxHashMap<(usize, u32, i64, i64), u32>,
 }
 
 impl Regs {
@@ -464,6 +470,24 @@ impl RankUnroller<'_, '_, '_> {
 
     fn stmt(&mut self, st: &CStmt<'_>, in_batch: bool) -> Result<(), Abort> {
         let id = st.id;
+        if self.out.events.len() + self.out.ops.len() >= MAX_STEPS {
+            let span = self
+                .prog
+                .stmts
+                .get(id as usize)
+                .map_or(self.prog.s.span, |i| i.stmt.span);
+            let d = Diagnostic::new(
+                DiagKind::EvaluationError,
+                span,
+                format!(
+                    "{}, rank {} unrolls to more than 2^28 steps",
+                    self.situation(id),
+                    self.rank
+                ),
+            );
+            self.step1.push(stmt_key(id), d);
+            return Err(Abort);
+        }
         match &st.kind {
             CKind::P2p(p) => self.p2p(id, p, in_batch),
             CKind::Wait(hs) => {
@@ -621,7 +645,7 @@ impl RankUnroller<'_, '_, '_> {
             Some(t) => self.eval(id, t)?,
             None => 0,
         };
-        let reg = self.region(id, &p.region)?;
+        let reg = self.region_id(id, &p.region)?;
         let mode = if p.handle.is_some() {
             Mode::Nonblocking
         } else if in_batch {
@@ -647,7 +671,6 @@ impl RankUnroller<'_, '_, '_> {
         }
         let idx = self.out.ops.len() as u32;
         let ctx = self.ctx();
-        let reg = self.regs.intern(reg);
         self.out.ops.push(P2p {
             send: p.send,
             mode,
@@ -718,49 +741,105 @@ impl RankUnroller<'_, '_, '_> {
                     Some(p) => self.eval(id, p)?,
                     None => self.world,
                 };
-                let k_span = parts.as_ref().map_or(r.ir.span, |p| p.span);
-                if k <= 0 {
-                    let d = Diagnostic::new(
-                        DiagKind::EvaluationError,
-                        k_span,
-                        format!(
-                            "{}, rank {} divides `{}` into {k} chunks",
-                            self.situation(id),
-                            self.rank,
-                            base.ir
-                        ),
-                    );
-                    self.step1.push(stmt_key(id), d);
-                    return Err(Abort);
-                }
                 let idx = self.eval_lin(id, index)?;
-                let blen = b.len();
-                let clen = if let Some(c) = blen.div_exact(k) {
-                    c
-                } else {
-                    let d = ranges::uneven_chunk(&self.situation(id), self.rank, r, &blen, k);
-                    self.range_error(id, d);
-                    blen
-                };
-                let in_range = match idx.as_const() {
-                    Some(i) => (0..k).contains(&i),
-                    None => Lin::constant(0).le_always(&idx) && idx.le_always(&Lin::constant(k - 1)),
-                };
-                if !in_range {
-                    let d = ranges::chunk_out_of_bounds(&self.situation(id), self.rank, r, &idx, k, index.span);
-                    self.range_error(id, d);
-                }
-                let at = |err| Fail::Eval(r.ir.span, err);
-                let off = match (idx.as_const(), clen.as_const()) {
-                    (Some(i), _) => clen.scale(i),
-                    (_, Some(c)) => idx.scale(c),
-                    _ => return Err(self.fail(id, Fail::NonLinear(index.span))),
-                }
-                .map_err(|x| self.fail(id, at(x)))?;
-                let start = b.start.add(&off).map_err(|x| self.fail(id, at(x)))?;
-                let end = start.add(&clen).map_err(|x| self.fail(id, at(x)))?;
-                Ok(Reg { buf: b.buf, start, end })
+                self.chunk_of(id, r, &b, idx, k)
             }
+        }
+    }
+
+    /// Part `idx` of `k` of region `b`, with the checks of step 2.
+    fn chunk_of(&mut self, id: u32, r: &CRegion<'_>, b: &Reg, idx: Lin, k: i64) -> Result<Reg, Abort> {
+        let CRKind::Chunk { base, index, parts } = &r.kind else {
+            return Err(Abort);
+        };
+        let k_span = parts.as_ref().map_or(r.ir.span, |p| p.span);
+        if k <= 0 {
+            let d = Diagnostic::new(
+                DiagKind::EvaluationError,
+                k_span,
+                format!(
+                    "{}, rank {} divides `{}` into {k} chunks",
+                    self.situation(id),
+                    self.rank,
+                    base.ir
+                ),
+            );
+            self.step1.push(stmt_key(id), d);
+            return Err(Abort);
+        }
+        let blen = b.len();
+        let clen = if let Some(c) = blen.div_exact(k) {
+            c
+        } else {
+            let d = ranges::uneven_chunk(&self.situation(id), self.rank, r, &blen, k);
+            self.range_error(id, d);
+            blen
+        };
+        let in_range = match idx.as_const() {
+            Some(i) => (0..k).contains(&i),
+            None => Lin::constant(0).le_always(&idx) && idx.le_always(&Lin::constant(k - 1)),
+        };
+        if !in_range {
+            let d = ranges::chunk_out_of_bounds(&self.situation(id), self.rank, r, &idx, k, index.span);
+            self.range_error(id, d);
+        }
+        let at = |err| Fail::Eval(r.ir.span, err);
+        let off = match (idx.as_const(), clen.as_const()) {
+            (Some(i), _) => clen.scale(i),
+            (_, Some(c)) => idx.scale(c),
+            _ => return Err(self.fail(id, Fail::NonLinear(index.span))),
+        }
+        .map_err(|x| self.fail(id, at(x)))?;
+        let start = b.start.add(&off).map_err(|x| self.fail(id, at(x)))?;
+        let end = start.add(&clen).map_err(|x| self.fail(id, at(x)))?;
+        Ok(Reg { buf: b.buf, start, end })
+    }
+
+    /// The interned id of a region. Chunks with integer index and count are
+    /// memoized on (region, base, index, count): a schedule names few
+    /// distinct chunks, so most operations skip the region arithmetic.
+    fn region_id(&mut self, id: u32, r: &CRegion<'_>) -> Result<u32, Abort> {
+        match &r.kind {
+            CRKind::Chunk { base, index, parts } if !index.has_len && parts.as_ref().is_none_or(|p| !p.has_len) => {
+                let b = self.region_id(id, base)?;
+                let k = match parts {
+                    Some(p) => self.eval(id, p)?,
+                    None => self.world,
+                };
+                let i = self.eval(id, index)?;
+                let key = (std::ptr::from_ref(r) as usize, b, i, k);
+                if let Some(&rid) = self.regs.memo.get(&key) {
+                    return Ok(rid);
+                }
+                let base_reg = self.regs.list.get(b as usize).cloned().ok_or(Abort)?;
+                let reg = self.chunk_of(id, r, &base_reg, Lin::constant(i), k)?;
+                let rid = self.regs.intern(reg);
+                self.regs.memo.insert(key, rid);
+                Ok(rid)
+            }
+            CRKind::Whole if matches!(r.buf, BufSlot::Param(_)) => {
+                // parameters have the same length on every rank
+                let key = (std::ptr::from_ref(r) as usize, self.scratch_id(r.buf), -1, -1);
+                if let Some(&rid) = self.regs.memo.get(&key) {
+                    return Ok(rid);
+                }
+                let reg = self.region(id, r)?;
+                let rid = self.regs.intern(reg);
+                self.regs.memo.insert(key, rid);
+                Ok(rid)
+            }
+            _ => {
+                let reg = self.region(id, r)?;
+                Ok(self.regs.intern(reg))
+            }
+        }
+    }
+
+    /// The buffer id a whole-buffer region of `buf` refers to now.
+    fn scratch_id(&self, buf: BufSlot) -> u32 {
+        match buf {
+            BufSlot::Param(i) => i,
+            BufSlot::Scratch(s) => self.scratch.get(s as usize).copied().unwrap_or(NONE),
         }
     }
 

@@ -2,6 +2,7 @@
 //! helpers the generated code needs at entry, and the run-time cache.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use crate::check::{completion, deadlock, hazards, matching, postcondition, Situation};
@@ -33,7 +34,8 @@ pub fn check_world(s: &Schedule, world: i64, scalars: &[i64]) -> Vec<Diagnostic>
 
 /// Everything: [`check_static`], then every world size of the verify set in
 /// increasing order with every scalar combination in its declared range,
-/// skipping combinations that fail `#[requires]`. Returns the diagnostics of
+/// skipping combinations that fail `#[requires]`. Large verify sets are
+/// spread over the available cores (the result does not depend on it). Returns the diagnostics of
 /// the first check (in the order of spec section 5) that fails at the
 /// smallest failing world size — at that size, of the first scalar
 /// combination failing that check — at most one per statement and at most 8.
@@ -42,41 +44,95 @@ pub fn verify(s: &Schedule) -> Vec<Diagnostic> {
     if !diags.is_empty() {
         return diags;
     }
-    for world in s.verify_worlds() {
-        if world < 1 {
-            continue;
+    let worlds: Vec<i64> = s.verify_worlds().into_iter().filter(|&w| w >= 1).collect();
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    if threads < 2 || worlds.len() < PARALLEL_MIN_WORLDS {
+        return worlds
+            .iter()
+            .find_map(|&w| Some(check_one_world(&prog, w)).filter(|d| !d.is_empty()))
+            .unwrap_or_default();
+    }
+    // Worlds are handed out in increasing order, and a worker stops only past
+    // the smallest failure found so far: every smaller world is checked, so
+    // the answer is the same as the sequential loop's.
+    let next = AtomicUsize::new(0);
+    let first_fail = AtomicUsize::new(usize::MAX);
+    let found: Mutex<Vec<(usize, Vec<Diagnostic>)>> = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..threads.min(worlds.len()) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= worlds.len() || i > first_fail.load(Ordering::Relaxed) {
+                    break;
+                }
+                let d = check_one_world(&prog, worlds[i]);
+                if !d.is_empty() {
+                    first_fail.fetch_min(i, Ordering::Relaxed);
+                    found.lock().unwrap_or_else(PoisonError::into_inner).push((i, d));
+                }
+            });
         }
-        let combos = match combinations(s, world) {
-            Ok(c) => c,
+    });
+    let found = found.into_inner().unwrap_or_else(PoisonError::into_inner);
+    found
+        .into_iter()
+        .min_by_key(|(i, _)| *i)
+        .map(|(_, d)| d)
+        .unwrap_or_default()
+}
+
+/// At most this many scalar combinations per world size.
+const MAX_COMBINATIONS: u128 = 1 << 20;
+
+/// Verify sets with fewer sizes are checked on the calling thread.
+const PARALLEL_MIN_WORLDS: usize = 24;
+
+/// All scalar combinations at one world size: the diagnostics of the
+/// earliest failing check (first combination among equals), or none.
+fn check_one_world(prog: &Prog<'_>, world: i64) -> Vec<Diagnostic> {
+    let s = prog.s;
+    let combos = match combinations(s, world) {
+        Ok(c) => c,
+        Err(d) => return vec![d],
+    };
+    let mut best: Option<(u8, Vec<Diagnostic>)> = None;
+    for combo in combos {
+        match requires_holds(s, world, &combo) {
+            Ok(true) => {}
+            Ok(false) => continue,
             Err(d) => return vec![d],
-        };
-        let mut best: Option<(u8, Vec<Diagnostic>)> = None;
-        for combo in combos {
-            match requires_holds(s, world, &combo) {
-                Ok(true) => {}
-                Ok(false) => continue,
-                Err(d) => return vec![d],
-            }
-            let diags = world_checks(&prog, world, &combo);
-            let Some(step) = diags.iter().map(|d| d.kind.step()).min() else {
-                continue;
-            };
-            if best.as_ref().is_none_or(|(b, _)| step < *b) {
-                best = Some((step, diags));
-            }
         }
-        if let Some((_, diags)) = best {
-            return diags;
+        let diags = world_checks(prog, world, &combo);
+        let Some(step) = diags.iter().map(|d| d.kind.step()).min() else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|(b, _)| step < *b) {
+            best = Some((step, diags));
         }
     }
-    Vec::new()
+    best.map(|(_, d)| d).unwrap_or_default()
 }
 
 /// Every scalar combination at `world`, in lexicographic order.
 fn combinations(s: &Schedule, world: i64) -> Result<Vec<Vec<i64>>, Diagnostic> {
     let mut combos: Vec<Vec<i64>> = vec![Vec::new()];
+    let mut count: u128 = 1;
     for i in 0..s.scalars.len() {
         let (lo, hi) = scalar_range(s, i, world)?;
+        count = count.saturating_mul(u128::try_from(i128::from(hi) - i128::from(lo)).unwrap_or(0));
+        if count > MAX_COMBINATIONS {
+            let span = s
+                .verify
+                .scalars
+                .iter()
+                .find(|r| r.scalar == i)
+                .map_or(s.span, |r| r.span);
+            return Err(Diagnostic::new(
+                DiagKind::EvaluationError,
+                span,
+                format!("with world = {world}, the scalar ranges give more than 2^20 combinations to check"),
+            ));
+        }
         let mut next = Vec::new();
         for c in &combos {
             for v in lo..hi {
@@ -241,7 +297,8 @@ impl Schedule {
         }
     }
 
-    /// The sizes of the verify set, increasing, without duplicates.
+    /// The sizes of the verify set, increasing, without duplicates (at most
+    /// the first 2^16 of a range: step 0 rejects larger sets).
     pub fn verify_worlds(&self) -> Vec<i64> {
         match &self.verify.world {
             WorldSet::Range { lo, hi, inclusive } => {
@@ -249,7 +306,7 @@ impl Schedule {
                 if end < *lo {
                     Vec::new()
                 } else {
-                    (*lo..=end).collect()
+                    (*lo..=end).take(crate::compile::MAX_WORLDS).collect()
                 }
             }
             WorldSet::List(l) => {

@@ -58,7 +58,7 @@ mod topology;
 
 pub use batch::Batch;
 pub use buffer::{Buffer, BufferMut, Memory};
-pub use collective::{Algorithm, AlgorithmTable, Collective};
+pub use collective::{schedules, Algorithm, AlgorithmTable, Collective};
 pub use comm::Comm;
 pub use element::{DataType, Element, ReduceOp};
 pub use error::{Error, Result};

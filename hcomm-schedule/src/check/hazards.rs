@@ -12,11 +12,49 @@ use smallvec::SmallVec;
 use crate::check::{tag_text, Situation};
 use crate::compile::CollKind;
 use crate::diag::{stmt_key, DiagKind, Diagnostic, Sink};
+use crate::fxhash::FxHashMap;
 use crate::lin::overlaps;
 use crate::unroll::{EvKind, P2p, RankTrace, Reg, Unrolled};
 
 fn overlap(a: &Reg, b: &Reg) -> bool {
     a.buf == b.buf && overlaps(&a.start, &a.end, &b.start, &b.end)
+}
+
+/// Overlap of interned regions, memoized: operations reuse few regions.
+struct Overlaps<'u> {
+    regs: &'u [Reg],
+    /// Dense `regs × regs` table (0: unknown, 1: disjoint, 2: overlap)
+    /// when there are few regions, else the map.
+    dense: Vec<u8>,
+    map: FxHashMap<(u32, u32), bool>,
+}
+
+/// Up to this many interned regions use the dense table.
+const DENSE_REGIONS: usize = 2048;
+
+impl<'u> Overlaps<'u> {
+    fn new(regs: &'u [Reg]) -> Self {
+        let n = regs.len();
+        Self {
+            regs,
+            dense: if n <= DENSE_REGIONS { vec![0; n * n] } else { Vec::new() },
+            map: FxHashMap::default(),
+        }
+    }
+
+    fn get(&mut self, a: u32, b: u32) -> bool {
+        let (Some(ra), Some(rb)) = (self.regs.get(a as usize), self.regs.get(b as usize)) else {
+            return true;
+        };
+        if self.dense.is_empty() {
+            return *self.map.entry((a, b)).or_insert_with(|| overlap(ra, rb));
+        }
+        let cell = &mut self.dense[a as usize * self.regs.len() + b as usize];
+        if *cell == 0 {
+            *cell = if overlap(ra, rb) { 2 } else { 1 };
+        }
+        *cell == 2
+    }
 }
 
 /// `output[n..2 * n]`.
@@ -35,8 +73,9 @@ pub(crate) fn reg_text(un: &Unrolled<'_, '_>, r: u32, reg: &Reg) -> String {
 /// Returns the step-5 diagnostics.
 pub(crate) fn check(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
     let mut sink = Sink::default();
+    let mut memo = Overlaps::new(&un.regs);
     for r in 0..un.ranks.len() as u32 {
-        rank(un, r, &mut sink);
+        rank(un, r, &mut sink, &mut memo);
         if sink.is_full() {
             break;
         }
@@ -46,12 +85,14 @@ pub(crate) fn check(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
 
 struct Access<'a> {
     reg: &'a Reg,
+    /// The interned id, for operations.
+    id: Option<u32>,
     read: bool,
     write: bool,
     what: &'static str,
 }
 
-fn rank(un: &Unrolled<'_, '_>, r: u32, sink: &mut Sink) {
+fn rank(un: &Unrolled<'_, '_>, r: u32, sink: &mut Sink, memo: &mut Overlaps<'_>) {
     let t = &un.ranks[r as usize];
     let mut in_flight: Vec<u32> = Vec::new();
     for ev in &t.events {
@@ -62,7 +103,7 @@ fn rank(un: &Unrolled<'_, '_>, r: u32, sink: &mut Sink) {
         match ev.kind {
             EvKind::Blocking(i) => accesses.push(op_access(un, t, i)),
             EvKind::Post(i) => {
-                if let Some(d) = conflict(un, r, &sit, span, &op_access(un, t, i), &in_flight) {
+                if let Some(d) = conflict(un, r, &sit, span, &op_access(un, t, i), &in_flight, memo) {
                     sink.push(key, d);
                 }
                 in_flight.push(i);
@@ -74,7 +115,7 @@ fn rank(un: &Unrolled<'_, '_>, r: u32, sink: &mut Sink) {
                 continue;
             }
             EvKind::Batch(a, b) => {
-                if let Some(d) = batch(un, r, &sit, t, a, b) {
+                if let Some(d) = batch(un, r, &sit, t, a, b, memo) {
                     sink.push(key, d);
                 }
                 for i in a..b {
@@ -99,12 +140,14 @@ fn rank(un: &Unrolled<'_, '_>, r: u32, sink: &mut Sink) {
                 }
                 accesses.push(Access {
                     reg: &c.src,
+                    id: None,
                     read: true,
                     write: false,
                     what,
                 });
                 accesses.push(Access {
                     reg: &c.dst,
+                    id: None,
                     read: c.op.is_some(),
                     write: true,
                     what,
@@ -149,6 +192,7 @@ fn rank(un: &Unrolled<'_, '_>, r: u32, sink: &mut Sink) {
                     if let Some(s) = &c.src {
                         accesses.push(Access {
                             reg: s,
+                            id: None,
                             read: is_root,
                             write: !is_root,
                             what,
@@ -158,6 +202,7 @@ fn rank(un: &Unrolled<'_, '_>, r: u32, sink: &mut Sink) {
                     if let Some(s) = &c.src {
                         accesses.push(Access {
                             reg: s,
+                            id: None,
                             read: true,
                             write: c.dst.is_none(),
                             what,
@@ -166,6 +211,7 @@ fn rank(un: &Unrolled<'_, '_>, r: u32, sink: &mut Sink) {
                     if let Some(d) = c.dst.as_ref().filter(|_| dst_used) {
                         accesses.push(Access {
                             reg: d,
+                            id: None,
                             read: false,
                             write: true,
                             what,
@@ -178,7 +224,7 @@ fn rank(un: &Unrolled<'_, '_>, r: u32, sink: &mut Sink) {
             continue;
         }
         for a in &accesses {
-            if let Some(d) = conflict(un, r, &sit, span, a, &in_flight) {
+            if let Some(d) = conflict(un, r, &sit, span, a, &in_flight, memo) {
                 sink.push(key, d);
                 break;
             }
@@ -190,6 +236,7 @@ fn op_access<'a>(un: &'a Unrolled<'_, '_>, t: &RankTrace, i: u32) -> Access<'a> 
     let o = &t.ops[i as usize];
     Access {
         reg: &un.regs[o.reg as usize],
+        id: Some(o.reg),
         read: o.send || o.reduce.is_some(),
         write: !o.send,
         what: match (o.send, o.mode) {
@@ -209,13 +256,18 @@ fn conflict(
     span: crate::ir::SpanId,
     a: &Access<'_>,
     in_flight: &[u32],
+    memo: &mut Overlaps<'_>,
 ) -> Option<Diagnostic> {
     let t = &un.ranks[r as usize];
     for &i in in_flight {
         let o = &t.ops[i as usize];
         let bad = if o.send { a.write } else { a.read || a.write };
         let oreg = &un.regs[o.reg as usize];
-        if !bad || !overlap(a.reg, oreg) {
+        let hit = match a.id {
+            Some(id) => memo.get(id, o.reg),
+            None => overlap(a.reg, oreg),
+        };
+        if !bad || !hit {
             continue;
         }
         let h = un.prog.handle_names.get(o.handle as usize).copied().unwrap_or("?");
@@ -251,6 +303,7 @@ fn batch(
     t: &RankTrace,
     first: u32,
     end: u32,
+    memo: &mut Overlaps<'_>,
 ) -> Option<Diagnostic> {
     let ops: &[P2p] = &t.ops[first as usize..end as usize];
     let regs: SmallVec<[&Reg; 8]> = ops.iter().map(|o| &un.regs[o.reg as usize]).collect();
@@ -289,7 +342,7 @@ fn batch(
             continue;
         }
         for (j, (b, &breg)) in ops.iter().zip(&regs).enumerate() {
-            if i == j || (!b.send && j < i) || !overlap(areg, breg) {
+            if i == j || (!b.send && j < i) || !memo.get(a.reg, b.reg) {
                 continue;
             }
             let what = if b.send {

@@ -412,14 +412,3 @@ fn timing_ring_all_gather() {
     assert!(verify(&s).is_empty());
     println!("ring all-reduce 1..=24: {:?}", t.elapsed());
 }
-
-#[test]
-fn sizes() {
-    println!(
-        "P2p {} Reg {} Event {} Val {}",
-        std::mem::size_of::<crate::unroll::P2p>(),
-        std::mem::size_of::<crate::unroll::Reg>(),
-        std::mem::size_of::<crate::unroll::Event>(),
-        std::mem::size_of::<crate::lin::Lin>()
-    );
-}

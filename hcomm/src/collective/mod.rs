@@ -6,7 +6,7 @@ mod direct;
 mod halving_doubling;
 mod raw;
 mod ring;
-mod schedules;
+pub mod schedules;
 mod select;
 mod tree;
 

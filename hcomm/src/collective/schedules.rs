@@ -3,8 +3,11 @@
 //! hazards and its postcondition) for its whole `#[verify]` range, and at run
 //! time, once per size, for larger communicators.
 //!
-//! The collectives call these with a handle whose messages belong to the
-//! collective (`Comm::for_collective`), so they never match user messages.
+//! The collectives of [`Comm`](crate::Comm) call these with a handle whose
+//! messages belong to the collective, so they never match user messages.
+//! They are public so that programs can call a specific algorithm directly
+//! (then on the user's message channels, tag 0) and read its IR
+//! (`ring_all_gather::SCHEDULE`).
 
 use super::raw::{Ctx, RawBuf};
 use super::Algorithm;
@@ -16,7 +19,7 @@ comm_schedule! {
     /// Ring all-gather: `world - 1` steps, each passes one block to the right.
     #[verify(world in 1..=32)]
     #[postcondition(all_gather(input -> output))]
-    pub(crate) fn ring_all_gather(input: &[T; n], output: &mut [T; n * world]) {
+    pub fn ring_all_gather(input: &[T; n], output: &mut [T; n * world]) {
         copy input -> output.chunk(rank);
         for s in 0..world - 1 {
             batch {
@@ -31,7 +34,7 @@ comm_schedule! {
     #[verify(world in 1..=32)]
     #[requires(is_pow2(world))]
     #[postcondition(all_gather(input -> output))]
-    pub(crate) fn recursive_doubling_all_gather(input: &[T; n], output: &mut [T; n * world]) {
+    pub fn recursive_doubling_all_gather(input: &[T; n], output: &mut [T; n * world]) {
         copy input -> output.chunk(rank);
         for k in 0..log2(world) {
             let d = pow2(k);
@@ -49,7 +52,7 @@ comm_schedule! {
     /// scratch buffer in `ceil(log2(world))` steps, then rotates into place.
     #[verify(world in 1..=32)]
     #[postcondition(all_gather(input -> output))]
-    pub(crate) fn bruck_all_gather(input: &[T; n], output: &mut [T; n * world]) {
+    pub fn bruck_all_gather(input: &[T; n], output: &mut [T; n * world]) {
         let tmp = scratch[T; n * world];
         copy input -> tmp.chunk(0);
         if world > 1 {
@@ -71,7 +74,7 @@ comm_schedule! {
     /// `rank - s`.
     #[verify(world in 1..=32)]
     #[postcondition(all_to_all(input -> output))]
-    pub(crate) fn pairwise_all_to_all(input: &[T; n * world], output: &mut [T; n * world]) {
+    pub fn pairwise_all_to_all(input: &[T; n * world], output: &mut [T; n * world]) {
         copy input.chunk(rank) -> output.chunk(rank);
         for s in 1..world {
             batch {
@@ -85,7 +88,7 @@ comm_schedule! {
     /// the data passes it `2^k` ranks further.
     #[verify(world in 1..=32, root in 0..world)]
     #[postcondition(broadcast(buf, root = root))]
-    pub(crate) fn binomial_broadcast(buf: &mut [T; n], root: usize) {
+    pub fn binomial_broadcast(buf: &mut [T; n], root: usize) {
         let v = (rank - root) % world;
         if world > 1 {
             for k in 0..log2(world - 1) + 1 {
@@ -108,7 +111,7 @@ macro_rules! ring_all_reduce {
             #[doc = concat!("Ring all-reduce (`", stringify!($op), "`) of `buf`, in place.")]
             #[verify(world in 1..=32)]
             #[postcondition(all_reduce(buf, $op))]
-            pub(crate) fn $name(buf: &mut [T; n * world]) {
+            pub fn $name(buf: &mut [T; n * world]) {
                 for s in 0..world - 1 {
                     batch {
                         send buf.chunk((rank - s) % world) to (rank + 1) % world;
