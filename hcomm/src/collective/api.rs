@@ -1,13 +1,29 @@
-//! The collective operations of [`Comm`]: argument checks, the consistency
-//! header, algorithm choice, tracing, then the algorithm.
+//! The collective operations of [`Comm`]: argument checks, then one driver
+//! ([`Comm::collective`]) that every collective goes through: the consistency
+//! header, algorithm choice, the tracing span, the device library's own
+//! implementation where the backend has one, else the algorithm, and the
+//! confirmation that every rank called the same collective.
 
 use super::raw::{Ctx, RawBuf};
 use super::{direct, halving_doubling, ring, schedules, tree, Algorithm, CollHeader, Collective};
 use crate::backend::NativeCall;
 use crate::buffer::{Buffer, BufferMut};
 use crate::comm::Comm;
-use crate::element::{Element, ReduceOp};
+use crate::element::{DataType, Element, ReduceOp};
 use crate::error::{Error, Result};
+
+/// What a collective call agrees on across ranks, besides its kind.
+struct Call<'a> {
+    kind: Collective,
+    dtype: DataType,
+    /// The per-rank count every rank must pass (`None` where counts differ).
+    count: Option<usize>,
+    op: Option<ReduceOp>,
+    root: Option<usize>,
+    /// Bytes per rank, for algorithm choice and tracing.
+    bytes: usize,
+    native: NativeCall<'a>,
+}
 
 impl Comm {
     fn ctx(&self, header: CollHeader) -> Ctx<'_> {
@@ -20,36 +36,41 @@ impl Comm {
         }
     }
 
-    fn choose(&self, collective: Collective, bytes: usize) -> (Algorithm, tracing::Span) {
-        let algorithm = self.algorithm(collective, bytes);
-        self.record_algorithm(collective, algorithm);
-        let span = tracing::debug_span!(
-            "collective",
-            op = collective.name(),
-            comm.rank = self.rank(),
-            comm.world = self.world(),
-            bytes,
-            algorithm = algorithm.name(),
-        );
-        (algorithm, span)
-    }
-
-    /// After this rank's part of a collective: waits until every rank has
-    /// entered it, so ranks that disagree all get an error, even those whose
-    /// part finished before the disagreeing rank arrived.
-    fn confirm(&self, header: &CollHeader, result: Result<()>) -> Result<()> {
-        result?;
-        self.inner.backend.confirm_collective(header, self.timeout())
-    }
-
-    /// The device library's own implementation of `call`, if the backend has one.
+    /// Runs one collective: enters it (checking that the ranks that already
+    /// entered agree), chooses the algorithm, opens the span, runs the device
+    /// library's implementation or else `generic`, then waits until every
+    /// rank has entered it, so ranks that disagree all get an error, even
+    /// those whose part finished before the disagreeing rank arrived.
     ///
     /// # Safety
     ///
-    /// The call's buffers valid until this returns.
-    unsafe fn native<T: Element>(&self, call: NativeCall<'_>) -> Option<Result<()>> {
+    /// The buffers of `call.native` (and those `generic` uses) valid, receive
+    /// buffers writable and not accessed otherwise, until this returns.
+    unsafe fn collective(&self, call: &Call<'_>, generic: impl FnOnce(&Ctx<'_>, Algorithm) -> Result<()>) -> Result<()> {
+        let header = self.enter_collective(call.kind, call.dtype, call.count, call.op, call.root)?;
+        let algorithm = self.algorithm(call.kind, call.bytes);
+        self.record_algorithm(call.kind, algorithm);
+        let span = tracing::debug_span!(
+            "collective",
+            op = call.kind.name(),
+            comm.rank = self.rank(),
+            comm.world = self.world(),
+            bytes = call.bytes,
+            algorithm = algorithm.name(),
+        );
+        let _e = span.enter();
         // SAFETY: forwarded from the caller.
-        unsafe { self.inner.backend.native_collective(&call, T::DTYPE, self.timeout()) }
+        let native = unsafe {
+            self.inner
+                .backend
+                .native_collective(&call.native, call.dtype, self.timeout())
+        };
+        let result = match native {
+            Some(r) => r,
+            None => generic(&self.ctx(header), algorithm),
+        };
+        result?;
+        self.inner.backend.confirm_collective(&header, self.timeout())
     }
 
     fn check_root(&self, root: usize, what: &str) -> Result<()> {
@@ -79,9 +100,8 @@ impl Comm {
     /// [`Comm::all_reduce`] in place.
     pub fn all_reduce_in_place<B: BufferMut + ?Sized>(&self, buf: &mut B, op: ReduceOp) -> Result<()> {
         let buf = self.view_mut(buf)?;
-        let view = buf;
         // SAFETY: one exclusive borrow that outlives the call.
-        unsafe { self.all_reduce_raw(view, view, op) }
+        unsafe { self.all_reduce_raw(buf, buf, op) }
     }
 
     /// # Safety
@@ -94,40 +114,37 @@ impl Comm {
         recv: RawBuf<T>,
         op: ReduceOp,
     ) -> Result<()> {
-        let header = self.enter_collective(Collective::AllReduce, T::DTYPE, Some(send.len), Some(op), None)?;
-        let (algorithm, span) = self.choose(Collective::AllReduce, send.len * size_of::<T>());
-        let _e = span.enter();
-        let result = (|| -> Result<()> {
-            // SAFETY: forwarded from the caller.
-            if let Some(r) = unsafe {
-                self.native::<T>(NativeCall::AllReduce {
-                    send: send.ptr.cast(),
-                    recv: recv.ptr.cast(),
-                    count: send.len,
-                    op,
-                })
-            } {
-                return r;
-            }
-            // SAFETY: forwarded from the caller.
-            unsafe { send.copy_to(recv) };
-            if self.world() == 1 {
-                return Ok(());
-            }
-            let c = self.ctx(header);
-            // SAFETY: `recv` is valid and writable for the whole call.
-            unsafe {
-                match algorithm {
-                    Algorithm::HalvingDoubling => halving_doubling::all_reduce(&c, recv, op),
-                    Algorithm::ReduceBroadcast => {
-                        tree::reduce(&c, recv, op, 0)?;
-                        schedules::broadcast(&c, recv, 0)
-                    }
-                    _ => schedules::ring_all_reduce(&c, recv, op),
+        let call = Call {
+            kind: Collective::AllReduce,
+            dtype: T::DTYPE,
+            count: Some(send.len),
+            op: Some(op),
+            root: None,
+            bytes: send.len * size_of::<T>(),
+            native: NativeCall::AllReduce {
+                send: send.ptr.cast(),
+                recv: recv.ptr.cast(),
+                count: send.len,
+                op,
+            },
+        };
+        // SAFETY: forwarded from the caller; `recv` is valid and writable.
+        unsafe {
+            self.collective(&call, |c, algorithm| {
+                send.copy_to(recv);
+                if c.world == 1 {
+                    return Ok(());
                 }
-            }
-        })();
-        self.confirm(&header, result)
+                match algorithm {
+                    Algorithm::HalvingDoubling => halving_doubling::all_reduce(c, recv, op),
+                    Algorithm::ReduceBroadcast => {
+                        tree::reduce(c, recv, op, 0)?;
+                        schedules::broadcast(c, recv, 0)
+                    }
+                    _ => schedules::ring_all_reduce(c, recv, op),
+                }
+            })
+        }
     }
 
     /// Every rank's `send` (all of equal length `n`) lands in block `r` of
@@ -161,24 +178,21 @@ impl Comm {
     /// `send.len * world`, until this returns.
     pub(crate) unsafe fn all_gather_raw<T: Element>(&self, send: RawBuf<T>, recv: RawBuf<T>) -> Result<()> {
         let n = send.len;
-        let header = self.enter_collective(Collective::AllGather, T::DTYPE, Some(n), None, None)?;
-        let (algorithm, span) = self.choose(Collective::AllGather, n * size_of::<T>());
-        let _e = span.enter();
-        let result = (|| -> Result<()> {
-            // SAFETY: forwarded from the caller.
-            if let Some(r) = unsafe {
-                self.native::<T>(NativeCall::AllGather {
-                    send: send.ptr.cast(),
-                    recv: recv.ptr.cast(),
-                    send_count: n,
-                })
-            } {
-                return r;
-            }
-            // SAFETY: forwarded from the caller.
-            unsafe { schedules::all_gather(&self.ctx(header), algorithm, send, recv) }
-        })();
-        self.confirm(&header, result)
+        let call = Call {
+            kind: Collective::AllGather,
+            dtype: T::DTYPE,
+            count: Some(n),
+            op: None,
+            root: None,
+            bytes: n * size_of::<T>(),
+            native: NativeCall::AllGather {
+                send: send.ptr.cast(),
+                recv: recv.ptr.cast(),
+                send_count: n,
+            },
+        };
+        // SAFETY: forwarded from the caller.
+        unsafe { self.collective(&call, |c, algorithm| schedules::all_gather(c, algorithm, send, recv)) }
     }
 
     /// Reduces `send` (length `n * world`) over every rank; rank `r` gets
@@ -217,41 +231,37 @@ impl Comm {
         op: ReduceOp,
     ) -> Result<()> {
         let n = recv.len;
-        let header = self.enter_collective(Collective::ReduceScatter, T::DTYPE, Some(n), Some(op), None)?;
-        let (algorithm, span) = self.choose(Collective::ReduceScatter, send.len * size_of::<T>());
-        let _e = span.enter();
-        let result = (|| -> Result<()> {
-            // SAFETY: forwarded from the caller.
-            if let Some(r) = unsafe {
-                self.native::<T>(NativeCall::ReduceScatter {
-                    send: send.ptr.cast(),
-                    recv: recv.ptr.cast(),
-                    recv_count: n,
-                    op,
-                })
-            } {
-                return r;
-            }
-            if self.world() == 1 {
-                // SAFETY: forwarded from the caller.
-                unsafe { send.copy_to(recv) };
-                return Ok(());
-            }
-            // SAFETY: `send` is valid for reads.
-            let mut work = unsafe { send.as_slice() }.to_vec();
-            let view = RawBuf::of_mut(&mut work);
-            let c = self.ctx(header);
-            // SAFETY: `work` is owned here; `recv` valid and writable.
-            unsafe {
-                match algorithm {
-                    Algorithm::RecursiveHalving => halving_doubling::reduce_scatter(&c, view, op)?,
-                    _ => ring::reduce_scatter(&c, view, op)?,
+        let call = Call {
+            kind: Collective::ReduceScatter,
+            dtype: T::DTYPE,
+            count: Some(n),
+            op: Some(op),
+            root: None,
+            bytes: send.len * size_of::<T>(),
+            native: NativeCall::ReduceScatter {
+                send: send.ptr.cast(),
+                recv: recv.ptr.cast(),
+                recv_count: n,
+                op,
+            },
+        };
+        // SAFETY: forwarded from the caller; `work` is owned by the closure.
+        unsafe {
+            self.collective(&call, |c, algorithm| {
+                if c.world == 1 {
+                    send.copy_to(recv);
+                    return Ok(());
                 }
-                view.block(self.rank(), n).copy_to(recv);
-            }
-            Ok(())
-        })();
-        self.confirm(&header, result)
+                let mut work = send.as_slice().to_vec();
+                let view = RawBuf::of_mut(&mut work);
+                match algorithm {
+                    Algorithm::RecursiveHalving => halving_doubling::reduce_scatter(c, view, op)?,
+                    _ => ring::reduce_scatter(c, view, op)?,
+                }
+                view.block(c.rank, n).copy_to(recv);
+                Ok(())
+            })
+        }
     }
 
     /// Block `j` of `send` goes to rank `j`, which stores it as block `r`
@@ -280,36 +290,32 @@ impl Comm {
     /// `send` valid; `recv` valid, writable, disjoint from `send`, equal
     /// lengths divisible by the world size, until this returns.
     pub(crate) unsafe fn all_to_all_raw<T: Element>(&self, send: RawBuf<T>, recv: RawBuf<T>) -> Result<()> {
-        let block = send.len / self.world();
-        let header = self.enter_collective(Collective::AllToAll, T::DTYPE, Some(block), None, None)?;
-        let (algorithm, span) = self.choose(Collective::AllToAll, send.len * size_of::<T>());
-        let _e = span.enter();
-        let result = (|| -> Result<()> {
-            // SAFETY: forwarded from the caller.
-            if let Some(r) = unsafe {
-                self.native::<T>(NativeCall::AllToAll {
-                    send: send.ptr.cast(),
-                    recv: recv.ptr.cast(),
-                    count_per_peer: send.len / self.world(),
-                })
-            } {
-                return r;
-            }
-            let c = self.ctx(header);
-            let w = self.world();
-            // SAFETY: forwarded from the caller.
-            unsafe {
-                match algorithm {
-                    Algorithm::Direct => direct::all_to_all_direct(
-                        &c,
-                        (0..w).map(|j| send.block(j, block)),
-                        (0..w).map(|j| recv.block(j, block)),
-                    ),
-                    _ => schedules::all_to_all(&c, send, recv),
-                }
-            }
-        })();
-        self.confirm(&header, result)
+        let w = self.world();
+        let block = send.len / w;
+        let call = Call {
+            kind: Collective::AllToAll,
+            dtype: T::DTYPE,
+            count: Some(block),
+            op: None,
+            root: None,
+            bytes: send.len * size_of::<T>(),
+            native: NativeCall::AllToAll {
+                send: send.ptr.cast(),
+                recv: recv.ptr.cast(),
+                count_per_peer: block,
+            },
+        };
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            self.collective(&call, |c, algorithm| match algorithm {
+                Algorithm::Direct => direct::all_to_all_direct(
+                    c,
+                    (0..w).map(|j| send.block(j, block)),
+                    (0..w).map(|j| recv.block(j, block)),
+                ),
+                _ => schedules::all_to_all(c, send, recv),
+            })
+        }
     }
 
     /// All-to-all with per-peer counts: `send_counts[j]` elements of `send`
@@ -329,7 +335,7 @@ impl Comm {
         R: BufferMut<Elem = T> + ?Sized,
     {
         let (send, recv) = (self.view(send)?, self.view_mut(recv)?);
-        let w = self.world();
+        let (w, r) = (self.world(), self.rank());
         check_len("send_counts", send_counts.len(), w)?;
         check_len("recv_counts", recv_counts.len(), w)?;
         for (name, len, counts) in [("send", send.len, send_counts), ("recv", recv.len, recv_counts)] {
@@ -342,47 +348,46 @@ impl Comm {
                 ));
             }
         }
-        let header = self.enter_collective(Collective::AllToAllV, T::DTYPE, None, None, None)?;
-        let (_, span) = self.choose(Collective::AllToAllV, send.len * size_of::<T>());
-        let _e = span.enter();
-        let result = (|| -> Result<()> {
-            // SAFETY: forwarded from the caller.
-            if let Some(r) = unsafe {
-                self.native::<T>(NativeCall::AllToAllV {
-                    send: send.ptr.cast(),
-                    send_counts,
-                    recv: recv.ptr.cast(),
-                    recv_counts,
+        if send_counts[r] != recv_counts[r] {
+            return Err(Error::mismatch(format!(
+                "rank {r} sends {} elements to itself but expects {}",
+                send_counts[r], recv_counts[r]
+            )));
+        }
+        let call = Call {
+            kind: Collective::AllToAllV,
+            dtype: T::DTYPE,
+            count: None,
+            op: None,
+            root: None,
+            bytes: send.len * size_of::<T>(),
+            native: NativeCall::AllToAllV {
+                send: send.ptr.cast(),
+                send_counts,
+                recv: recv.ptr.cast(),
+                recv_counts,
+            },
+        };
+        let views = |base: RawBuf<T>, counts: &[usize]| {
+            let mut start = 0;
+            counts
+                .iter()
+                .map(|&n| {
+                    start += n;
+                    base.sub(start - n, n)
                 })
-            } {
-                return r;
-            }
-            let views = |base: RawBuf<T>, counts: &[usize]| {
-                let mut start = 0;
-                counts
-                    .iter()
-                    .map(|&n| {
-                        let v = base.sub(start, n);
-                        start += n;
-                        v
-                    })
-                    .collect::<smallvec::SmallVec<[RawBuf<T>; 16]>>()
-            };
-            let sends = views(send, send_counts);
-            let recvs = views(recv, recv_counts);
-            if send_counts[self.rank()] != recv_counts[self.rank()] {
-                return Err(Error::mismatch(format!(
-                    "rank {} sends {} elements to itself but expects {}",
-                    self.rank(),
-                    send_counts[self.rank()],
-                    recv_counts[self.rank()]
-                )));
-            }
-            let c = self.ctx(header);
-            // SAFETY: the views are disjoint parts of two distinct borrows.
-            unsafe { direct::all_to_all_direct(&c, sends.into_iter(), recvs.into_iter()) }
-        })();
-        self.confirm(&header, result)
+                .collect::<smallvec::SmallVec<[RawBuf<T>; 16]>>()
+        };
+        // SAFETY: the views are disjoint parts of two distinct borrows.
+        unsafe {
+            self.collective(&call, |c, _| {
+                direct::all_to_all_direct(
+                    c,
+                    views(send, send_counts).into_iter(),
+                    views(recv, recv_counts).into_iter(),
+                )
+            })
+        }
     }
 
     /// Copies `buf` of rank `root` into `buf` of every rank.
@@ -397,45 +402,43 @@ impl Comm {
     /// `buf` valid and writable until this returns.
     pub(crate) unsafe fn broadcast_raw<T: Element>(&self, buf: RawBuf<T>, root: usize) -> Result<()> {
         self.check_root(root, "broadcast")?;
-        let header = self.enter_collective(Collective::Broadcast, T::DTYPE, Some(buf.len), None, Some(root))?;
-        let (algorithm, span) = self.choose(Collective::Broadcast, buf.len * size_of::<T>());
-        let _e = span.enter();
-        let result = (|| -> Result<()> {
-            // SAFETY: forwarded from the caller.
-            if let Some(r) = unsafe {
-                self.native::<T>(NativeCall::Broadcast {
-                    buf: buf.ptr.cast(),
-                    count: buf.len,
-                    root,
-                })
-            } {
-                return r;
-            }
-            if self.world() == 1 {
-                return Ok(());
-            }
-            let c = self.ctx(header);
-            // SAFETY: forwarded from the caller.
-            unsafe {
+        let call = Call {
+            kind: Collective::Broadcast,
+            dtype: T::DTYPE,
+            count: Some(buf.len),
+            op: None,
+            root: Some(root),
+            bytes: buf.len * size_of::<T>(),
+            native: NativeCall::Broadcast {
+                buf: buf.ptr.cast(),
+                count: buf.len,
+                root,
+            },
+        };
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            self.collective(&call, |c, algorithm| {
+                if c.world == 1 {
+                    return Ok(());
+                }
                 match algorithm {
                     Algorithm::ScatterAllGather => {
-                        let w = self.world();
+                        let w = c.world;
                         let mut x = c.xfer();
-                        if self.rank() == root {
+                        if c.rank == root {
                             for peer in (0..w).filter(|&p| p != root) {
                                 x.send(buf.part(w, peer), peer, 0);
                             }
                         } else {
-                            x.recv(buf.part(w, self.rank()), root, 0);
+                            x.recv(buf.part(w, c.rank), root, 0);
                         }
                         x.run("broadcast scatter")?;
-                        ring::all_gather_phase(&c, buf, w - 1)
+                        ring::all_gather_phase(c, buf, w - 1)
                     }
-                    _ => schedules::broadcast(&c, buf, root),
+                    _ => schedules::broadcast(c, buf, root),
                 }
-            }
-        })();
-        self.confirm(&header, result)
+            })
+        }
     }
 
     /// Combines `send` of every rank into `recv` on `root`. `recv` is only
@@ -468,40 +471,36 @@ impl Comm {
         root: usize,
     ) -> Result<()> {
         self.check_root(root, "reduce")?;
-        let header = self.enter_collective(Collective::Reduce, T::DTYPE, Some(send.len), Some(op), Some(root))?;
-        let (_, span) = self.choose(Collective::Reduce, send.len * size_of::<T>());
-        let _e = span.enter();
-        let result = (|| -> Result<()> {
-            // SAFETY: forwarded from the caller.
-            if let Some(r) = unsafe {
-                self.native::<T>(NativeCall::Reduce {
-                    send: send.ptr.cast(),
-                    recv: recv.ptr.cast(),
-                    count: send.len,
-                    op,
-                    root,
-                })
-            } {
-                return r;
-            }
-            let c = self.ctx(header);
-            if self.rank() == root {
-                // SAFETY: forwarded from the caller.
-                unsafe {
+        let call = Call {
+            kind: Collective::Reduce,
+            dtype: T::DTYPE,
+            count: Some(send.len),
+            op: Some(op),
+            root: Some(root),
+            bytes: send.len * size_of::<T>(),
+            native: NativeCall::Reduce {
+                send: send.ptr.cast(),
+                recv: recv.ptr.cast(),
+                count: send.len,
+                op,
+                root,
+            },
+        };
+        // SAFETY: forwarded from the caller; a leaf only sends `send`, and
+        // an inner rank combines into its own scratch copy.
+        unsafe {
+            self.collective(&call, |c, _| {
+                if c.rank == root {
                     send.copy_to(recv);
-                    return tree::reduce(&c, recv, op, root);
+                    return tree::reduce(c, recv, op, root);
                 }
-            }
-            if !tree::has_children(self.rank(), root, self.world()) {
-                // SAFETY: a leaf only sends `send`, never writes it.
-                return unsafe { tree::reduce(&c, send, op, root) };
-            }
-            // SAFETY: `send` valid for reads; the scratch copy is owned here.
-            let mut acc = unsafe { send.as_slice() }.to_vec();
-            // SAFETY: `acc` is owned and outlives the call.
-            unsafe { tree::reduce(&c, RawBuf::of_mut(&mut acc), op, root) }
-        })();
-        self.confirm(&header, result)
+                if !tree::has_children(c.rank, root, c.world) {
+                    return tree::reduce(c, send, op, root);
+                }
+                let mut acc = send.as_slice().to_vec();
+                tree::reduce(c, RawBuf::of_mut(&mut acc), op, root)
+            })
+        }
     }
 
     /// Every rank's `send` (equal lengths `n`) lands in block `r` of `recv`
@@ -517,25 +516,22 @@ impl Comm {
         if self.rank() == root {
             check_len("recv", recv.len, send.len * self.world())?;
         }
-        let header = self.enter_collective(Collective::Gather, T::DTYPE, Some(send.len), None, Some(root))?;
-        let (_, span) = self.choose(Collective::Gather, send.len * size_of::<T>());
-        let _e = span.enter();
-        let result = (|| -> Result<()> {
-            // SAFETY: forwarded from the caller.
-            if let Some(r) = unsafe {
-                self.native::<T>(NativeCall::Gather {
-                    send: send.ptr.cast(),
-                    recv: recv.ptr.cast(),
-                    count: send.len,
-                    root,
-                })
-            } {
-                return r;
-            }
-            // SAFETY: distinct borrows that outlive the call.
-            unsafe { direct::gather(&self.ctx(header), send, recv, root) }
-        })();
-        self.confirm(&header, result)
+        let call = Call {
+            kind: Collective::Gather,
+            dtype: T::DTYPE,
+            count: Some(send.len),
+            op: None,
+            root: Some(root),
+            bytes: send.len * size_of::<T>(),
+            native: NativeCall::Gather {
+                send: send.ptr.cast(),
+                recv: recv.ptr.cast(),
+                count: send.len,
+                root,
+            },
+        };
+        // SAFETY: distinct borrows that outlive the call.
+        unsafe { self.collective(&call, |c, _| direct::gather(c, send, recv, root)) }
     }
 
     /// Block `r` of `send` on `root` (length `n * world`) lands in `recv`
@@ -551,40 +547,37 @@ impl Comm {
         if self.rank() == root {
             check_len("send", send.len, recv.len * self.world())?;
         }
-        let header = self.enter_collective(Collective::Scatter, T::DTYPE, Some(recv.len), None, Some(root))?;
-        let (_, span) = self.choose(Collective::Scatter, recv.len * size_of::<T>());
-        let _e = span.enter();
-        let result = (|| -> Result<()> {
-            // SAFETY: forwarded from the caller.
-            if let Some(r) = unsafe {
-                self.native::<T>(NativeCall::Scatter {
-                    send: send.ptr.cast(),
-                    recv: recv.ptr.cast(),
-                    count: recv.len,
-                    root,
-                })
-            } {
-                return r;
-            }
-            // SAFETY: distinct borrows that outlive the call.
-            unsafe { direct::scatter(&self.ctx(header), send, recv, root) }
-        })();
-        self.confirm(&header, result)
+        let call = Call {
+            kind: Collective::Scatter,
+            dtype: T::DTYPE,
+            count: Some(recv.len),
+            op: None,
+            root: Some(root),
+            bytes: recv.len * size_of::<T>(),
+            native: NativeCall::Scatter {
+                send: send.ptr.cast(),
+                recv: recv.ptr.cast(),
+                count: recv.len,
+                root,
+            },
+        };
+        // SAFETY: distinct borrows that outlive the call.
+        unsafe { self.collective(&call, |c, _| direct::scatter(c, send, recv, root)) }
     }
 
     /// Returns once every rank has entered the barrier.
     pub fn barrier(&self) -> Result<()> {
-        let header = self.enter_collective(Collective::Barrier, crate::element::DataType::U8, Some(0), None, None)?;
-        let (_, span) = self.choose(Collective::Barrier, 0);
-        let _e = span.enter();
-        let result = (|| -> Result<()> {
-            // SAFETY: a barrier touches no buffer.
-            if let Some(r) = unsafe { self.native::<u8>(NativeCall::Barrier) } {
-                return r;
-            }
-            direct::barrier(&self.ctx(header))
-        })();
-        self.confirm(&header, result)
+        let call = Call {
+            kind: Collective::Barrier,
+            dtype: DataType::U8,
+            count: Some(0),
+            op: None,
+            root: None,
+            bytes: 0,
+            native: NativeCall::Barrier,
+        };
+        // SAFETY: a barrier touches no buffer.
+        unsafe { self.collective(&call, |c, _| direct::barrier(c)) }
     }
 }
 
