@@ -33,6 +33,18 @@
 //! | `HCOMM_ALGO` | forced algorithms, e.g. `all_reduce=ring,all_gather=bruck` |
 //! | `HCOMM_TOPOLOGY` | `full_mesh` (default), `ring` or `custom:<group size>` |
 //! | `HCOMM_SEGMENT_BYTES` | segment size of pipelined ring transfers (default 1 MiB) |
+//! | `HCOMM_BACKEND` | `host` (default), `hccl` or `nccl`: the backend [`run`] starts ranks on |
+//! | `HCOMM_HCCL_LIB`, `HCOMM_ACL_LIB` | `libhccl.so` / `libascendcl.so` to load (file or directory); else `ASCEND_HOME_PATH`, `ASCEND_TOOLKIT_HOME`, the default install directories and the system path |
+//! | `HCOMM_NCCL_LIB`, `HCOMM_CUDART_LIB` | `libnccl.so.2` / `libcudart.so` to load; else `CUDA_HOME`, `CUDA_PATH`, `/usr/local/cuda/lib64` and the system path |
+//!
+//! ## Backends
+//!
+//! The same program runs on every backend: [`run`] starts `world` ranks on
+//! the backend `HCOMM_BACKEND` names ([`host::run`], [`hccl::run`],
+//! [`nccl::run`]). The device backends call their library's own collectives,
+//! group in-flight point-to-point operations into batch calls, and accept
+//! host memory (staged through device memory) as well as
+//! [`DeviceBuffer`]s, which avoid the copies.
 //!
 //! A forced algorithm that does not support the communicator's world size
 //! (recursive doubling on 6 ranks) falls back to the policy's choice with a
@@ -48,9 +60,11 @@ mod batch;
 mod buffer;
 mod collective;
 mod comm;
+mod device;
 mod element;
 mod error;
 pub mod host;
+mod launch;
 mod options;
 mod p2p;
 mod request;
@@ -60,10 +74,12 @@ pub use batch::Batch;
 pub use buffer::{Buffer, BufferMut, Memory};
 pub use collective::{schedules, Algorithm, AlgorithmTable, Collective};
 pub use comm::Comm;
+pub use device::{take_device_teardown_errors, DeviceBuffer};
 pub use element::{DataType, Element, ReduceOp};
 pub use error::{Error, Result};
 pub use half::{bf16, f16};
 pub use hcomm_macros::comm_schedule;
+pub use launch::{hccl, nccl, run, run_on, BackendKind};
 pub use options::{CommOptions, DEFAULT_SEGMENT_BYTES, DEFAULT_TIMEOUT};
 pub use p2p::Tag;
 pub use request::{scope, wait_all, Progress, Request, Scope};

@@ -7,7 +7,10 @@
 //! backend may answer a collective with its library's own implementation
 //! through [`Backend::native_collective`].
 
+pub(crate) mod device;
+pub(crate) mod hccl;
 pub(crate) mod host;
+pub(crate) mod nccl;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +22,7 @@ use crate::collective::CollHeader;
 use crate::element::{DataType, ReduceOp};
 use crate::error::Result;
 use crate::topology::Topology;
+use device::memory::DeviceCtx;
 
 /// Which direction a point-to-point operation moves data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -137,9 +141,44 @@ pub(crate) trait Backend: Send + Sync + 'static {
 
     /// Fails every pending and future operation of the group.
     fn abort(&self, reason: &str);
+
+    /// The device memory of a device backend (where `DeviceBuffer`s live);
+    /// `None` for host backends.
+    fn device_ctx(&self) -> Option<Arc<DeviceCtx>> {
+        None
+    }
+
+    /// `dst = src` for `bytes` bytes of memory this backend accepts (on a
+    /// device backend: host memory or its device's).
+    ///
+    /// # Safety
+    ///
+    /// Both ranges valid for `bytes` bytes, `dst` writable; they may overlap.
+    unsafe fn local_copy(&self, dst: *mut u8, src: *const u8, bytes: usize) -> Result<()> {
+        // SAFETY: forwarded from the caller.
+        unsafe { std::ptr::copy(src, dst, bytes) };
+        Ok(())
+    }
+
+    /// `dst = dst op src` for `count` elements of `dtype`.
+    ///
+    /// # Safety
+    ///
+    /// Both ranges valid for `count` elements, disjoint, `dst` writable.
+    unsafe fn local_reduce(
+        &self,
+        dtype: DataType,
+        op: ReduceOp,
+        dst: *mut u8,
+        src: *const u8,
+        count: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded from the caller.
+        unsafe { dtype.reduce_raw(op, dst, src, count) };
+        Ok(())
+    }
 }
 
-#[allow(dead_code, reason = "read by the device backends")]
 /// A whole collective handed to a device library (HCCL, NCCL), which runs it
 /// with its own algorithms on the communicator's stream. Pointers are device
 /// addresses; counts are in elements of `dtype`.

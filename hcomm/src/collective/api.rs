@@ -46,7 +46,11 @@ impl Comm {
     ///
     /// The buffers of `call.native` (and those `generic` uses) valid, receive
     /// buffers writable and not accessed otherwise, until this returns.
-    unsafe fn collective(&self, call: &Call<'_>, generic: impl FnOnce(&Ctx<'_>, Algorithm) -> Result<()>) -> Result<()> {
+    unsafe fn collective(
+        &self,
+        call: &Call<'_>,
+        generic: impl FnOnce(&Ctx<'_>, Algorithm) -> Result<()>,
+    ) -> Result<()> {
         let header = self.enter_collective(call.kind, call.dtype, call.count, call.op, call.root)?;
         let algorithm = self.algorithm(call.kind, call.bytes);
         self.record_algorithm(call.kind, algorithm);

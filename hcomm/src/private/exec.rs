@@ -267,9 +267,9 @@ impl<'a, T: Element> Exec<'a, T> {
         if write && !slot.writable {
             return Err(Error::precondition("write to read-only buffer"));
         }
-        if slot.memory != Memory::Host {
+        if slot.memory != Memory::Host && !self.comm.inner.backend.accepts(slot.memory) {
             return Err(Error::precondition(format!(
-                "`{}` on the `{}` backend: schedules run on host memory here; {:?} memory is not supported by this executor",
+                "`{}` on the `{}` backend: {:?} memory cannot be used with this communicator",
                 self.schedule.name,
                 self.comm.backend_name(),
                 slot.memory
@@ -405,6 +405,15 @@ impl<'a, T: Element> Exec<'a, T> {
         self.hazard(src, false, "`copy`")?;
         self.hazard(dst, true, "`copy`")?;
         same_len(s.len, d.len, "copy")?;
+        if !self.on_host(src, dst) {
+            // SAFETY: in bounds of borrowed buffers the backend accepts.
+            return unsafe {
+                self.comm
+                    .inner
+                    .backend
+                    .local_copy(d.ptr.cast(), s.ptr.cast(), s.len * size_of::<T>())
+            };
+        }
         // SAFETY: in bounds of borrowed buffers; `copy_to` allows overlap.
         unsafe { s.copy_to(d) };
         Ok(())
@@ -421,9 +430,26 @@ impl<'a, T: Element> Exec<'a, T> {
                 "buffer hazard: `accumulate` source and destination overlap",
             ));
         }
+        if !self.on_host(src, dst) {
+            // SAFETY: in bounds of borrowed buffers the backend accepts, disjoint.
+            return unsafe {
+                self.comm
+                    .inner
+                    .backend
+                    .local_reduce(T::DTYPE, op, d.ptr.cast(), s.ptr.cast(), s.len)
+            };
+        }
         // SAFETY: in bounds of borrowed buffers, disjoint.
         unsafe { s.reduce_into(d, op) };
         Ok(())
+    }
+
+    /// Whether both regions lie in host memory (device regions are copied
+    /// and combined through the backend).
+    fn on_host(&self, a: Region, b: Region) -> bool {
+        [a, b]
+            .iter()
+            .all(|r| self.slots.get(r.buf).is_some_and(|s| s.memory == Memory::Host))
     }
 
     /// The subgroup of ranks whose `color_of` equals this rank's; created

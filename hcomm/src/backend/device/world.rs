@@ -1,0 +1,311 @@
+//! What the ranks of one in-process device world share: who runs, finished or
+//! failed (with the host backend's semantics: the first root cause wins), a
+//! rendezvous for ids that must reach every member of a new communicator, and
+//! per-group state (abort, the point-to-point order ledger).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use super::lock;
+use crate::element::DataType;
+use crate::error::{Error, Result};
+
+/// What is known about one rank of the world.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum RankState {
+    Running,
+    /// Every handle of the rank is gone (its closure returned).
+    Finished,
+    /// The rank panicked or returned an error (`secondary`: itself the
+    /// consequence of another rank's failure).
+    Failed {
+        reason: String,
+        secondary: bool,
+    },
+}
+
+/// Marks a rank finished when its last communicator handle is gone.
+pub(crate) struct Presence {
+    world: Arc<DeviceWorld>,
+    rank: usize,
+}
+
+impl Presence {
+    pub(crate) fn new(world: &Arc<DeviceWorld>, rank: usize) -> Arc<Presence> {
+        Arc::new(Presence {
+            world: Arc::clone(world),
+            rank,
+        })
+    }
+
+    /// Records that this rank failed with `error`.
+    pub(crate) fn fail(&self, error: &Error) {
+        self.world.fail(self.rank, error);
+    }
+}
+
+impl Drop for Presence {
+    fn drop(&mut self) {
+        let mut states = lock(&self.world.states);
+        if let Some(s @ RankState::Running) = states.get_mut(self.rank) {
+            *s = RankState::Finished;
+        }
+    }
+}
+
+/// Shared by every rank and communicator of one in-process device world.
+pub(crate) struct DeviceWorld {
+    states: Mutex<Vec<RankState>>,
+    first_failure: Mutex<Option<Error>>,
+    groups: Mutex<HashMap<String, Weak<GroupShared>>>,
+    ids: Mutex<HashMap<String, (Vec<u8>, usize)>>,
+    ids_cv: Condvar,
+}
+
+impl DeviceWorld {
+    pub(crate) fn new(size: usize) -> Arc<DeviceWorld> {
+        Arc::new(DeviceWorld {
+            states: Mutex::new(vec![RankState::Running; size]),
+            first_failure: Mutex::new(None),
+            groups: Mutex::new(HashMap::new()),
+            ids: Mutex::new(HashMap::new()),
+            ids_cv: Condvar::new(),
+        })
+    }
+
+    pub(crate) fn state(&self, rank: usize) -> RankState {
+        lock(&self.states).get(rank).cloned().unwrap_or(RankState::Running)
+    }
+
+    /// Marks a rank failed; the first root cause (an error that is not
+    /// itself a consequence of another failure) is kept for `run`.
+    pub(crate) fn fail(&self, rank: usize, error: &Error) {
+        if let Some(s) = lock(&self.states).get_mut(rank) {
+            if matches!(s, RankState::Failed { .. }) {
+                return;
+            }
+            *s = RankState::Failed {
+                reason: error.to_string(),
+                secondary: error.is_secondary(),
+            };
+        }
+        let mut first = lock(&self.first_failure);
+        if first.as_ref().is_none_or(|e| e.is_secondary() && !error.is_secondary()) {
+            *first = Some(error.clone());
+        }
+    }
+
+    /// The first root-cause failure, else the first failure.
+    pub(crate) fn first_failure(&self) -> Option<Error> {
+        lock(&self.first_failure).clone()
+    }
+
+    /// The shared state of group `key` (created by its first member).
+    pub(crate) fn group(&self, key: &str) -> Arc<GroupShared> {
+        let mut groups = lock(&self.groups);
+        groups.retain(|_, g| g.strong_count() > 0);
+        if let Some(g) = groups.get(key).and_then(Weak::upgrade) {
+            return g;
+        }
+        let g = Arc::new(GroupShared::default());
+        groups.insert(key.to_owned(), Arc::downgrade(&g));
+        g
+    }
+
+    /// Hands the bytes `make` produces (on the first of `members` callers) to
+    /// every caller with the same `key`; fails after `timeout` or when `make`
+    /// fails.
+    pub(crate) fn exchange(
+        &self,
+        key: &str,
+        members: usize,
+        timeout: Duration,
+        make: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Result<Vec<u8>> {
+        let mut ids = lock(&self.ids);
+        if !ids.contains_key(key) {
+            drop(ids);
+            let bytes = make()?;
+            ids = lock(&self.ids);
+            ids.entry(key.to_owned()).or_insert((bytes, 0));
+            self.ids_cv.notify_all();
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some((bytes, taken)) = ids.get_mut(key) {
+                *taken += 1;
+                let out = bytes.clone();
+                if *taken == members {
+                    ids.remove(key);
+                }
+                return Ok(out);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::Timeout {
+                    operation: format!("exchanging the id of communicator `{key}`"),
+                    rank: 0,
+                    waited: timeout,
+                    limit: timeout,
+                });
+            }
+            ids = self
+                .ids_cv
+                .wait_timeout(ids, deadline - now)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
+/// What one message looked like to one end of a channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Envelope {
+    pub(crate) tag: i64,
+    pub(crate) count: usize,
+    pub(crate) dtype: DataType,
+}
+
+#[derive(Default)]
+struct Channel {
+    sends: VecDeque<Envelope>,
+    recvs: VecDeque<Envelope>,
+    failed: Option<Error>,
+}
+
+/// State every member of one communicator shares in-process.
+#[derive(Default)]
+pub(crate) struct GroupShared {
+    aborted: Mutex<Option<String>>,
+    /// `(src, dst)` → the messages each end handed to the library, in order.
+    ledger: Mutex<HashMap<(usize, usize), Channel>>,
+}
+
+impl GroupShared {
+    pub(crate) fn abort(&self, reason: &str) {
+        lock(&self.aborted).get_or_insert_with(|| reason.to_owned());
+    }
+
+    pub(crate) fn aborted(&self) -> Option<String> {
+        lock(&self.aborted).clone()
+    }
+
+    /// Records that `src` hands a message to `dst` (`send`) or `dst` expects
+    /// one from `src`. Device libraries match the messages of a rank pair in
+    /// order, whatever their tags; when the two ends disagree on the tag,
+    /// length or type of the k-th message, both get [`Error::Mismatch`]
+    /// instead of data in the wrong buffer.
+    pub(crate) fn record(&self, src: usize, dst: usize, send: bool, env: Envelope) -> Result<()> {
+        let mut ledger = lock(&self.ledger);
+        let ch = ledger.entry((src, dst)).or_default();
+        if let Some(e) = &ch.failed {
+            return Err(e.clone());
+        }
+        if send {
+            ch.sends.push_back(env);
+        } else {
+            ch.recvs.push_back(env);
+        }
+        while let (Some(s), Some(r)) = (ch.sends.front().copied(), ch.recvs.front().copied()) {
+            ch.sends.pop_front();
+            ch.recvs.pop_front();
+            if s != r {
+                let hint = if s.tag == r.tag {
+                    String::new()
+                } else {
+                    "; hint: device backends deliver the messages between two ranks in posting order whatever \
+                     their tags: post sends and receives of different tags in the same order on both ranks"
+                        .to_owned()
+                };
+                let e = Error::mismatch(format!(
+                    "rank {src} sends {} elements of {} (tag {}) to rank {dst} as the message that rank {dst} \
+                     receives as {} elements of {} (tag {}){hint}",
+                    s.count, s.dtype, s.tag, r.count, r.dtype, r.tag
+                ));
+                ch.failed = Some(e.clone());
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// The failure of a channel this rank takes part in, if the other end
+    /// found one.
+    pub(crate) fn channel_failure(&self, me: usize, peers: impl Iterator<Item = usize>) -> Option<Error> {
+        let ledger = lock(&self.ledger);
+        for p in peers {
+            for key in [(me, p), (p, me)] {
+                if let Some(e) = ledger.get(&key).and_then(|c| c.failed.clone()) {
+                    return Some(e);
+                }
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(tag: i64, count: usize) -> Envelope {
+        Envelope {
+            tag,
+            count,
+            dtype: DataType::F32,
+        }
+    }
+
+    #[test]
+    fn ledger_pairs_messages_in_order_and_reports_a_tag_swap_to_both_ends() {
+        let g = GroupShared::default();
+        g.record(0, 1, true, env(1, 4)).unwrap();
+        g.record(0, 1, true, env(2, 4)).unwrap();
+        g.record(0, 1, false, env(1, 4)).unwrap();
+        let e = g.record(0, 1, false, env(3, 4)).unwrap_err();
+        assert!(
+            matches!(&e, Error::Mismatch { message } if message.contains("posting order")),
+            "{e}"
+        );
+        // the sender finds out when it polls its channels
+        assert_eq!(g.channel_failure(0, [1].into_iter()), Some(e.clone()));
+        assert_eq!(g.channel_failure(2, [3].into_iter()), None);
+        // and the channel stays failed
+        assert_eq!(g.record(0, 1, true, env(1, 4)), Err(e));
+        // other channels are unaffected; length disagreements are mismatches too
+        g.record(1, 0, false, env(0, 2)).unwrap();
+        assert!(g.record(1, 0, true, env(0, 3)).is_err());
+    }
+
+    #[test]
+    fn first_root_cause_wins_and_ids_reach_every_member() {
+        let w = DeviceWorld::new(3);
+        let p0 = Presence::new(&w, 0);
+        w.fail(
+            1,
+            &Error::PeerFailed {
+                rank: 2,
+                reason: "x".into(),
+            },
+        );
+        p0.fail(&Error::Config { message: "root".into() });
+        assert!(matches!(w.first_failure(), Some(Error::Config { .. })));
+        assert!(matches!(w.state(1), RankState::Failed { secondary: true, .. }));
+        drop(Presence::new(&w, 2));
+        assert_eq!(w.state(2), RankState::Finished);
+        let ids: Vec<Vec<u8>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3)
+                .map(|i| {
+                    let w = &w;
+                    s.spawn(move || {
+                        w.exchange("k", 3, Duration::from_secs(5), || Ok(vec![i as u8; 4]))
+                            .unwrap()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(ids.iter().all(|b| *b == ids[0]));
+    }
+}

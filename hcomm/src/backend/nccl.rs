@@ -1,0 +1,421 @@
+//! The NCCL driver: NCCL + the CUDA runtime through `hcomm-sys`.
+//!
+//! Batches are `ncclGroupStart` / `ncclSend`+`ncclRecv` / `ncclGroupEnd`;
+//! waits poll `cudaStreamQuery` and `ncclCommGetAsyncError`; an abort is
+//! `ncclCommAbort`. Collectives NCCL lacks (all-to-all-v; gather, scatter and
+//! all-to-all before 2.28; barrier) are built by the shared device layer from
+//! one group of sends and receives or a one-element all-reduce.
+
+use std::ffi::{c_int, c_void};
+use std::path::Path;
+use std::ptr::null_mut;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hcomm_sys::{
+    cudaError_t, cudaMemcpyKind, ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclResult_t, ncclUniqueId, CudaApi, NcclApi,
+};
+
+use super::device::memory::CopyKind;
+use super::device::{
+    bind_cached, next_driver_id, DevError, DevResult, Driver, Item, LibColl, Poll, Raw, SubComm, SubRequest, Table,
+};
+use crate::element::{DataType, ReduceOp};
+use crate::error::{Error, Result};
+
+/// NCCL and the CUDA runtime, loaded.
+pub(crate) struct NcclDriver {
+    id: u64,
+    pub(crate) nccl: Table<NcclApi>,
+    pub(crate) cuda: Table<CudaApi>,
+}
+
+impl std::fmt::Debug for NcclDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NcclDriver")
+            .field("nccl", &self.nccl.path())
+            .field("cuda", &self.cuda.path())
+            .finish_non_exhaustive()
+    }
+}
+
+fn load_error(e: &hcomm_sys::LoadError) -> Error {
+    Error::Backend {
+        backend: "nccl",
+        message: e.to_string(),
+    }
+}
+
+impl NcclDriver {
+    /// The process-wide tables (`HCOMM_NCCL_LIB`, `HCOMM_CUDART_LIB`, then the
+    /// CUDA install directories and the system search path).
+    pub(crate) fn system() -> Result<Arc<NcclDriver>> {
+        let nccl = NcclApi::get().map_err(|e| load_error(&e))?;
+        let cuda = CudaApi::get().map_err(|e| load_error(&e))?;
+        Ok(Arc::new(NcclDriver {
+            id: next_driver_id(),
+            nccl: Table::Static(nccl),
+            cuda: Table::Static(cuda),
+        }))
+    }
+
+    /// Tables loaded from explicit files.
+    pub(crate) fn load(nccl: &Path, cuda: &Path) -> Result<Arc<NcclDriver>> {
+        let n = NcclApi::load(nccl).map_err(|e| load_error(&e))?;
+        let c = CudaApi::load(cuda).map_err(|e| load_error(&e))?;
+        Ok(Arc::new(NcclDriver {
+            id: next_driver_id(),
+            nccl: Table::Owned(Arc::new(n)),
+            cuda: Table::Owned(Arc::new(c)),
+        }))
+    }
+
+    fn nccl_check(symbol: &str, code: ncclResult_t) -> DevResult<()> {
+        match code.result() {
+            Ok(()) => Ok(()),
+            Err(e) => Err(DevError {
+                timeout: code == ncclResult_t::ncclTimeout,
+                message: format!("{symbol} failed: {e}"),
+            }),
+        }
+    }
+
+    fn cuda_check(symbol: &str, code: cudaError_t) -> DevResult<()> {
+        match code.result() {
+            Ok(()) => Ok(()),
+            Err(e) => Err(DevError::new(format!("{symbol} failed: {e}"))),
+        }
+    }
+
+    /// Number of CUDA devices.
+    pub(crate) fn device_count(&self) -> Result<usize> {
+        let mut n: c_int = 0;
+        // SAFETY: a valid out pointer.
+        let code = unsafe { (self.cuda.cudaGetDeviceCount)(&raw mut n) };
+        Self::cuda_check("cudaGetDeviceCount", code).map_err(|e| e.into_error("nccl"))?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
+    /// `ncclGetUniqueId`.
+    pub(crate) fn unique_id(&self) -> Result<ncclUniqueId> {
+        let mut id = ncclUniqueId::zeroed();
+        // SAFETY: a valid, writable id.
+        let code = unsafe { (self.nccl.ncclGetUniqueId)(&raw mut id) };
+        Self::nccl_check("ncclGetUniqueId", code).map_err(|e| e.into_error("nccl"))?;
+        Ok(id)
+    }
+
+    /// Joins the communicator of `id` as `rank` of `world` on `device`.
+    pub(crate) fn init_rank(&self, world: usize, id: &ncclUniqueId, rank: usize, device: i32) -> Result<Raw> {
+        self.bind(device).map_err(|e| e.into_error("nccl"))?;
+        let mut comm: ncclComm_t = null_mut();
+        let n = c_int::try_from(world).map_err(|_| Error::precondition("world size exceeds int"))?;
+        // SAFETY: a valid out pointer; the id is passed by value.
+        let code = unsafe { (self.nccl.ncclCommInitRank)(&raw mut comm, n, *id, rank as c_int) };
+        Self::nccl_check("ncclCommInitRank", code).map_err(|e| e.into_error("nccl"))?;
+        Ok(Raw(comm))
+    }
+
+    /// `ncclCommInitAll`: rank `i` on `devices[i]`.
+    pub(crate) fn init_all(&self, devices: &[i32]) -> Result<Vec<Raw>> {
+        let mut comms: Vec<ncclComm_t> = vec![null_mut(); devices.len()];
+        let n = c_int::try_from(devices.len()).map_err(|_| Error::precondition("too many devices"))?;
+        // SAFETY: `comms` has room for `n` handles, `devices` holds `n` ids.
+        let code = unsafe { (self.nccl.ncclCommInitAll)(comms.as_mut_ptr(), n, devices.as_ptr()) };
+        Self::nccl_check("ncclCommInitAll", code).map_err(|e| e.into_error("nccl"))?;
+        Ok(comms.into_iter().map(Raw).collect())
+    }
+}
+
+/// The NCCL type of an element type.
+pub(crate) fn nccl_dtype(dtype: DataType) -> ncclDataType_t {
+    match dtype {
+        DataType::I8 => ncclDataType_t::ncclInt8,
+        DataType::U8 => ncclDataType_t::ncclUint8,
+        DataType::I32 => ncclDataType_t::ncclInt32,
+        DataType::U32 => ncclDataType_t::ncclUint32,
+        DataType::I64 => ncclDataType_t::ncclInt64,
+        DataType::U64 => ncclDataType_t::ncclUint64,
+        DataType::F16 => ncclDataType_t::ncclFloat16,
+        DataType::Bf16 => ncclDataType_t::ncclBfloat16,
+        DataType::F32 => ncclDataType_t::ncclFloat32,
+        DataType::F64 => ncclDataType_t::ncclFloat64,
+    }
+}
+
+/// The NCCL reduction operator.
+pub(crate) fn nccl_op(op: ReduceOp) -> ncclRedOp_t {
+    match op {
+        ReduceOp::Sum => ncclRedOp_t::ncclSum,
+        ReduceOp::Prod => ncclRedOp_t::ncclProd,
+        ReduceOp::Max => ncclRedOp_t::ncclMax,
+        ReduceOp::Min => ncclRedOp_t::ncclMin,
+    }
+}
+
+fn v(p: *mut u8) -> *mut c_void {
+    p.cast()
+}
+
+impl Driver for NcclDriver {
+    fn name(&self) -> &'static str {
+        "nccl"
+    }
+
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn bind(&self, device: i32) -> DevResult<()> {
+        bind_cached(self.id, device, || {
+            // SAFETY: cudaSetDevice takes any ordinal and validates it.
+            let code = unsafe { (self.cuda.cudaSetDevice)(device) };
+            Self::cuda_check("cudaSetDevice", code)
+        })
+    }
+
+    fn malloc(&self, bytes: usize) -> DevResult<*mut u8> {
+        let mut p: *mut c_void = null_mut();
+        // SAFETY: a valid out pointer; the device is bound.
+        let code = unsafe { (self.cuda.cudaMalloc)(&raw mut p, bytes) };
+        Self::cuda_check("cudaMalloc", code)?;
+        Ok(p.cast())
+    }
+
+    unsafe fn free(&self, ptr: *mut u8) -> DevResult<()> {
+        // SAFETY: forwarded from the caller.
+        let code = unsafe { (self.cuda.cudaFree)(v(ptr)) };
+        Self::cuda_check("cudaFree", code)
+    }
+
+    unsafe fn memcpy(&self, dst: *mut u8, src: *const u8, bytes: usize, kind: CopyKind) -> DevResult<()> {
+        let kind = match kind {
+            CopyKind::HostToDevice => cudaMemcpyKind::cudaMemcpyHostToDevice,
+            CopyKind::DeviceToHost => cudaMemcpyKind::cudaMemcpyDeviceToHost,
+            CopyKind::DeviceToDevice => cudaMemcpyKind::cudaMemcpyDeviceToDevice,
+        };
+        // SAFETY: forwarded from the caller.
+        let code = unsafe { (self.cuda.cudaMemcpy)(v(dst), src.cast(), bytes, kind) };
+        Self::cuda_check("cudaMemcpy", code)
+    }
+
+    fn stream_create(&self) -> DevResult<Raw> {
+        let mut s = null_mut();
+        // SAFETY: a valid out pointer; the device is bound.
+        let code = unsafe { (self.cuda.cudaStreamCreate)(&raw mut s) };
+        Self::cuda_check("cudaStreamCreate", code)?;
+        Ok(Raw(s))
+    }
+
+    unsafe fn stream_destroy(&self, stream: Raw) -> DevResult<()> {
+        // SAFETY: forwarded from the caller.
+        let code = unsafe { (self.cuda.cudaStreamDestroy)(stream.0) };
+        Self::cuda_check("cudaStreamDestroy", code)
+    }
+
+    fn poll(&self, comm: Raw, stream: Raw, slice: Duration) -> Poll {
+        let start = Instant::now();
+        let mut nap = Duration::from_micros(20);
+        loop {
+            let mut async_error = ncclResult_t::ncclSuccess;
+            // SAFETY: a live communicator and a valid out pointer.
+            let code = unsafe { (self.nccl.ncclCommGetAsyncError)(comm.0, &raw mut async_error) };
+            if let Err(e) = Self::nccl_check("ncclCommGetAsyncError", code) {
+                return Poll::Failed(e);
+            }
+            if async_error != ncclResult_t::ncclInProgress {
+                if let Err(e) = Self::nccl_check("NCCL asynchronous error", async_error) {
+                    return Poll::Failed(e);
+                }
+            }
+            // SAFETY: a live stream.
+            let code = unsafe { (self.cuda.cudaStreamQuery)(stream.0) };
+            if code == cudaError_t::cudaSuccess {
+                return Poll::Done;
+            }
+            if code != cudaError_t::cudaErrorNotReady {
+                return Poll::Failed(
+                    Self::cuda_check("cudaStreamQuery", code)
+                        .err()
+                        .unwrap_or_else(|| DevError::new("cudaStreamQuery")),
+                );
+            }
+            if start.elapsed() >= slice {
+                return Poll::Pending;
+            }
+            std::thread::sleep(nap.min(slice.saturating_sub(start.elapsed())));
+            nap = (nap * 2).min(Duration::from_millis(1));
+        }
+    }
+
+    unsafe fn batch(&self, comm: Raw, stream: Raw, items: &[Item]) -> DevResult<()> {
+        let n = &*self.nccl;
+        // SAFETY: group calls take no arguments.
+        Self::nccl_check("ncclGroupStart", unsafe { (n.ncclGroupStart)() })?;
+        let mut first = Ok(());
+        for it in items {
+            let t = nccl_dtype(it.dtype);
+            let peer = it.peer as c_int;
+            // SAFETY: live handles; the buffers are valid per the caller.
+            let (symbol, code) = unsafe {
+                if it.send {
+                    (
+                        "ncclSend",
+                        (n.ncclSend)(it.ptr.cast(), it.count, t, peer, comm.0, stream.0),
+                    )
+                } else {
+                    ("ncclRecv", (n.ncclRecv)(v(it.ptr), it.count, t, peer, comm.0, stream.0))
+                }
+            };
+            if first.is_ok() {
+                first = Self::nccl_check(symbol, code);
+            }
+        }
+        // The group is always closed, even after a failed call inside it.
+        // SAFETY: closes the group opened above.
+        let end = Self::nccl_check("ncclGroupEnd", unsafe { (n.ncclGroupEnd)() });
+        first.and(end)
+    }
+
+    unsafe fn collective(&self, comm: Raw, stream: Raw, call: &LibColl<'_>, dtype: DataType) -> Option<DevResult<()>> {
+        let n = &*self.nccl;
+        let t = nccl_dtype(dtype);
+        let (c, s) = (comm.0, stream.0);
+        // SAFETY (every call): live handles; device ranges valid per the caller.
+        let (symbol, code) = unsafe {
+            match *call {
+                LibColl::AllReduce { send, recv, count, op } => (
+                    "ncclAllReduce",
+                    (n.ncclAllReduce)(send.cast(), v(recv), count, t, nccl_op(op), c, s),
+                ),
+                LibColl::Broadcast { buf, count, root } => (
+                    "ncclBroadcast",
+                    (n.ncclBroadcast)(buf.cast(), v(buf), count, t, root as c_int, c, s),
+                ),
+                LibColl::Reduce {
+                    send,
+                    recv,
+                    count,
+                    op,
+                    root,
+                } => (
+                    "ncclReduce",
+                    (n.ncclReduce)(send.cast(), v(recv), count, t, nccl_op(op), root as c_int, c, s),
+                ),
+                LibColl::ReduceScatter {
+                    send,
+                    recv,
+                    recv_count,
+                    op,
+                } => (
+                    "ncclReduceScatter",
+                    (n.ncclReduceScatter)(send.cast(), v(recv), recv_count, t, nccl_op(op), c, s),
+                ),
+                LibColl::AllGather { send, recv, send_count } => (
+                    "ncclAllGather",
+                    (n.ncclAllGather)(send.cast(), v(recv), send_count, t, c, s),
+                ),
+                LibColl::Scatter {
+                    send,
+                    recv,
+                    count,
+                    root,
+                } => {
+                    let f = n.ncclScatter?;
+                    ("ncclScatter", f(send.cast(), v(recv), count, t, root as c_int, c, s))
+                }
+                LibColl::Gather {
+                    send,
+                    recv,
+                    count,
+                    root,
+                } => {
+                    let f = n.ncclGather?;
+                    ("ncclGather", f(send.cast(), v(recv), count, t, root as c_int, c, s))
+                }
+                LibColl::AllToAll { send, recv, count } => {
+                    let f = n.ncclAlltoAll?;
+                    ("ncclAlltoAll", f(send.cast(), v(recv), count, t, c, s))
+                }
+                LibColl::AllToAllV { .. } | LibColl::Barrier => return None,
+            }
+        };
+        Some(Self::nccl_check(symbol, code))
+    }
+
+    unsafe fn comm_destroy(&self, comm: Raw) -> DevResult<()> {
+        if let Some(f) = self.nccl.ncclCommFinalize {
+            // SAFETY: forwarded from the caller.
+            Self::nccl_check("ncclCommFinalize", unsafe { f(comm.0) })?;
+        }
+        // SAFETY: forwarded from the caller.
+        let code = unsafe { (self.nccl.ncclCommDestroy)(comm.0) };
+        Self::nccl_check("ncclCommDestroy", code)
+    }
+
+    unsafe fn comm_abort(&self, comm: Raw) -> bool {
+        // SAFETY: forwarded from the caller; the handle is freed by NCCL.
+        let _ = unsafe { (self.nccl.ncclCommAbort)(comm.0) };
+        true
+    }
+
+    fn subcomm(&self, req: &SubRequest<'_>) -> Result<SubComm> {
+        // `ncclCommSplit` is collective over the whole parent, but a member
+        // creates a subgroup without the other ranks (`Comm::split` ranks
+        // with no color do not take part): members share a fresh unique id
+        // through the in-process world instead.
+        let world = req.world.ok_or_else(|| Error::Config {
+            message: "nccl: subgroups of a communicator created with `init_rank` need every rank in this \
+                      process; use `hcomm::nccl::run` or `init_all`"
+                .into(),
+        })?;
+        let bytes = world.exchange(req.key, req.members.len(), req.timeout, || {
+            self.unique_id().map(|id| id.internal.to_vec())
+        })?;
+        let id = ncclUniqueId::from_bytes(&bytes).ok_or_else(|| Error::Backend {
+            backend: "nccl",
+            message: "a unique id of the wrong size was exchanged".into(),
+        })?;
+        let comm = self.init_rank(req.members.len(), &id, req.me, req.device)?;
+        Ok(SubComm {
+            comm,
+            lib_rank: (0..req.members.len() as u32).collect(),
+        })
+    }
+}
+
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<NcclDriver>();
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_element_type_maps_to_an_nccl_type() {
+        let mapped: Vec<i32> = [
+            DataType::I8,
+            DataType::U8,
+            DataType::I32,
+            DataType::U32,
+            DataType::I64,
+            DataType::U64,
+            DataType::F16,
+            DataType::Bf16,
+            DataType::F32,
+            DataType::F64,
+        ]
+        .iter()
+        .map(|&d| nccl_dtype(d).0)
+        .collect();
+        assert_eq!(mapped, vec![0, 1, 2, 3, 4, 5, 6, 9, 7, 8]);
+    }
+
+    #[test]
+    fn reduce_ops_map_to_nccl_values() {
+        let values: Vec<i32> = ReduceOp::ALL.iter().map(|&op| nccl_op(op).0).collect();
+        assert_eq!(values, vec![0, 1, 2, 3]);
+    }
+}

@@ -1,0 +1,197 @@
+//! Choosing a backend: `HCOMM_BACKEND=host|hccl|nccl` and [`run`], so one
+//! program runs unchanged on every backend, and the rank threads the device
+//! backends' `run` functions share.
+
+pub mod hccl;
+pub mod nccl;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use crate::backend::device::world::{DeviceWorld, Presence};
+use crate::comm::Comm;
+use crate::error::{Error, Result};
+use crate::options::CommOptions;
+
+/// The backends a program can run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum BackendKind {
+    /// Threads of this process exchanging host memory ([`crate::host`]).
+    #[default]
+    Host,
+    /// Huawei Ascend NPUs through HCCL and the ACL runtime ([`hccl`]).
+    Hccl,
+    /// NVIDIA GPUs through NCCL and the CUDA runtime ([`nccl`]).
+    Nccl,
+}
+
+impl BackendKind {
+    /// Parses `host`, `hccl` or `nccl` (case-insensitive).
+    pub fn parse(text: &str) -> Option<BackendKind> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "host" => Some(BackendKind::Host),
+            "hccl" => Some(BackendKind::Hccl),
+            "nccl" => Some(BackendKind::Nccl),
+            _ => None,
+        }
+    }
+
+    /// `HCOMM_BACKEND`, [`BackendKind::Host`] when unset or empty.
+    pub fn from_env() -> Result<BackendKind> {
+        match std::env::var("HCOMM_BACKEND") {
+            Ok(v) if !v.trim().is_empty() => BackendKind::parse(&v).ok_or_else(|| Error::Config {
+                message: format!("`HCOMM_BACKEND={v}`: expected `host`, `hccl` or `nccl`"),
+            }),
+            _ => Ok(BackendKind::Host),
+        }
+    }
+
+    /// The name as `HCOMM_BACKEND` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Host => "host",
+            BackendKind::Hccl => "hccl",
+            BackendKind::Nccl => "nccl",
+        }
+    }
+}
+
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Runs `f` on `world` in-process ranks of the backend `HCOMM_BACKEND`
+/// names (default `host`), with options from the environment, and returns
+/// the ranks' results in rank order: [`crate::host::run`],
+/// [`hccl::run`] or [`nccl::run`]. Failure semantics are those of
+/// [`crate::host::run`] on every backend.
+///
+/// ```
+/// // HCOMM_BACKEND unset: the host backend.
+/// let ranks = hcomm::run(3, |comm| Ok(comm.rank())).unwrap();
+/// assert_eq!(ranks, vec![0, 1, 2]);
+/// ```
+pub fn run<R, F>(world: usize, f: F) -> Result<Vec<R>>
+where
+    R: Send,
+    F: Fn(&Comm) -> Result<R> + Sync,
+{
+    run_on(BackendKind::from_env()?, world, &CommOptions::from_env()?, f)
+}
+
+/// [`run`] on an explicit backend with explicit options.
+pub fn run_on<R, F>(kind: BackendKind, world: usize, options: &CommOptions, f: F) -> Result<Vec<R>>
+where
+    R: Send,
+    F: Fn(&Comm) -> Result<R> + Sync,
+{
+    match kind {
+        BackendKind::Host => crate::host::run_with(world, options, f),
+        BackendKind::Hccl => hccl::Hccl::load()?.run(world, options, f),
+        BackendKind::Nccl => nccl::Nccl::load()?.run(world, options, f),
+    }
+}
+
+/// Creates rank `r`'s communicator of an in-process device world.
+pub(crate) type MakeComm<'a> = dyn Fn(usize, &Arc<DeviceWorld>, Arc<Presence>) -> Result<Comm> + Sync + 'a;
+
+/// Runs `f` on `world` rank threads whose communicators `make` creates
+/// (collectively: every rank calls it), with the failure semantics of
+/// [`crate::host::run`].
+pub(crate) fn run_ranks<R, F>(world: usize, make: &MakeComm<'_>, f: F) -> Result<Vec<R>>
+where
+    R: Send,
+    F: Fn(&Comm) -> Result<R> + Sync,
+{
+    if world == 0 {
+        return Err(Error::precondition("a world needs at least one rank"));
+    }
+    let dw = DeviceWorld::new(world);
+    let f = &f;
+    let results: Vec<Result<R>> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..world)
+            .map(|rank| {
+                let dw = Arc::clone(&dw);
+                std::thread::Builder::new()
+                    .name(format!("hcomm-rank-{rank}"))
+                    .spawn_scoped(s, move || {
+                        let presence = Presence::new(&dw, rank);
+                        let outcome = catch_unwind(AssertUnwindSafe(|| {
+                            let comm = make(rank, &dw, Arc::clone(&presence))?;
+                            f(&comm)
+                        }));
+                        let result = outcome.unwrap_or_else(|payload| {
+                            let message = payload
+                                .downcast_ref::<&str>()
+                                .map(|s| (*s).to_owned())
+                                .or_else(|| payload.downcast_ref::<String>().cloned())
+                                .unwrap_or_else(|| "a non-string panic payload".to_owned());
+                            Err(Error::Panicked { rank, message })
+                        });
+                        if let Err(e) = &result {
+                            presence.fail(e);
+                        }
+                        result
+                    })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .enumerate()
+            .map(|(rank, t)| match t {
+                Ok(handle) => handle.join().unwrap_or_else(|_| {
+                    Err(Error::Panicked {
+                        rank,
+                        message: "the rank's thread could not be joined".into(),
+                    })
+                }),
+                Err(e) => Err(Error::Backend {
+                    backend: "host",
+                    message: format!("cannot start the thread of rank {rank}: {e}"),
+                }),
+            })
+            .collect()
+    });
+    let mut values = Vec::with_capacity(world);
+    let mut first_error = None;
+    for r in results {
+        match r {
+            Ok(v) => values.push(v),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        None => Ok(values),
+        Some(e) => Err(dw.first_failure().unwrap_or(e)),
+    }
+}
+
+/// Checks that `world` ranks fit on `count` devices (one device per rank).
+pub(crate) fn check_devices(backend: &str, world: usize, count: usize) -> Result<()> {
+    if world > count {
+        return Err(Error::Config {
+            message: format!("{backend}: {world} ranks need {world} devices (one per rank), but {count} are visible"),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_names_parse() {
+        assert_eq!(BackendKind::parse("HCCL"), Some(BackendKind::Hccl));
+        assert_eq!(BackendKind::parse(" nccl "), Some(BackendKind::Nccl));
+        assert_eq!(BackendKind::parse("host"), Some(BackendKind::Host));
+        assert_eq!(BackendKind::parse("gloo"), None);
+        for k in [BackendKind::Host, BackendKind::Hccl, BackendKind::Nccl] {
+            assert_eq!(BackendKind::parse(k.name()), Some(k));
+        }
+    }
+}

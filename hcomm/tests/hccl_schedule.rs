@@ -1,0 +1,72 @@
+//! `comm_schedule!` programs, written for host slices, run unchanged on the
+//! HCCL backend (through the stand-in library): their batches become
+//! `HcclBatchSendRecv` calls, their copies stay on the host, and their
+//! collectives are HCCL's.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use hcomm::hccl::Hccl;
+use hcomm::{comm_schedule, CommOptions, ReduceOp};
+
+comm_schedule! {
+    /// Ring all-gather: `world - 1` steps, each passes one block to the right.
+    #[verify(world in 1..=16)]
+    #[postcondition(all_gather(input -> output))]
+    fn ring_all_gather(input: &[T; n], output: &mut [T; n * world]) {
+        copy input -> output.chunk(rank);
+        for s in 0..world - 1 {
+            batch {
+                send output.chunk((rank - s) % world) to (rank + 1) % world;
+                recv output.chunk((rank - s - 1) % world) from (rank - 1) % world;
+            }
+        }
+    }
+
+    /// Two-level all-gather over subgroups (`over` clauses are sub-communicators).
+    #[verify(world in 1..=8, local in 1..=world)]
+    #[requires(world % local == 0)]
+    #[postcondition(all_gather(input -> output))]
+    fn two_level_all_gather(input: &[T; n], output: &mut [T; n * world], local: usize) {
+        let node = scratch[T; n * local];
+        all_gather(input -> node) over rank / local;
+        all_gather(node -> output) over rank % local;
+    }
+}
+
+fn hccl() -> &'static Hccl {
+    static HCCL: OnceLock<Hccl> = OnceLock::new();
+    HCCL.get_or_init(|| {
+        let path = hcomm_hccl_standin::cdylib_path().expect("the stand-in cdylib is built next to the tests");
+        Hccl::load_from(path).unwrap_or_else(|e| panic!("{e}"))
+    })
+}
+
+#[test]
+fn schedules_written_for_host_slices_run_on_hccl() {
+    let options = CommOptions::default().with_timeout(Duration::from_secs(20));
+    for w in 1..=6usize {
+        hccl()
+            .run(w, &options, |comm| {
+                let r = comm.rank();
+                let input: Vec<i32> = (0..3).map(|i| (r * 10 + i) as i32).collect();
+                let want: Vec<i32> = (0..w).flat_map(|q| (0..3).map(move |i| (q * 10 + i) as i32)).collect();
+                let mut output = vec![0i32; 3 * w];
+                ring_all_gather(comm, &input, &mut output)?;
+                assert_eq!(output, want, "ring, world {w}");
+                // the built-in collective agrees
+                let mut builtin = vec![0i32; 3 * w];
+                comm.all_gather(&input, &mut builtin)?;
+                assert_eq!(builtin, want);
+                if w % 2 == 0 {
+                    let mut output = vec![0i32; 3 * w];
+                    two_level_all_gather(comm, &input, &mut output, 2)?;
+                    assert_eq!(output, want, "two-level, world {w}");
+                }
+                let mut x = [r as f64];
+                comm.all_reduce_in_place(&mut x, ReduceOp::Sum)?;
+                Ok(())
+            })
+            .unwrap_or_else(|e| panic!("world {w}: {e}"));
+    }
+}
