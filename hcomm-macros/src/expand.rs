@@ -72,8 +72,8 @@ pub(crate) fn signature(item: &Item) -> TokenStream {
     let params = item.params.iter().map(|p| {
         let name = &p.name;
         match p.kind {
-            ParamKind::Buffer { mutable: true, .. } => quote!(#name: &mut [T]),
-            ParamKind::Buffer { mutable: false, .. } => quote!(#name: &[T]),
+            ParamKind::Buffer { mutable: true, .. } => quote!(#name: &mut (impl ::hcomm::BufferMut<Elem = T> + ?Sized)),
+            ParamKind::Buffer { mutable: false, .. } => quote!(#name: &(impl ::hcomm::Buffer<Elem = T> + ?Sized)),
             ParamKind::Scalar => quote!(#name: usize),
         }
     });
@@ -151,7 +151,9 @@ fn expand(item: &Item, docs: &[syn::Attribute], lowered: &Lowered) -> TokenStrea
         let coef = cx.int(&b.coef);
         let constant = cx.int(&b.constant);
         let (bname, vname) = (&buffer.name, &var.name);
-        lengths.push(quote!(let #len: i64 = __x.solve_len(#bname, #param.len(), #coef, #constant, #vname)?;));
+        lengths.push(
+            quote!(let #len: i64 = __x.solve_len(#bname, ::hcomm::Buffer::elems(#param), #coef, #constant, #vname)?;),
+        );
     }
     for (i, buffer) in ir.buffers.iter().enumerate() {
         if lowered.len_bindings.iter().any(|b| b.buffer == i) {
@@ -160,7 +162,7 @@ fn expand(item: &Item, docs: &[syn::Attribute], lowered: &Lowered) -> TokenStrea
         let Some(param) = buffer_params.get(i) else { continue };
         let expected = cx.int(&buffer.len);
         let bname = &buffer.name;
-        lengths.push(quote!(__x.check_len(#bname, #param.len(), #expected)?;));
+        lengths.push(quote!(__x.check_len(#bname, ::hcomm::Buffer::elems(#param), #expected)?;));
     }
 
     // Scalar ranges and run-time verification.
@@ -200,7 +202,7 @@ fn expand(item: &Item, docs: &[syn::Attribute], lowered: &Lowered) -> TokenStrea
             let check = quote_spanned!(param.span()=> __hp::assert_buffer(#param););
             quote! {
                 #check
-                let #len: i64 = __hp::int(#param.len())?;
+                let #len: i64 = __hp::int(::hcomm::Buffer::elems(#param))?;
                 let #index: usize = #register;
             }
         });

@@ -22,6 +22,10 @@ pub(crate) mod sealed {
 }
 
 /// Memory hcomm can send from.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an hcomm buffer",
+    label = "expected a slice, `Vec`, array or `DeviceBuffer` of an `hcomm::Element` type"
+)]
 ///
 /// Implemented for `[T]`, `Vec<T>` and `[T; N]` of an [`Element`] type, and
 /// for the device buffers of device backends. Sealed: backends move these
@@ -44,6 +48,10 @@ pub trait Buffer: sealed::Sealed {
 }
 
 /// Memory hcomm can receive into.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a writable hcomm buffer",
+    label = "expected a mutable slice, `Vec`, array or `DeviceBuffer` of an `hcomm::Element` type"
+)]
 pub trait BufferMut: Buffer {
     /// Start and length in elements, for writing.
     #[doc(hidden)]
@@ -95,5 +103,21 @@ impl<T: Element, const N: usize> Buffer for [T; N] {
 impl<T: Element, const N: usize> BufferMut for [T; N] {
     fn raw_parts_mut(&mut self) -> (*mut T, usize) {
         (self.as_mut_ptr(), N)
+    }
+}
+
+impl<T: Element> sealed::Sealed for Box<[T]> {}
+impl<T: Element> Buffer for Box<[T]> {
+    type Elem = T;
+    fn raw_parts(&self) -> (*const T, usize) {
+        (self.as_ptr(), self.len())
+    }
+    fn memory(&self) -> Memory {
+        Memory::Host
+    }
+}
+impl<T: Element> BufferMut for Box<[T]> {
+    fn raw_parts_mut(&mut self) -> (*mut T, usize) {
+        (self.as_mut_ptr(), self.len())
     }
 }

@@ -178,8 +178,6 @@ impl<T: Element> BufferMut for DeviceBuffer<T> {
     }
 }
 
-impl<T: Element> crate::__private::Buffer for DeviceBuffer<T> {}
-
 /// Errors that destructors of device resources (communicators, streams,
 /// device memory) met since the last call: they cannot return them, so they
 /// record them here (and log them with `tracing`).

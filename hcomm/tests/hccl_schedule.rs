@@ -70,3 +70,22 @@ fn schedules_written_for_host_slices_run_on_hccl() {
             .unwrap_or_else(|e| panic!("world {w}: {e}"));
     }
 }
+
+#[test]
+fn schedules_take_device_buffers_on_hccl() {
+    let options = CommOptions::default().with_timeout(Duration::from_secs(20));
+    for w in [1usize, 2, 3, 4] {
+        hccl()
+            .run(w, &options, |comm| {
+                let r = comm.rank();
+                let host: Vec<i64> = (0..4).map(|i| (r * 100 + i) as i64).collect();
+                let input = hcomm::DeviceBuffer::from_host(comm, &host)?;
+                let mut output = hcomm::DeviceBuffer::<i64>::zeros(comm, 4 * w)?;
+                ring_all_gather(comm, &input, &mut output)?;
+                let want: Vec<i64> = (0..w).flat_map(|q| (0..4).map(move |i| (q * 100 + i) as i64)).collect();
+                assert_eq!(output.to_host()?, want, "device ring all-gather, world {w}");
+                Ok(())
+            })
+            .unwrap_or_else(|e| panic!("world {w}: {e}"));
+    }
+}

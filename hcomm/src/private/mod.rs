@@ -147,9 +147,7 @@ pub fn chunk(r: Region, index: i64, parts: i64) -> Result<Region> {
 )]
 pub trait Buffer {}
 
-impl<T: Element> Buffer for [T] {}
-impl<T: Element> Buffer for Vec<T> {}
-impl<T: Element, const N: usize> Buffer for [T; N] {}
+impl<B: crate::Buffer + ?Sized> Buffer for B {}
 
 /// Compiles only when `B` is a buffer.
 pub fn assert_buffer<B: ?Sized + Buffer>(_: &B) {}
