@@ -26,7 +26,9 @@ hcomm::comm_schedule! {
 
 fn main() -> hcomm::Result<()> {
     let world = 4;
-    let reports = hcomm::host::run(world, |comm| {
+    // `hcomm::run` starts the ranks on the backend `HCOMM_BACKEND` names
+    // (the host backend, threads of this process, by default).
+    let reports = hcomm::run(world, |comm| {
         let (rank, world) = (comm.rank(), comm.world());
         let mut lines = Vec::new();
 

@@ -147,8 +147,12 @@ impl Comm {
     }
 
     /// The algorithm this communicator uses for `collective` on messages of
-    /// `bytes` bytes per rank.
+    /// `bytes` bytes per rank ([`Algorithm::Library`] on device backends,
+    /// whose library chooses).
     pub fn algorithm(&self, collective: Collective, bytes: usize) -> Algorithm {
+        if self.inner.backend.native_collectives() {
+            return Algorithm::Library;
+        }
         let forced = self.inner.algorithms.read().ok().and_then(|t| t.get(collective));
         let world = self.world();
         match forced {

@@ -65,6 +65,11 @@ fn schedules_written_for_host_slices_run_on_hccl() {
                 }
                 let mut x = [r as f64];
                 comm.all_reduce_in_place(&mut x, ReduceOp::Sum)?;
+                // HCCL chooses its own algorithm, and says so.
+                assert_eq!(
+                    comm.last_algorithm(hcomm::Collective::AllReduce),
+                    Some(hcomm::Algorithm::Library)
+                );
                 Ok(())
             })
             .unwrap_or_else(|e| panic!("world {w}: {e}"));

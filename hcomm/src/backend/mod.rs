@@ -121,6 +121,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Every member calls it with the same `key`; no message is exchanged.
     fn subgroup(&self, key: &str, members: &[usize]) -> Result<Arc<dyn Backend>>;
 
+    /// Whether every collective runs through [`Backend::native_collective`]
+    /// (the device library's own algorithms).
+    fn native_collectives(&self) -> bool {
+        false
+    }
+
     /// Runs a whole collective with the device library's own implementation;
     /// `None` when the backend has none and the generic algorithms (written
     /// over point-to-point) should run.

@@ -29,11 +29,14 @@ pub enum Algorithm {
     ScatterAllGather,
     /// Dissemination barrier: `ceil(log2 world)` rounds of empty messages.
     Dissemination,
+    /// The device library's own implementation (HCCL, NCCL), which picks
+    /// its algorithm itself.
+    Library,
 }
 
 impl Algorithm {
     /// Every algorithm.
-    pub const ALL: [Algorithm; 11] = [
+    pub const ALL: [Algorithm; 12] = [
         Algorithm::Ring,
         Algorithm::HalvingDoubling,
         Algorithm::ReduceBroadcast,
@@ -45,6 +48,7 @@ impl Algorithm {
         Algorithm::BinomialTree,
         Algorithm::ScatterAllGather,
         Algorithm::Dissemination,
+        Algorithm::Library,
     ];
 
     /// The name used in `HCOMM_ALGO`, in tracing and in messages.
@@ -61,6 +65,7 @@ impl Algorithm {
             Algorithm::BinomialTree => "binomial_tree",
             Algorithm::ScatterAllGather => "scatter_all_gather",
             Algorithm::Dissemination => "dissemination",
+            Algorithm::Library => "library",
         }
     }
 

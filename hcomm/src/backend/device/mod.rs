@@ -1637,6 +1637,10 @@ impl Backend for DeviceBackend {
         Ok(Arc::new(backend))
     }
 
+    fn native_collectives(&self) -> bool {
+        true
+    }
+
     unsafe fn native_collective(
         &self,
         call: &NativeCall<'_>,
