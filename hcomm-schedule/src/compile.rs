@@ -26,8 +26,10 @@ pub(crate) struct CExpr {
     pub(crate) span: SpanId,
     /// Whether a length variable occurs in it.
     pub(crate) has_len: bool,
-    /// Stack code (see [`crate::eval::codegen`]); empty: walk the tree.
-    pub(crate) code: Vec<crate::eval::Instr>,
+    /// Register code (see [`crate::eval::codegen`]) for the roots of
+    /// expressions and their largest subtrees without length variables;
+    /// `None`: walk the tree.
+    pub(crate) code: Option<crate::eval::Code>,
 }
 
 /// [`CExpr`] shapes.
@@ -47,19 +49,36 @@ impl CExpr {
             kind: CK::Int(v),
             span,
             has_len: false,
-            code: Vec::new(),
+            code: None,
         }
     }
 
     fn new(kind: CK, span: SpanId, has_len: bool) -> Self {
-        let mut e = Self {
+        Self {
             kind,
             span,
             has_len,
-            code: Vec::new(),
-        };
-        e.code = crate::eval::codegen(&e);
-        e
+            code: None,
+        }
+    }
+
+    /// Generates the evaluation code of this root: for the whole expression,
+    /// or, when it has a length variable (evaluated as a linear form), for
+    /// each largest subtree without one.
+    fn attach_code(&mut self) {
+        if !self.has_len {
+            self.code = crate::eval::codegen(self);
+            return;
+        }
+        match &mut self.kind {
+            CK::Int(_) | CK::Slot(_) | CK::Len(_) => {}
+            CK::Unary(_, x) => x.attach_code(),
+            CK::Binary(_, a, b) => {
+                a.attach_code();
+                b.attach_code();
+            }
+            CK::Call(_, args) => args.iter_mut().for_each(CExpr::attach_code),
+        }
     }
 
     /// Every slot it reads, in order of appearance.
@@ -96,6 +115,9 @@ pub(crate) struct CRegion<'s> {
     pub(crate) kind: CRKind<'s>,
     pub(crate) ir: &'s Region,
     pub(crate) buf: BufSlot,
+    /// Index of this node among the program's region nodes (the unroller's
+    /// memo tables are indexed by it), `< Prog::nregions`.
+    pub(crate) id: u32,
 }
 
 /// [`CRegion`] shapes.
@@ -189,6 +211,9 @@ pub(crate) struct COver {
 
 /// Compiled statement kinds.
 #[derive(Debug)]
+// Statements are built once per compilation and walked by reference; the
+// size of the largest variant costs nothing measurable.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum CKind<'s> {
     P2p(P2pStmt<'s>),
     Wait(Vec<(Option<u32>, &'s Ident)>),
@@ -255,6 +280,8 @@ pub(crate) struct Prog<'s> {
     /// Name of each request handle slot.
     pub(crate) handle_names: Vec<&'s str>,
     pub(crate) post: Option<CPost<'s>>,
+    /// Number of region nodes ([`CRegion::id`]).
+    pub(crate) nregions: usize,
 }
 
 /// Where an expression stands, which decides the names it may use.
@@ -312,6 +339,8 @@ struct Compiler<'s> {
     handle_names: Vec<&'s str>,
     /// Degree (0 or 1) of each parameter's length.
     param_deg: Vec<u8>,
+    /// Region nodes numbered so far.
+    nregions: u32,
 }
 
 /// Compiles `s`; the second value holds the step-0 diagnostics (the program
@@ -334,6 +363,7 @@ pub(crate) fn compile(s: &Schedule) -> (Prog<'_>, Vec<Diagnostic>) {
         loops: Vec::new(),
         handle_names: Vec::new(),
         param_deg: Vec::new(),
+        nregions: 0,
     };
     c.slot_dep[RANK as usize] = true;
 
@@ -378,6 +408,7 @@ pub(crate) fn compile(s: &Schedule) -> (Prog<'_>, Vec<Diagnostic>) {
         len_names: s.len_vars.iter().map(|v| v.name.clone()).collect(),
         handle_names: c.handle_names,
         post,
+        nregions: c.nregions as usize,
     };
     (prog, c.sink.into_vec())
 }
@@ -458,12 +489,20 @@ impl<'s> Compiler<'s> {
     /// Compiles an expression; the second value is its degree in the length
     /// variables (0 or 1; non-linear uses are reported here).
     fn expr(&mut self, e: &'s Expr, ctx: Ctx) -> (CExpr, u8) {
+        let (mut c, d) = self.expr_node(e, ctx);
+        c.attach_code();
+        (c, d)
+    }
+
+    /// [`Self::expr`] without the evaluation code (generated once, at the
+    /// root).
+    fn expr_node(&mut self, e: &'s Expr, ctx: Ctx) -> (CExpr, u8) {
         let span = e.span;
         match &e.kind {
             ExprKind::Int(v) => (CExpr::int(*v, span), 0),
             ExprKind::Name(n) => self.name(n.kind, &n.text, span, ctx),
             ExprKind::Unary(op, x) => {
-                let (cx, d) = self.expr(x, ctx);
+                let (cx, d) = self.expr_node(x, ctx);
                 if d > 0 && *op == UnOp::Not {
                     self.nonlinear(span, "`!` of a length");
                 }
@@ -472,8 +511,8 @@ impl<'s> Compiler<'s> {
                 (CExpr::new(k, span, has_len), d)
             }
             ExprKind::Binary(op, a, b) => {
-                let (ca, da) = self.expr(a, ctx);
-                let (cb, db) = self.expr(b, ctx);
+                let (ca, da) = self.expr_node(a, ctx);
+                let (cb, db) = self.expr_node(b, ctx);
                 let d = match op {
                     BinOp::Add | BinOp::Sub => da.max(db),
                     BinOp::Mul => {
@@ -517,7 +556,7 @@ impl<'s> Compiler<'s> {
                 let mut cargs = Vec::with_capacity(args.len());
                 let mut deg = 0;
                 for a in args {
-                    let (ca, d) = self.expr(a, ctx);
+                    let (ca, d) = self.expr_node(a, ctx);
                     deg = deg.max(d);
                     cargs.push(ca);
                 }
@@ -613,6 +652,11 @@ impl<'s> Compiler<'s> {
         }
     }
 
+    fn next_region(&mut self) -> u32 {
+        self.nregions += 1;
+        self.nregions - 1
+    }
+
     fn region(&mut self, r: &'s Region) -> (CRegion<'s>, u8) {
         match &r.kind {
             RegionKind::Whole(b) => {
@@ -622,6 +666,7 @@ impl<'s> Compiler<'s> {
                         kind: CRKind::Whole,
                         ir: r,
                         buf,
+                        id: self.next_region(),
                     },
                     deg,
                 )
@@ -640,6 +685,7 @@ impl<'s> Compiler<'s> {
                         },
                         ir: r,
                         buf,
+                        id: self.next_region(),
                     },
                     ds.max(de),
                 )
@@ -670,6 +716,7 @@ impl<'s> Compiler<'s> {
                         },
                         ir: r,
                         buf,
+                        id: self.next_region(),
                     },
                     dbase.max(di),
                 )

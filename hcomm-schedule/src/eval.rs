@@ -44,6 +44,9 @@ impl std::error::Error for EvalError {}
 /// `a / b` rounded toward negative infinity.
 #[inline]
 pub fn div_floor(a: i64, b: i64) -> Result<i64, EvalError> {
+    if b > 0 && (0..b).contains(&a) {
+        return Ok(0);
+    }
     if b == 0 {
         return Err(EvalError::DivisionByZero);
     }
@@ -59,6 +62,16 @@ pub fn div_floor(a: i64, b: i64) -> Result<i64, EvalError> {
 /// `a % b`, Euclidean: the result is in `0..|b|`.
 #[inline]
 pub fn rem_euclid(a: i64, b: i64) -> Result<i64, EvalError> {
+    // the idioms `(rank + k) % world` and `(rank - k) % world` stay within
+    // one period: no division needed
+    if b > 0 {
+        if (0..b).contains(&a) {
+            return Ok(a);
+        }
+        if a < 0 && a >= -b {
+            return Ok(a + b);
+        }
+    }
     if b == 0 {
         return Err(EvalError::DivisionByZero);
     }
@@ -193,140 +206,266 @@ pub(crate) enum Fail {
     NonLinear(SpanId),
 }
 
-/// One instruction of an expression's stack code (postfix order).
+/// An operand of [`Instr`]: a constant, a slot of the environment or a
+/// register.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Opnd {
+    Imm(i64),
+    Slot(u32),
+    Reg(u8),
+}
+
+/// One instruction of an expression's register code: operands are read in
+/// place (constants and slots need no instruction), results go to register
+/// `dst`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Instr {
-    Int(i64),
-    Load(u32),
-    Un(UnOp, SpanId),
-    Bin(BinOp, SpanId),
-    Call(Func, u8, SpanId),
-    /// `&&` / `||` after the left operand: when it decides the result,
-    /// replace it by 0 / 1 and jump to the absolute index; else pop it.
-    Short(BinOp, u32),
-    /// Normalizes the top to 0 / 1 (the right operand of `&&` / `||`).
-    Bool,
+    Bin {
+        op: BinOp,
+        a: Opnd,
+        b: Opnd,
+        dst: u8,
+        span: SpanId,
+    },
+    Un {
+        op: UnOp,
+        a: Opnd,
+        dst: u8,
+        span: SpanId,
+    },
+    Call {
+        f: Func,
+        a: Opnd,
+        b: Opnd,
+        dst: u8,
+        span: SpanId,
+    },
+    /// `&&` / `||` after the left operand `a`: when it decides the result,
+    /// set `dst` to 0 / 1 and jump to the absolute index `end`.
+    Short {
+        op: BinOp,
+        a: Opnd,
+        dst: u8,
+        end: u32,
+    },
+    /// `dst = (a != 0)` (the right operand of `&&` / `||`).
+    Bool {
+        a: Opnd,
+        dst: u8,
+    },
 }
 
-/// The deepest stack [`run`] supports; deeper expressions are evaluated on
-/// the tree.
-const STACK: usize = 16;
+/// Register code of an expression without length variables.
+#[derive(Clone, Debug)]
+pub(crate) struct Code {
+    instrs: Vec<Instr>,
+    result: Opnd,
+    /// The common small shapes, run without the interpreter loop.
+    shape: Shape,
+}
 
-/// Stack code for `e`, or an empty vector when it has a length variable or
-/// needs more than [`STACK`] slots.
-pub(crate) fn codegen(e: &CExpr) -> Vec<Instr> {
-    fn go(e: &CExpr, out: &mut Vec<Instr>, depth: usize, max: &mut usize) -> bool {
-        *max = (*max).max(depth + 1);
+/// Expression shapes evaluated directly (operands are constants or slots).
+#[derive(Clone, Copy, Debug)]
+enum Shape {
+    /// Run `instrs`.
+    General,
+    /// `a OP b`.
+    Bin(BinOp, Opnd, Opnd, SpanId),
+    /// `(a OP1 b) OP2 c`, as in `(rank + 1) % world`.
+    Bin2(BinOp, Opnd, Opnd, SpanId, BinOp, Opnd, SpanId),
+}
+
+impl Shape {
+    fn of(instrs: &[Instr], result: Opnd) -> Self {
+        let plain = |o: Opnd| !matches!(o, Opnd::Reg(_));
+        match (instrs, result) {
+            (&[Instr::Bin { op, a, b, dst: 0, span }], Opnd::Reg(0)) if plain(a) && plain(b) => {
+                Shape::Bin(op, a, b, span)
+            }
+            (
+                &[Instr::Bin { op, a, b, dst: 0, span }, Instr::Bin {
+                    op: op2,
+                    a: Opnd::Reg(0),
+                    b: c,
+                    dst: 0,
+                    span: span2,
+                }],
+                Opnd::Reg(0),
+            ) if plain(a) && plain(b) && plain(c) => Shape::Bin2(op, a, b, span, op2, c, span2),
+            _ => Shape::General,
+        }
+    }
+}
+
+/// An operand that is not a register.
+#[inline]
+fn plain_val(o: Opnd, env: &[i64]) -> i64 {
+    match o {
+        Opnd::Imm(v) => v,
+        Opnd::Slot(s) => env.get(s as usize).copied().unwrap_or(0),
+        Opnd::Reg(_) => 0,
+    }
+}
+
+/// [`binary`] with the common operators first.
+#[inline]
+fn binary_fast(op: BinOp, a: i64, b: i64, span: SpanId) -> Result<i64, Fail> {
+    let r = match op {
+        BinOp::Add => a.checked_add(b).ok_or(EvalError::Overflow),
+        BinOp::Sub => a.checked_sub(b).ok_or(EvalError::Overflow),
+        BinOp::Rem => rem_euclid(a, b),
+        _ => binary(op, a, b),
+    };
+    r.map_err(|e| Fail::Eval(span, e))
+}
+
+/// Registers of [`run`]; expressions needing more are evaluated on the tree.
+const REGS: usize = 8;
+
+/// Register code for `e`, or `None` when it has a length variable or needs
+/// more than [`REGS`] registers.
+pub(crate) fn codegen(e: &CExpr) -> Option<Code> {
+    fn go(e: &CExpr, out: &mut Vec<Instr>, dst: usize) -> Option<Opnd> {
+        if dst >= REGS {
+            return None;
+        }
+        let d = dst as u8;
         match &e.kind {
-            CK::Int(v) => out.push(Instr::Int(*v)),
-            CK::Slot(s) => out.push(Instr::Load(*s)),
-            CK::Len(_) => return false,
+            CK::Int(v) => Some(Opnd::Imm(*v)),
+            CK::Slot(s) => Some(Opnd::Slot(*s)),
+            CK::Len(_) => None,
             CK::Unary(op, x) => {
-                if !go(x, out, depth, max) {
-                    return false;
-                }
-                out.push(Instr::Un(*op, e.span));
+                let a = go(x, out, dst)?;
+                out.push(Instr::Un {
+                    op: *op,
+                    a,
+                    dst: d,
+                    span: e.span,
+                });
+                Some(Opnd::Reg(d))
             }
             CK::Binary(op @ (BinOp::And | BinOp::Or), a, b) => {
-                if !go(a, out, depth, max) {
-                    return false;
-                }
+                let a = go(a, out, dst)?;
                 let at = out.len();
-                out.push(Instr::Short(*op, 0));
-                if !go(b, out, depth, max) {
-                    return false;
-                }
-                out.push(Instr::Bool);
-                let end = out.len() as u32;
-                out[at] = Instr::Short(*op, end);
+                out.push(Instr::Short {
+                    op: *op,
+                    a,
+                    dst: d,
+                    end: 0,
+                });
+                let b = go(b, out, dst)?;
+                out.push(Instr::Bool { a: b, dst: d });
+                let end = u32::try_from(out.len()).ok()?;
+                out[at] = Instr::Short {
+                    op: *op,
+                    a,
+                    dst: d,
+                    end,
+                };
+                Some(Opnd::Reg(d))
             }
             CK::Binary(op, a, b) => {
-                if !go(a, out, depth, max) || !go(b, out, depth + 1, max) {
-                    return false;
-                }
-                out.push(Instr::Bin(*op, e.span));
+                let a = go(a, out, dst)?;
+                let b = go(b, out, if matches!(a, Opnd::Reg(_)) { dst + 1 } else { dst })?;
+                out.push(Instr::Bin {
+                    op: *op,
+                    a,
+                    b,
+                    dst: d,
+                    span: e.span,
+                });
+                Some(Opnd::Reg(d))
             }
             CK::Call(f, args) => {
-                for (i, a) in args.iter().enumerate() {
-                    if !go(a, out, depth + i, max) {
-                        return false;
-                    }
+                if args.len() > 2 {
+                    return None;
                 }
-                out.push(Instr::Call(*f, args.len() as u8, e.span));
+                let a = match args.first() {
+                    Some(x) => go(x, out, dst)?,
+                    None => Opnd::Imm(0),
+                };
+                let b = match args.get(1) {
+                    Some(x) => go(x, out, if matches!(a, Opnd::Reg(_)) { dst + 1 } else { dst })?,
+                    None => Opnd::Imm(0),
+                };
+                out.push(Instr::Call {
+                    f: *f,
+                    a,
+                    b,
+                    dst: d,
+                    span: e.span,
+                });
+                Some(Opnd::Reg(d))
             }
         }
-        true
     }
-    let mut out = Vec::new();
-    let mut max = 0;
-    if e.has_len || !go(e, &mut out, 0, &mut max) || max > STACK {
-        return Vec::new();
+    if e.has_len {
+        return None;
     }
-    out
+    let mut instrs = Vec::new();
+    let result = go(e, &mut instrs, 0)?;
+    let shape = Shape::of(&instrs, result);
+    Some(Code { instrs, result, shape })
 }
 
-/// Runs stack code.
-fn run(code: &[Instr], env: &[i64]) -> Result<i64, Fail> {
-    let mut stack = [0_i64; STACK];
-    let mut sp = 0_usize;
-    let mut pc = 0_usize;
-    // `codegen` bounds the depth by STACK; `get`/`get_mut` keep a bad
+/// Runs register code.
+#[inline]
+fn run(code: &Code, env: &[i64]) -> Result<i64, Fail> {
+    match code.shape {
+        Shape::Bin(op, a, b, span) => return binary_fast(op, plain_val(a, env), plain_val(b, env), span),
+        Shape::Bin2(op, a, b, span, op2, c, span2) => {
+            let x = binary_fast(op, plain_val(a, env), plain_val(b, env), span)?;
+            return binary_fast(op2, x, plain_val(c, env), span2);
+        }
+        Shape::General => {}
+    }
+    if code.instrs.is_empty() {
+        return Ok(plain_val(code.result, env));
+    }
+    let mut regs = [0_i64; REGS];
+    // `codegen` keeps registers below REGS; `get`/`get_mut` keep a bad
     // program from panicking all the same
-    macro_rules! pop {
-        () => {{
-            sp = sp.wrapping_sub(1);
-            *stack.get(sp).ok_or(Fail::NonLinear(SpanId(0)))?
-        }};
-    }
-    macro_rules! push {
-        ($v:expr) => {{
-            *stack.get_mut(sp).ok_or(Fail::NonLinear(SpanId(0)))? = $v;
-            sp += 1;
-        }};
-    }
-    while let Some(ins) = code.get(pc) {
+    let val = |o: Opnd, regs: &[i64; REGS]| match o {
+        Opnd::Imm(v) => v,
+        Opnd::Slot(s) => env.get(s as usize).copied().unwrap_or(0),
+        Opnd::Reg(r) => regs.get(usize::from(r)).copied().unwrap_or(0),
+    };
+    let mut pc = 0_usize;
+    while let Some(ins) = code.instrs.get(pc) {
         pc += 1;
-        match *ins {
-            Instr::Int(v) => push!(v),
-            Instr::Load(s) => push!(env.get(s as usize).copied().unwrap_or(0)),
-            Instr::Un(op, span) => {
-                let x = pop!();
-                push!(unary(op, x).map_err(|e| Fail::Eval(span, e))?);
+        let (dst, v) = match *ins {
+            Instr::Bin { op, a, b, dst, span } => {
+                let (x, y) = (val(a, &regs), val(b, &regs));
+                (dst, binary(op, x, y).map_err(|e| Fail::Eval(span, e))?)
             }
-            Instr::Bin(op, span) => {
-                let b = pop!();
-                let a = pop!();
-                push!(binary(op, a, b).map_err(|e| Fail::Eval(span, e))?);
+            Instr::Un { op, a, dst, span } => (dst, unary(op, val(a, &regs)).map_err(|e| Fail::Eval(span, e))?),
+            Instr::Call { f, a, b, dst, span } => {
+                let args = [val(a, &regs), val(b, &regs)];
+                (dst, call(f, &args).map_err(|e| Fail::Eval(span, e))?)
             }
-            Instr::Call(f, n, span) => {
-                let mut args = [0_i64; 2];
-                for i in (0..usize::from(n).min(2)).rev() {
-                    args[i] = pop!();
-                }
-                push!(call(f, &args).map_err(|e| Fail::Eval(span, e))?);
-            }
-            Instr::Short(op, end) => {
-                let a = pop!();
-                if let Some(v) = short_circuit(op, a) {
-                    push!(v);
+            Instr::Short { op, a, dst, end } => match short_circuit(op, val(a, &regs)) {
+                Some(v) => {
                     pc = end as usize;
+                    (dst, v)
                 }
-            }
-            Instr::Bool => {
-                let x = pop!();
-                push!(i64::from(x != 0));
-            }
+                None => continue,
+            },
+            Instr::Bool { a, dst } => (dst, i64::from(val(a, &regs) != 0)),
+        };
+        if let Some(r) = regs.get_mut(usize::from(dst)) {
+            *r = v;
         }
     }
-    Ok(pop!())
+    Ok(val(code.result, &regs))
 }
 
 /// Evaluates a compiled expression with `env` holding the slots' values.
+#[inline]
 pub(crate) fn eval_c(e: &CExpr, env: &[i64]) -> Result<i64, Fail> {
-    if !e.code.is_empty() {
-        return run(&e.code, env);
+    match &e.code {
+        Some(code) => run(code, env),
+        None => eval_tree(e, env),
     }
-    eval_tree(e, env)
 }
 
 fn eval_tree(e: &CExpr, env: &[i64]) -> Result<i64, Fail> {

@@ -45,7 +45,9 @@
 //! * **`batch` contents.** `send`, `recv` (with `reduce`), and `let`, `for`,
 //!   `if` around them; anything else inside a `batch` is a `syntax error`.
 //!   Within a batch, ops are posted in textual order (this fixes the
-//!   non-overtaking order on a channel).
+//!   non-overtaking order on a channel); operations a `for` or `if` inside
+//!   the batch produces belong to that batch (messages to self included),
+//!   and the batch rule counts them all.
 //! * **`over` groups.** The group of each rank is computed once per distinct
 //!   binding of the names the expression reads. A root names a rank *of the
 //!   group* (0..group size).
@@ -74,8 +76,11 @@
 //! * **Error selection.** At the smallest failing world size, the scalar
 //!   combinations are compared by the earliest failing check; among equals,
 //!   the first combination (lexicographic order) wins.
-//! * **Speed.** Unrolling interns regions (chunks are memoized on their
-//!   index), channels are matched through a dense table, the deadlock
+//! * **Speed.** Expressions run as register code (the shapes `a op b` and
+//!   `(a op b) op c` without an interpreter loop; `%` and `/` skip the
+//!   division within one period), unrolling interns regions (chunks are
+//!   memoized per region node on their index, in a dense table), channels
+//!   are matched through a dense table and flat counts, the deadlock
 //!   simulation wakes only the ranks waiting on one that moved, so a check
 //!   costs O(events). [`verify`] spreads large verify sets (24 sizes or more)
 //!   over the available cores; the result is the same as checking the sizes

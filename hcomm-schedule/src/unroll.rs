@@ -206,15 +206,78 @@ impl Unrolled<'_, '_> {
 }
 
 /// Region interning, shared by all ranks.
-#[derive(Default)]
 struct Regs {
     list: Vec<Reg>,
     ids: FxHashMap<Reg, u32>,
     /// (region node, base id or buffer, index, count) → id.
-    memo: FxHashMap<(usize, u32, i64, i64), u32>,
+    memo: FxHashMap<(u32, u32, i64, i64), u32>,
+    /// Per chunk node: ids by chunk index for the first (base, count) the
+    /// node met, which is the only one in most schedules (a lookup without
+    /// hashing); other bases and counts go through `memo`.
+    chunks: Vec<Option<ChunkMemo>>,
+    /// Per whole-parameter node: its id, or [`NONE`].
+    whole: Vec<u32>,
 }
 
+/// Chunk ids of one region node for one base region and count.
+struct ChunkMemo {
+    base: u32,
+    parts: i64,
+    /// Indexed by chunk index, [`NONE`] when not computed yet.
+    ids: Vec<u32>,
+}
+
+/// Chunk counts up to this use a [`ChunkMemo`].
+const DENSE_CHUNKS: i64 = 1 << 16;
+
 impl Regs {
+    fn new(nodes: usize) -> Self {
+        Self {
+            list: Vec::new(),
+            ids: FxHashMap::default(),
+            memo: FxHashMap::default(),
+            chunks: (0..nodes).map(|_| None).collect(),
+            whole: vec![NONE; nodes],
+        }
+    }
+
+    /// The memoized id of chunk `index` of `parts` of region `base` at
+    /// region node `node`.
+    #[inline]
+    fn chunk(&self, node: u32, base: u32, index: i64, parts: i64) -> Option<u32> {
+        if let Some(Some(m)) = self.chunks.get(node as usize) {
+            if m.base == base && m.parts == parts {
+                return usize::try_from(index)
+                    .ok()
+                    .and_then(|i| m.ids.get(i))
+                    .copied()
+                    .filter(|&id| id != NONE);
+            }
+        }
+        self.memo.get(&(node, base, index, parts)).copied()
+    }
+
+    fn remember_chunk(&mut self, node: u32, base: u32, index: i64, parts: i64, id: u32) {
+        if let Some(entry) = self.chunks.get_mut(node as usize) {
+            if entry.is_none() && (1..=DENSE_CHUNKS).contains(&parts) {
+                *entry = Some(ChunkMemo {
+                    base,
+                    parts,
+                    ids: vec![NONE; parts as usize],
+                });
+            }
+            if let Some(m) = entry {
+                if m.base == base && m.parts == parts {
+                    if let Some(slot) = usize::try_from(index).ok().and_then(|i| m.ids.get_mut(i)) {
+                        *slot = id;
+                        return;
+                    }
+                }
+            }
+        }
+        self.memo.insert((node, base, index, parts), id);
+    }
+
     fn intern(&mut self, r: Reg) -> u32 {
         let next = self.list.len() as u32;
         let id = *self.ids.entry(r.clone()).or_insert(next);
@@ -282,7 +345,7 @@ pub(crate) fn unroll<'p, 's>(
         over: HashMap::new(),
     };
     groups.intern((0..nranks).collect());
-    let mut regs = Regs::default();
+    let mut regs = Regs::new(prog.nregions);
 
     let mut env = vec![0_i64; prog.nslots];
     env[WORLD as usize] = world;
@@ -313,6 +376,8 @@ pub(crate) fn unroll<'p, 's>(
     if !step1.is_empty() {
         return Err(step1.into_vec());
     }
+    let mut hint = (0, 0, 0);
+    un.ranks.reserve(nranks as usize);
     for r in 0..nranks {
         let mut env_r = env.clone();
         env_r[RANK as usize] = i64::from(r);
@@ -329,8 +394,13 @@ pub(crate) fn unroll<'p, 's>(
             last_gen: u64::MAX,
             last_ctx: 0,
             iters: 0,
+            // ranks usually unroll alike: the previous one's sizes save the
+            // vectors' regrowth
             out: RankTrace {
                 bufs: bufs.clone(),
+                events: Vec::with_capacity(hint.0),
+                ops: Vec::with_capacity(hint.1),
+                ctx: Vec::with_capacity(hint.2),
                 ..RankTrace::default()
             },
             groups: &mut groups,
@@ -346,6 +416,7 @@ pub(crate) fn unroll<'p, 's>(
             ru.end_block(&prog.body);
         }
         let trace = ru.out;
+        hint = (trace.events.len(), trace.ops.len(), trace.ctx.len());
         un.ranks.push(trace);
         if step1.is_full() {
             break;
@@ -611,7 +682,7 @@ impl RankUnroller<'_, '_, '_> {
                     if let Some(s) = self.env.get_mut(*slot as usize) {
                         *s = v;
                     }
-                    let r = self.block(body, false);
+                    let r = self.block(body, in_batch);
                     self.end_block(body);
                     r?;
                     k += 1;
@@ -801,45 +872,44 @@ impl RankUnroller<'_, '_, '_> {
     fn region_id(&mut self, id: u32, r: &CRegion<'_>) -> Result<u32, Abort> {
         match &r.kind {
             CRKind::Chunk { base, index, parts } if !index.has_len && parts.as_ref().is_none_or(|p| !p.has_len) => {
-                let b = self.region_id(id, base)?;
+                let known = match (&base.kind, base.buf) {
+                    (CRKind::Whole, BufSlot::Param(_)) => self.regs.whole.get(base.id as usize).copied(),
+                    _ => None,
+                };
+                let b = match known {
+                    Some(b) if b != NONE => b,
+                    _ => self.region_id(id, base)?,
+                };
                 let k = match parts {
                     Some(p) => self.eval(id, p)?,
                     None => self.world,
                 };
                 let i = self.eval(id, index)?;
-                let key = (std::ptr::from_ref(r) as usize, b, i, k);
-                if let Some(&rid) = self.regs.memo.get(&key) {
+                if let Some(rid) = self.regs.chunk(r.id, b, i, k) {
                     return Ok(rid);
                 }
                 let base_reg = self.regs.list.get(b as usize).cloned().ok_or(Abort)?;
                 let reg = self.chunk_of(id, r, &base_reg, Lin::constant(i), k)?;
                 let rid = self.regs.intern(reg);
-                self.regs.memo.insert(key, rid);
+                self.regs.remember_chunk(r.id, b, i, k, rid);
                 Ok(rid)
             }
             CRKind::Whole if matches!(r.buf, BufSlot::Param(_)) => {
                 // parameters have the same length on every rank
-                let key = (std::ptr::from_ref(r) as usize, self.scratch_id(r.buf), -1, -1);
-                if let Some(&rid) = self.regs.memo.get(&key) {
+                if let Some(&rid) = self.regs.whole.get(r.id as usize).filter(|&&x| x != NONE) {
                     return Ok(rid);
                 }
                 let reg = self.region(id, r)?;
                 let rid = self.regs.intern(reg);
-                self.regs.memo.insert(key, rid);
+                if let Some(slot) = self.regs.whole.get_mut(r.id as usize) {
+                    *slot = rid;
+                }
                 Ok(rid)
             }
             _ => {
                 let reg = self.region(id, r)?;
                 Ok(self.regs.intern(reg))
             }
-        }
-    }
-
-    /// The buffer id a whole-buffer region of `buf` refers to now.
-    fn scratch_id(&self, buf: BufSlot) -> u32 {
-        match buf {
-            BufSlot::Param(i) => i,
-            BufSlot::Scratch(s) => self.scratch.get(s as usize).copied().unwrap_or(NONE),
         }
     }
 

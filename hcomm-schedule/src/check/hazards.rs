@@ -96,9 +96,20 @@ fn rank(un: &Unrolled<'_, '_>, r: u32, sink: &mut Sink, memo: &mut Overlaps<'_>)
     let t = &un.ranks[r as usize];
     let mut in_flight: Vec<u32> = Vec::new();
     for ev in &t.events {
+        let key = stmt_key(ev.stmt);
+        // the most common events, without requests in flight, first
+        match ev.kind {
+            EvKind::Blocking(_) if in_flight.is_empty() => continue,
+            EvKind::Batch(a, b) if in_flight.is_empty() => {
+                if let Some(d) = batch(un, r, t, a, b, memo) {
+                    sink.push(key, d);
+                }
+                continue;
+            }
+            _ => {}
+        }
         let sit = un.at(r, ev.stmt, ev.ctx);
         let span = un.span(ev.stmt);
-        let key = stmt_key(ev.stmt);
         let mut accesses: SmallVec<[Access<'_>; 4]> = SmallVec::new();
         match ev.kind {
             EvKind::Blocking(i) => accesses.push(op_access(un, t, i)),
@@ -115,7 +126,7 @@ fn rank(un: &Unrolled<'_, '_>, r: u32, sink: &mut Sink, memo: &mut Overlaps<'_>)
                 continue;
             }
             EvKind::Batch(a, b) => {
-                if let Some(d) = batch(un, r, &sit, t, a, b, memo) {
+                if let Some(d) = batch(un, r, t, a, b, memo) {
                     sink.push(key, d);
                 }
                 for i in a..b {
@@ -299,33 +310,42 @@ fn conflict(
 fn batch(
     un: &Unrolled<'_, '_>,
     r: u32,
-    sit: &Situation<'_>,
     t: &RankTrace,
     first: u32,
     end: u32,
     memo: &mut Overlaps<'_>,
 ) -> Option<Diagnostic> {
     let ops: &[P2p] = &t.ops[first as usize..end as usize];
-    let regs: SmallVec<[&Reg; 8]> = ops.iter().map(|o| &un.regs[o.reg as usize]).collect();
-    // batch rule: at most one send and one receive per peer
-    let mut keys: SmallVec<[(u32, bool, usize); 8]> =
-        ops.iter().enumerate().map(|(i, o)| (o.peer, o.send, i)).collect();
-    keys.sort_unstable();
-    // of all repeated (peer, direction) pairs, the one repeated first
-    let dup = keys
-        .windows(2)
-        .filter(|w| w[0].0 == w[1].0 && w[0].1 == w[1].1)
-        .min_by_key(|w| w[1].2);
-    if let Some(w) = dup {
+    // batch rule: at most one send and one receive per peer; report the
+    // earliest operation repeating an earlier one (and the latest of those)
+    let dup: Option<(usize, usize)> = if ops.len() <= 16 {
+        (1..ops.len()).find_map(|j| {
+            (0..j)
+                .rev()
+                .find(|&i| ops[i].peer == ops[j].peer && ops[i].send == ops[j].send)
+                .map(|i| (i, j))
+        })
+    } else {
+        let mut keys: Vec<(u32, bool, usize)> = ops.iter().enumerate().map(|(i, o)| (o.peer, o.send, i)).collect();
+        keys.sort_unstable();
+        keys.windows(2)
+            .filter(|w| w[0].0 == w[1].0 && w[0].1 == w[1].1)
+            .min_by_key(|w| w[1].2)
+            .map(|w| (w[0].2, w[1].2))
+    };
+    if let Some((i, j)) = dup {
         {
-            let (peer, send) = (w[0].0, w[0].1);
+            let first = &ops[i];
+            let second = &ops[j];
+            let (peer, send) = (first.peer, first.send);
             let (what, dir) = if send { ("sends", "to") } else { ("receives", "from") };
-            let second = &ops[w[0].2.max(w[1].2)];
-            let first = &ops[w[0].2.min(w[1].2)];
             let mut d = Diagnostic::new(
                 DiagKind::BatchRule,
                 un.span(second.stmt),
-                format!("{sit}, rank {r}'s `batch` {what} twice {dir} rank {peer}"),
+                format!(
+                    "{}, rank {r}'s `batch` {what} twice {dir} rank {peer}",
+                    un.at(r, second.stmt, second.ctx)
+                ),
             )
             .with_hint("one `batch` holds at most one send and one receive per peer; split it into two `batch`es");
             let fs = un.span(first.stmt);
@@ -337,14 +357,16 @@ fn batch(
         }
     }
     // no two receives overlap, no receive overlaps a send
-    for (i, (a, &areg)) in ops.iter().zip(&regs).enumerate() {
+    for (i, a) in ops.iter().enumerate() {
         if a.send {
             continue;
         }
-        for (j, (b, &breg)) in ops.iter().zip(&regs).enumerate() {
+        for (j, b) in ops.iter().enumerate() {
             if i == j || (!b.send && j < i) || !memo.get(a.reg, b.reg) {
                 continue;
             }
+            let areg = &un.regs[a.reg as usize];
+            let breg = &un.regs[b.reg as usize];
             let what = if b.send {
                 format!(
                     "receives into {} and sends from {}, which overlap",
@@ -362,7 +384,7 @@ fn batch(
                 Diagnostic::new(
                     DiagKind::BufferHazard,
                     un.span(a.stmt),
-                    format!("{sit}, rank {r}'s `batch` {what}"),
+                    format!("{}, rank {r}'s `batch` {what}", un.at(r, a.stmt, a.ctx)),
                 )
                 .with_hint("the operations of one `batch` run concurrently: use disjoint regions"),
             );

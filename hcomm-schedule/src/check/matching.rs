@@ -8,18 +8,17 @@ use crate::diag::{stmt_key, DiagKind, Diagnostic, Sink};
 use crate::fxhash::FxHashMap;
 use crate::unroll::{Unrolled, NONE};
 
-#[derive(Default)]
-struct Channel {
-    sends: Vec<(u32, u32)>,
-    recvs: Vec<(u32, u32)>,
-}
-
 /// Above this world size channels are found by hashing only (the dense
 /// table has `world^2` entries).
 const DENSE_LIMIT: usize = 1024;
 
 /// Pairs every message and sets each op's `partner`; returns the step-3
 /// diagnostics (empty when everything matches).
+///
+/// All sends of a channel come from its source rank and all receives from
+/// its destination, so each rank's operations, in order, number the
+/// messages of its channels: the k-th send pairs with the k-th receive.
+/// Channels are counted in flat arrays (no list per channel).
 pub(crate) fn check(un: &mut Unrolled<'_, '_>) -> Vec<Diagnostic> {
     let w = un.ranks.len();
     // channel ids: tag-0 channels through a dense (source, destination)
@@ -30,11 +29,15 @@ pub(crate) fn check(un: &mut Unrolled<'_, '_>) -> Vec<Diagnostic> {
         Vec::new()
     };
     let mut sparse: FxHashMap<(u32, u32, i64), u32> = FxHashMap::default();
-    let mut chans: Vec<Channel> = Vec::new();
     let mut keys: Vec<(u32, u32, i64)> = Vec::new();
+    // per channel: sends, receives
+    let mut nsend: Vec<u32> = Vec::new();
+    let mut nrecv: Vec<u32> = Vec::new();
+    let nops: usize = un.ranks.iter().map(|t| t.ops.len()).sum();
+    let mut chan_of: Vec<u32> = Vec::with_capacity(nops);
     for (r, t) in un.ranks.iter().enumerate() {
         let r = r as u32;
-        for (i, op) in t.ops.iter().enumerate() {
+        for op in &t.ops {
             let key = if op.send {
                 (r, op.peer, op.tag)
             } else {
@@ -45,48 +48,85 @@ pub(crate) fn check(un: &mut Unrolled<'_, '_>) -> Vec<Diagnostic> {
             } else {
                 None
             };
+            let mut fresh = || {
+                keys.push(key);
+                nsend.push(0);
+                nrecv.push(0);
+                keys.len() as u32 - 1
+            };
             let id = match slot {
                 Some(s) => {
                     if *s == NONE {
-                        *s = chans.len() as u32;
-                        chans.push(Channel::default());
-                        keys.push(key);
+                        *s = fresh();
                     }
                     *s
                 }
-                None => *sparse.entry(key).or_insert_with(|| {
-                    chans.push(Channel::default());
-                    keys.push(key);
-                    chans.len() as u32 - 1
-                }),
+                None => *sparse.entry(key).or_insert_with(fresh),
             };
-            let ch = &mut chans[id as usize];
+            chan_of.push(id);
             if op.send {
-                ch.sends.push((r, i as u32));
+                nsend[id as usize] += 1;
             } else {
-                ch.recvs.push((r, i as u32));
+                nrecv[id as usize] += 1;
             }
         }
     }
     drop(dense);
-    // (sends, receives) on each unbalanced channel, for messages
-    let mut counts: FxHashMap<(u32, u32, i64), (usize, usize)> = FxHashMap::default();
-    for (key, ch) in keys.iter().zip(&chans) {
-        for (s, r) in ch.sends.iter().zip(&ch.recvs) {
-            let s_ev = un.ranks[s.0 as usize].ops[s.1 as usize].ev;
-            let r_ev = un.ranks[r.0 as usize].ops[r.1 as usize].ev;
-            let so = &mut un.ranks[s.0 as usize].ops[s.1 as usize];
-            so.partner = *r;
-            so.partner_ev = r_ev;
-            let ro = &mut un.ranks[r.0 as usize].ops[r.1 as usize];
-            ro.partner = *s;
-            ro.partner_ev = s_ev;
-        }
-        if ch.sends.len() != ch.recvs.len() {
-            counts.insert(*key, (ch.sends.len(), ch.recvs.len()));
+    drop(sparse);
+    // the sends of each channel, in order, at `send_off[c]..`
+    let mut send_off: Vec<u32> = Vec::with_capacity(keys.len() + 1);
+    let mut total = 0_u32;
+    for &n in &nsend {
+        send_off.push(total);
+        total += n;
+    }
+    let mut sends: Vec<(u32, u32)> = vec![(NONE, NONE); total as usize];
+    let mut cursor = send_off.clone();
+    let mut f = 0_usize;
+    for (r, t) in un.ranks.iter().enumerate() {
+        for (i, op) in t.ops.iter().enumerate() {
+            if op.send {
+                let c = chan_of[f] as usize;
+                sends[cursor[c] as usize] = (r as u32, i as u32);
+                cursor[c] += 1;
+            }
+            f += 1;
         }
     }
-    drop(chans);
+    // the k-th receive of a channel takes its k-th send
+    let mut seen = vec![0_u32; keys.len()];
+    let mut f = 0_usize;
+    for r in 0..w {
+        for i in 0..un.ranks[r].ops.len() {
+            let c = chan_of[f] as usize;
+            f += 1;
+            if un.ranks[r].ops[i].send {
+                continue;
+            }
+            let k = seen[c];
+            seen[c] += 1;
+            if k >= nsend[c] {
+                continue;
+            }
+            let (sr, si) = sends[(send_off[c] + k) as usize];
+            let s_ev = un.ranks[sr as usize].ops[si as usize].ev;
+            let ro = &mut un.ranks[r].ops[i];
+            ro.partner = (sr, si);
+            ro.partner_ev = s_ev;
+            let r_ev = ro.ev;
+            let so = &mut un.ranks[sr as usize].ops[si as usize];
+            so.partner = (r as u32, i as u32);
+            so.partner_ev = r_ev;
+        }
+    }
+    drop(sends);
+    // (sends, receives) on each unbalanced channel, for messages
+    let counts: FxHashMap<(u32, u32, i64), (usize, usize)> = keys
+        .iter()
+        .zip(nsend.iter().zip(&nrecv))
+        .filter(|(_, (s, r))| s != r)
+        .map(|(k, (&s, &r))| (*k, (s as usize, r as usize)))
+        .collect();
 
     let mut sink = Sink::default();
     for (r, t) in un.ranks.iter().enumerate() {

@@ -488,6 +488,112 @@ fn batch_rule_two_sends_to_one_peer() {
     assert_eq!(d.notes, vec![(sends[0], "previous `send` to rank 1 here".to_owned())]);
 }
 
+#[test]
+fn self_send_in_a_batch_loop_without_its_recv_is_unmatched() {
+    // every rank sends to every rank (itself included) but receives only
+    // from the others
+    let s = S::new("direct_all_to_all_no_self_recv")
+        .input("a", n() * world())
+        .output("b", n() * world())
+        .body(vec![batch(vec![for_(
+            "j",
+            0,
+            world(),
+            vec![
+                send(p(0, "a").chunk(var("j")), var("j")),
+                if_(
+                    bin(BinOp::Ne, var("j"), rank()),
+                    vec![recv(p(1, "b").chunk(var("j")), var("j"))],
+                ),
+            ],
+        )])]);
+    let d = one(&verify(&s), DiagKind::UnmatchedSend);
+    assert!(
+        d.message
+            .starts_with("with world = 1, j = 0, rank 0 sends to rank 0 but rank 0 never receives from rank 0"),
+        "{d}"
+    );
+    assert_eq!(d.span, span_of(&s, &is_send));
+    // at a size where the others do match, only the self messages fail
+    let d = check_world(&s, 3, &[]);
+    assert_eq!(d.len(), 1, "one error per statement: {d:?}");
+    assert_eq!(d[0].kind, DiagKind::UnmatchedSend);
+    assert!(d[0].message.contains("rank 0 sends to rank 0"), "{}", d[0]);
+}
+
+#[test]
+fn self_recv_in_a_batch_loop_without_its_send_is_unmatched() {
+    let s = S::new("no_self_send")
+        .input("a", n() * world())
+        .output("b", n() * world())
+        .worlds(1, 4)
+        .body(vec![batch(vec![for_(
+            "j",
+            0,
+            world(),
+            vec![
+                if_(
+                    bin(BinOp::Ne, var("j"), rank()),
+                    vec![send(p(0, "a").chunk(var("j")), var("j"))],
+                ),
+                recv(p(1, "b").chunk(var("j")), var("j")),
+            ],
+        )])]);
+    let d = one(&verify(&s), DiagKind::UnmatchedRecv);
+    assert!(
+        d.message
+            .starts_with("with world = 1, j = 0, rank 0 receives from rank 0 but rank 0 never sends to rank 0"),
+        "{d}"
+    );
+}
+
+#[test]
+fn batch_rule_applies_across_loop_iterations() {
+    // two iterations of a loop inside one `batch` send twice to the same peer
+    let s = gather_bufs("batch_rule_loop").worlds(2, 4).body(vec![batch(vec![for_(
+        "h",
+        0,
+        2,
+        vec![send(p(0, "input"), right()), recv(p(1, "output").chunk(left()), left())],
+    )])]);
+    let d = one(&verify(&s), DiagKind::BatchRule);
+    assert_eq!(
+        d.message,
+        "with world = 2, h = 1, rank 0's `batch` sends twice to rank 1"
+    );
+    assert_eq!(d.span, span_of(&s, &is_send));
+    // ... also when the peer is the caller itself
+    let s = S::new("batch_rule_self")
+        .output("buf", n() * 4)
+        .world_list(&[1])
+        .body(vec![batch(vec![for_(
+            "h",
+            0,
+            2,
+            vec![
+                send(p(0, "buf").chunk_of(var("h"), 4), rank()),
+                recv(p(0, "buf").chunk_of(var("h") + 2, 4), rank()),
+            ],
+        )])]);
+    let d = one(&verify(&s), DiagKind::BatchRule);
+    assert_eq!(
+        d.message,
+        "with world = 1, h = 1, rank 0's `batch` sends twice to rank 0"
+    );
+    // a loop whose peers are distinct is fine, self included
+    let s = gather_bufs("batch_loop_ok").worlds(1, 6).body(vec![batch(vec![for_(
+        "j",
+        0,
+        world(),
+        vec![
+            send(p(0, "input"), var("j")),
+            recv(p(1, "output").chunk(var("j")), var("j")),
+        ],
+    )])]);
+    let d = verify(&s);
+    assert!(d.is_empty(), "{d:?}");
+}
+
 // ---- step 6: completion ----
 
 #[test]

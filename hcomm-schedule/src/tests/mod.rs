@@ -10,6 +10,7 @@ use crate::ir::*;
 
 mod fail;
 mod pass;
+mod props;
 
 static NEXT_SPAN: AtomicU32 = AtomicU32::new(1000);
 

@@ -197,6 +197,69 @@ fn pairwise_all_to_all() {
     assert_ok(&s);
 }
 
+/// Direct all-to-all: one `batch` whose `for` posts a send and a receive per
+/// peer, the caller itself included (a message to self inside a `batch` is
+/// allowed, also when a loop or `if` in the batch produces it).
+pub(crate) fn direct_all_to_all(lo: i64, hi: i64) -> Schedule {
+    S::new("direct_all_to_all")
+        .input("a", n() * world())
+        .output("b", n() * world())
+        .worlds(lo, hi)
+        .post(PostKind::AllToAll {
+            input: bref(0, "a"),
+            output: bref(1, "b"),
+        })
+        .body(vec![batch(vec![for_(
+            "j",
+            0,
+            world(),
+            vec![
+                send(p(0, "a").chunk(var("j")), var("j")),
+                recv(p(1, "b").chunk(var("j")), var("j")),
+            ],
+        )])])
+}
+
+#[test]
+fn direct_all_to_all_with_self_messages_in_a_batch_loop() {
+    assert_ok(&direct_all_to_all(1, 16));
+}
+
+#[test]
+fn self_messages_under_if_and_let_inside_a_batch() {
+    // the self message is split off by an `if`, and its peer named by a `let`
+    let s = S::new("direct_all_to_all_if")
+        .input("a", n() * world())
+        .output("b", n() * world())
+        .worlds(1, 9)
+        .post(PostKind::AllToAll {
+            input: bref(0, "a"),
+            output: bref(1, "b"),
+        })
+        .body(vec![batch(vec![
+            let_("me", rank()),
+            if_(
+                ge(world(), 1),
+                vec![
+                    send(p(0, "a").chunk(var("me")), var("me")),
+                    recv(p(1, "b").chunk(var("me")), var("me")),
+                ],
+            ),
+            for_(
+                "s",
+                1,
+                world(),
+                vec![
+                    let_("to", (rank() + var("s")) % world()),
+                    let_("from", (rank() - var("s")) % world()),
+                    send(p(0, "a").chunk(var("to")), var("to")),
+                    recv(p(1, "b").chunk(var("from")), var("from")),
+                ],
+            ),
+        ])]);
+    assert_ok(&s);
+}
+
 pub(crate) fn binomial_broadcast() -> Schedule {
     let buf = || p(0, "buf");
     S::new("binomial_broadcast")
