@@ -325,6 +325,30 @@ impl Group {
         id
     }
 
+    /// The wait loop of the point-to-point calls: under the p2p lock, returns what
+    /// `step` yields once it yields something; when `timeout` passed and `ready`
+    /// still says there is nothing to take, returns `on_timeout` instead.
+    fn p2p_wait<R>(
+        &self,
+        timeout: Option<Duration>,
+        ready: impl Fn(&P2pState) -> bool,
+        mut step: impl FnMut(&mut P2pState) -> Option<R>,
+        on_timeout: impl FnOnce(&mut P2pState) -> R,
+    ) -> R {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let mut st = lock(&self.p2p);
+        loop {
+            if let Some(r) = step(&mut st) {
+                return r;
+            }
+            let (g, timed_out) = wait_until(&self.p2p_cv, st, deadline);
+            st = g;
+            if timed_out && !ready(&st) {
+                return on_timeout(&mut st);
+            }
+        }
+    }
+
     /// Waits until the receivers consumed `ids`; on timeout withdraws the ones not taken.
     pub(crate) fn wait_sends(
         &self,
@@ -333,10 +357,14 @@ impl Group {
         what: &str,
         timeout: Option<Duration>,
     ) -> Result<(), ExecError> {
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let mut st = lock(&self.p2p);
-        loop {
-            if ids.iter().all(|id| st.done.contains_key(id)) {
+        let all_done = |st: &P2pState| ids.iter().all(|id| st.done.contains_key(id));
+        self.p2p_wait(
+            timeout,
+            all_done,
+            |st| {
+                if !all_done(st) {
+                    return None;
+                }
                 let mut first = Ok(());
                 for id in ids {
                     if let Some(Err(e)) = st.done.remove(id) {
@@ -345,11 +373,9 @@ impl Group {
                         }
                     }
                 }
-                return first;
-            }
-            let (g, timed_out) = wait_until(&self.p2p_cv, st, deadline);
-            st = g;
-            if timed_out && !ids.iter().all(|id| st.done.contains_key(id)) {
+                Some(first)
+            },
+            |st| {
                 let pending: HashSet<u64> = ids.iter().copied().filter(|id| !st.done.contains_key(id)).collect();
                 let mut peers = Vec::new();
                 for ((src, dst), q) in &mut st.queues {
@@ -365,12 +391,12 @@ impl Group {
                     st.done.remove(id);
                 }
                 peers.sort_unstable();
-                return Err(ExecError::Timeout(format!(
+                Err(ExecError::Timeout(format!(
                     "{what} on rank {rank}: ranks {peers:?} did not receive within the execution timeout of {:?}",
                     timeout.unwrap_or_default()
-                )));
-            }
-        }
+                )))
+            },
+        )
     }
 
     /// Receives `count` elements from `peer` into `ptr` (the oldest pending send).
@@ -384,10 +410,11 @@ impl Group {
         what: &str,
         timeout: Option<Duration>,
     ) -> Result<(), ExecError> {
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let mut st = lock(&self.p2p);
-        loop {
-            if let Some(entry) = st.queues.get_mut(&(peer, rank)).and_then(VecDeque::pop_front) {
+        self.p2p_wait(
+            timeout,
+            |st| st.queues.get(&(peer, rank)).is_some_and(|q| !q.is_empty()),
+            |st| {
+                let entry = st.queues.get_mut(&(peer, rank)).and_then(VecDeque::pop_front)?;
                 let result = if entry.count != count || entry.dtype != dtype {
                     Err(format!(
                         "{what}: rank {rank} receives {count} x {:?} from rank {peer}, which sends {} x {:?}",
@@ -403,17 +430,15 @@ impl Group {
                 };
                 st.done.insert(entry.id, result.clone());
                 self.p2p_cv.notify_all();
-                return result.map_err(ExecError::Failed);
-            }
-            let (g, timed_out) = wait_until(&self.p2p_cv, st, deadline);
-            st = g;
-            if timed_out && st.queues.get(&(peer, rank)).is_none_or(VecDeque::is_empty) {
-                return Err(ExecError::Timeout(format!(
+                Some(result.map_err(ExecError::Failed))
+            },
+            |_| {
+                Err(ExecError::Timeout(format!(
                     "{what} on rank {rank}: rank {peer} did not send within the execution timeout of {:?}",
                     timeout.unwrap_or_default()
-                )));
-            }
-        }
+                )))
+            },
+        )
     }
 }
 
@@ -446,6 +471,37 @@ unsafe fn bytes(addr: usize, offset: usize, len: usize) -> &'static [u8] {
     unsafe { std::slice::from_raw_parts((addr + offset) as *const u8, len) }
 }
 
+/// This rank's output of a V-op gathering one block from every rank `j` into its
+/// receive buffer at `recv_displs[j]`: `block(rank j's desc)` is (elements rank `j`
+/// sends this rank, element offset of that block in rank `j`'s send buffer).
+fn gather_blocks(descs: &[Desc], rank: usize, block: &dyn Fn(&Desc) -> (u64, u64)) -> Result<Vec<u8>, String> {
+    let me = &descs[rank];
+    let es = me.dtype.size().unwrap_or(0);
+    let total = (0..descs.len())
+        .map(|j| (me.recv_displs[j] + me.recv_counts[j]) as usize)
+        .max()
+        .unwrap_or(0)
+        * es;
+    // SAFETY: my receive buffer holds `total` bytes (checked at call time);
+    // start from its current content so gaps between blocks are kept.
+    let mut out = unsafe { bytes(me.recv, 0, total) }.to_vec();
+    for (j, d) in descs.iter().enumerate() {
+        let (count, displ) = block(d);
+        if count != me.recv_counts[j] {
+            return Err(format!(
+                "{}: rank {rank} expects {} elements from rank {j}, which sends {count}",
+                me.kind.symbol(),
+                me.recv_counts[j]
+            ));
+        }
+        let len = count as usize * es;
+        let at = me.recv_displs[j] as usize * es;
+        // SAFETY: rank j's send buffer holds its block for me (checked by rank j).
+        out[at..at + len].copy_from_slice(unsafe { bytes(d.send, displ as usize * es, len) });
+    }
+    Ok(out)
+}
+
 /// This rank's output: (destination address, bytes), or `None` if it writes nothing.
 #[allow(clippy::type_complexity)]
 fn compute(descs: &[Desc], rank: usize) -> Result<Option<(usize, Vec<u8>)>, String> {
@@ -463,6 +519,15 @@ fn compute(descs: &[Desc], rank: usize) -> Result<Option<(usize, Vec<u8>)>, Stri
         }
         acc
     };
+    // Every rank's `c` bytes at `offset_of(rank)` of its send buffer, in rank order.
+    let concat_all = |offset_of: &dyn Fn(usize) -> usize| -> Vec<u8> {
+        let mut out = Vec::with_capacity(n * c);
+        for (r, d) in descs.iter().enumerate() {
+            // SAFETY: every send buffer holds the read range (checked at call time).
+            out.extend_from_slice(unsafe { bytes(d.send, offset_of(r), c) });
+        }
+        out
+    };
     let out = match me.kind {
         Kind::Barrier => None,
         Kind::AllReduce => Some((me.recv, reduce_all(&|_| 0, c))),
@@ -478,67 +543,13 @@ fn compute(descs: &[Desc], rank: usize) -> Result<Option<(usize, Vec<u8>)>, Stri
             // SAFETY: the root's send buffer holds `n * c` bytes.
             Some((me.recv, unsafe { bytes(root.send, rank * c, c) }.to_vec()))
         }
-        Kind::AllGather => {
-            let mut out = Vec::with_capacity(n * c);
-            for d in descs {
-                // SAFETY: every send buffer holds `c` bytes.
-                out.extend_from_slice(unsafe { bytes(d.send, 0, c) });
-            }
-            Some((me.recv, out))
-        }
-        Kind::AlltoAll => {
-            let mut out = Vec::with_capacity(n * c);
-            for d in descs {
-                // SAFETY: every send buffer holds `n * c` bytes.
-                out.extend_from_slice(unsafe { bytes(d.send, rank * c, c) });
-            }
-            Some((me.recv, out))
-        }
-        Kind::AlltoAllV => {
-            let total = (0..n)
-                .map(|j| (me.recv_displs[j] + me.recv_counts[j]) as usize)
-                .max()
-                .unwrap_or(0)
-                * es;
-            // SAFETY: my receive buffer holds `total` bytes (checked at call time);
-            // start from its current content so gaps between blocks are kept.
-            let mut out = unsafe { bytes(me.recv, 0, total) }.to_vec();
-            for (j, d) in descs.iter().enumerate() {
-                if d.send_counts[rank] != me.recv_counts[j] {
-                    return Err(format!(
-                        "HcclAlltoAllV: rank {rank} expects {} elements from rank {j}, which sends {}",
-                        me.recv_counts[j], d.send_counts[rank]
-                    ));
-                }
-                let len = d.send_counts[rank] as usize * es;
-                let at = me.recv_displs[j] as usize * es;
-                // SAFETY: rank j's send buffer holds its block for me (checked by rank j).
-                out[at..at + len].copy_from_slice(unsafe { bytes(d.send, d.send_displs[rank] as usize * es, len) });
-            }
-            Some((me.recv, out))
-        }
-        Kind::AllGatherV => {
-            let total = (0..n)
-                .map(|j| (me.recv_displs[j] + me.recv_counts[j]) as usize)
-                .max()
-                .unwrap_or(0)
-                * es;
-            // SAFETY: my receive buffer holds `total` bytes.
-            let mut out = unsafe { bytes(me.recv, 0, total) }.to_vec();
-            for (j, d) in descs.iter().enumerate() {
-                if d.count != me.recv_counts[j] {
-                    return Err(format!(
-                        "HcclAllGatherV: rank {rank} expects {} elements from rank {j}, which sends {}",
-                        me.recv_counts[j], d.count
-                    ));
-                }
-                let len = d.count as usize * es;
-                let at = me.recv_displs[j] as usize * es;
-                // SAFETY: rank j's send buffer holds `len` bytes.
-                out[at..at + len].copy_from_slice(unsafe { bytes(d.send, 0, len) });
-            }
-            Some((me.recv, out))
-        }
+        Kind::AllGather => Some((me.recv, concat_all(&|_| 0))),
+        Kind::AlltoAll => Some((me.recv, concat_all(&|_| rank * c))),
+        Kind::AlltoAllV => Some((
+            me.recv,
+            gather_blocks(descs, rank, &|d| (d.send_counts[rank], d.send_displs[rank]))?,
+        )),
+        Kind::AllGatherV => Some((me.recv, gather_blocks(descs, rank, &|d| (d.count, 0))?)),
         Kind::ReduceScatterV => {
             for (j, d) in descs.iter().enumerate() {
                 if d.send_counts[rank] != me.count {

@@ -138,13 +138,14 @@ fn exec_failure(symbol: &str, e: ExecError) -> AsyncError {
     }
 }
 
-/// Enqueues `work` on `stream` for `comm`.
+/// Enqueues `work` on `stream` (which must be live) for `comm`.
 fn enqueue(
     comm: &Arc<CommHandle>,
-    stream: &Stream,
+    stream: aclrtStream,
     symbol: &'static str,
     work: impl FnOnce(&CommHandle) -> Result<(), ExecError> + Send + 'static,
 ) -> HcclRes<()> {
+    let stream = stream_of(stream)?;
     if stream.device != comm.device {
         return err(
             HcclResult::HCCL_E_PARA,
@@ -173,14 +174,6 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
-}
-
-fn collective(comm: HcclComm, stream: aclrtStream, desc: Desc) -> HcclRes<()> {
-    let handle = comm_of(comm)?;
-    let s = stream_of(stream)?;
-    enqueue(&handle, &s, desc.kind.symbol(), move |c| {
-        c.group.collective(c.rank, desc, c.exec_timeout)
-    })
 }
 
 fn new_comm(group: Arc<Group>, rank: usize, device: i32, timeout: Option<Duration>, name: String) -> HcclComm {
@@ -472,6 +465,29 @@ pub extern "C" fn HcclCommDestroy(comm: HcclComm) -> HcclResult {
     })
 }
 
+/// The skeleton of the getters: unless injected, resolves `comm`, checks `out`
+/// (named `name` in errors) and writes `value(comm)` to it.
+///
+/// # Safety
+///
+/// `out` is null or writable.
+unsafe fn get<T>(
+    symbol: &str,
+    comm: HcclComm,
+    (name, out): (&str, *mut T),
+    value: impl FnOnce(&CommHandle) -> T,
+) -> HcclResult {
+    call(symbol, || {
+        let h = comm_of(comm)?;
+        if out.is_null() {
+            return err(HcclResult::HCCL_E_PTR, format!("{name} is null"));
+        }
+        // SAFETY: non-null and writable per the contract.
+        unsafe { out.write(value(&h)) };
+        Ok(())
+    })
+}
+
 /// `HcclGetRankSize`.
 ///
 /// # Safety
@@ -479,15 +495,8 @@ pub extern "C" fn HcclCommDestroy(comm: HcclComm) -> HcclResult {
 /// `rankSize` is null or writable.
 #[no_mangle]
 pub unsafe extern "C" fn HcclGetRankSize(comm: HcclComm, rankSize: *mut u32) -> HcclResult {
-    call("HcclGetRankSize", || {
-        let h = comm_of(comm)?;
-        if rankSize.is_null() {
-            return err(HcclResult::HCCL_E_PTR, "rankSize is null");
-        }
-        // SAFETY: non-null and writable.
-        unsafe { rankSize.write(h.group.size as u32) };
-        Ok(())
-    })
+    // SAFETY: forwarded contract.
+    unsafe { get("HcclGetRankSize", comm, ("rankSize", rankSize), |h| h.group.size as u32) }
 }
 
 /// `HcclGetRankId`.
@@ -497,15 +506,8 @@ pub unsafe extern "C" fn HcclGetRankSize(comm: HcclComm, rankSize: *mut u32) -> 
 /// `rank` is null or writable.
 #[no_mangle]
 pub unsafe extern "C" fn HcclGetRankId(comm: HcclComm, rank: *mut u32) -> HcclResult {
-    call("HcclGetRankId", || {
-        let h = comm_of(comm)?;
-        if rank.is_null() {
-            return err(HcclResult::HCCL_E_PTR, "rank is null");
-        }
-        // SAFETY: non-null and writable.
-        unsafe { rank.write(h.rank as u32) };
-        Ok(())
-    })
+    // SAFETY: forwarded contract.
+    unsafe { get("HcclGetRankId", comm, ("rank", rank), |h| h.rank as u32) }
 }
 
 /// `HcclGetCommName` (buffer of at least 128 bytes).
@@ -538,15 +540,12 @@ pub unsafe extern "C" fn HcclGetCommName(comm: HcclComm, commName: *mut c_char) 
 /// `asyncError` is null or writable.
 #[no_mangle]
 pub unsafe extern "C" fn HcclGetCommAsyncError(comm: HcclComm, asyncError: *mut HcclResult) -> HcclResult {
-    call("HcclGetCommAsyncError", || {
-        comm_of(comm)?;
-        if asyncError.is_null() {
-            return err(HcclResult::HCCL_E_PTR, "asyncError is null");
-        }
-        // SAFETY: non-null and writable.
-        unsafe { asyncError.write(HcclResult::HCCL_SUCCESS) };
-        Ok(())
-    })
+    // SAFETY: forwarded contract.
+    unsafe {
+        get("HcclGetCommAsyncError", comm, ("asyncError", asyncError), |_| {
+            HcclResult::HCCL_SUCCESS
+        })
+    }
 }
 
 /// `HcclGetErrorString`: a static string per code.
@@ -592,6 +591,59 @@ pub extern "C" fn HcclGetCommConfigCapability() -> u32 {
 
 // --- operators -----------------------------------------------------------------
 
+/// What a collective's arguments are validated against.
+struct Args {
+    h: Arc<CommHandle>,
+    /// Element size of the call's data type.
+    es: usize,
+}
+
+impl Args {
+    /// Checks a device buffer of `count` elements of the call's data type.
+    fn buf(&self, name: &str, ptr: *const c_void, count: u64) -> HcclRes<usize> {
+        check_buf(name, ptr, count, self.es, &self.h)
+    }
+
+    /// Number of ranks of the communicator.
+    fn ranks(&self) -> usize {
+        self.h.group.size
+    }
+
+    /// Checks `root`; whether this rank is the root.
+    fn is_root(&self, root: u32) -> HcclRes<bool> {
+        Ok(check_rank("root", root, &self.h)? == self.h.rank)
+    }
+}
+
+/// The skeleton every collective entry point shares: unless injected, resolves
+/// `comm`, checks `op` (reductions only) and `dtype`, lets `fill` check the rest
+/// and describe the call, and enqueues it on `stream`.
+fn collective(
+    kind: Kind,
+    dtype: HcclDataType,
+    op: Option<HcclReduceOp>,
+    comm: HcclComm,
+    stream: aclrtStream,
+    fill: impl FnOnce(&Args, &mut Desc) -> HcclRes<()>,
+) -> HcclResult {
+    call(kind.symbol(), || {
+        let h = comm_of(comm)?;
+        let mut d = Desc::new(kind, dtype);
+        if let Some(op) = op {
+            check_reduce(dtype, op)?;
+            d.op = op;
+        }
+        let args = Args {
+            es: elem_size(dtype)?,
+            h,
+        };
+        fill(&args, &mut d)?;
+        enqueue(&args.h, stream, kind.symbol(), move |c| {
+            c.group.collective(c.rank, d, c.exec_timeout)
+        })
+    })
+}
+
 /// `HcclAllReduce`.
 ///
 /// # Safety
@@ -607,16 +659,11 @@ pub unsafe extern "C" fn HcclAllReduce(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    call("HcclAllReduce", || {
-        let h = comm_of(comm)?;
-        check_reduce(dataType, op)?;
-        let es = elem_size(dataType)?;
-        let mut d = Desc::new(Kind::AllReduce, dataType);
-        d.op = op;
+    collective(Kind::AllReduce, dataType, Some(op), comm, stream, |a, d| {
         d.count = count;
-        d.send = check_buf("sendBuf", sendBuf, count, es, &h)?;
-        d.recv = check_buf("recvBuf", recvBuf, count, es, &h)?;
-        collective(comm, stream, d)
+        d.send = a.buf("sendBuf", sendBuf, count)?;
+        d.recv = a.buf("recvBuf", recvBuf, count)?;
+        Ok(())
     })
 }
 
@@ -634,16 +681,13 @@ pub unsafe extern "C" fn HcclBroadcast(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    call("HcclBroadcast", || {
-        let h = comm_of(comm)?;
-        let es = elem_size(dataType)?;
-        check_rank("root", root, &h)?;
-        let mut d = Desc::new(Kind::Broadcast, dataType);
+    collective(Kind::Broadcast, dataType, None, comm, stream, |a, d| {
+        a.is_root(root)?;
         d.root = root;
         d.count = count;
-        d.send = check_buf("buf", buf, count, es, &h)?;
+        d.send = a.buf("buf", buf, count)?;
         d.recv = d.send;
-        collective(comm, stream, d)
+        Ok(())
     })
 }
 
@@ -663,20 +707,15 @@ pub unsafe extern "C" fn HcclReduce(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    call("HcclReduce", || {
-        let h = comm_of(comm)?;
-        check_reduce(dataType, op)?;
-        let es = elem_size(dataType)?;
-        let is_root = check_rank("root", root, &h)? == h.rank;
-        let mut d = Desc::new(Kind::Reduce, dataType);
-        d.op = op;
+    collective(Kind::Reduce, dataType, Some(op), comm, stream, |a, d| {
+        let is_root = a.is_root(root)?;
         d.root = root;
         d.count = count;
-        d.send = check_buf("sendBuf", sendBuf, count, es, &h)?;
+        d.send = a.buf("sendBuf", sendBuf, count)?;
         if is_root {
-            d.recv = check_buf("recvBuf", recvBuf, count, es, &h)?;
+            d.recv = a.buf("recvBuf", recvBuf, count)?;
         }
-        collective(comm, stream, d)
+        Ok(())
     })
 }
 
@@ -695,17 +734,11 @@ pub unsafe extern "C" fn HcclReduceScatter(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    call("HcclReduceScatter", || {
-        let h = comm_of(comm)?;
-        check_reduce(dataType, op)?;
-        let es = elem_size(dataType)?;
-        let n = h.group.size as u64;
-        let mut d = Desc::new(Kind::ReduceScatter, dataType);
-        d.op = op;
+    collective(Kind::ReduceScatter, dataType, Some(op), comm, stream, |a, d| {
         d.count = recvCount;
-        d.send = check_buf("sendBuf", sendBuf, recvCount.saturating_mul(n), es, &h)?;
-        d.recv = check_buf("recvBuf", recvBuf, recvCount, es, &h)?;
-        collective(comm, stream, d)
+        d.send = a.buf("sendBuf", sendBuf, recvCount.saturating_mul(a.ranks() as u64))?;
+        d.recv = a.buf("recvBuf", recvBuf, recvCount)?;
+        Ok(())
     })
 }
 
@@ -723,15 +756,11 @@ pub unsafe extern "C" fn HcclAllGather(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    call("HcclAllGather", || {
-        let h = comm_of(comm)?;
-        let es = elem_size(dataType)?;
-        let n = h.group.size as u64;
-        let mut d = Desc::new(Kind::AllGather, dataType);
+    collective(Kind::AllGather, dataType, None, comm, stream, |a, d| {
         d.count = sendCount;
-        d.send = check_buf("sendBuf", sendBuf, sendCount, es, &h)?;
-        d.recv = check_buf("recvBuf", recvBuf, sendCount.saturating_mul(n), es, &h)?;
-        collective(comm, stream, d)
+        d.send = a.buf("sendBuf", sendBuf, sendCount)?;
+        d.recv = a.buf("recvBuf", recvBuf, sendCount.saturating_mul(a.ranks() as u64))?;
+        Ok(())
     })
 }
 
@@ -750,19 +779,15 @@ pub unsafe extern "C" fn HcclScatter(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    call("HcclScatter", || {
-        let h = comm_of(comm)?;
-        let es = elem_size(dataType)?;
-        let is_root = check_rank("root", root, &h)? == h.rank;
-        let n = h.group.size as u64;
-        let mut d = Desc::new(Kind::Scatter, dataType);
+    collective(Kind::Scatter, dataType, None, comm, stream, |a, d| {
+        let is_root = a.is_root(root)?;
         d.root = root;
         d.count = recvCount;
         if is_root {
-            d.send = check_buf("sendBuf", sendBuf, recvCount.saturating_mul(n), es, &h)?;
+            d.send = a.buf("sendBuf", sendBuf, recvCount.saturating_mul(a.ranks() as u64))?;
         }
-        d.recv = check_buf("recvBuf", recvBuf, recvCount, es, &h)?;
-        collective(comm, stream, d)
+        d.recv = a.buf("recvBuf", recvBuf, recvCount)?;
+        Ok(())
     })
 }
 
@@ -782,9 +807,7 @@ pub unsafe extern "C" fn HcclAlltoAll(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    call("HcclAlltoAll", || {
-        let h = comm_of(comm)?;
-        let es = elem_size(sendType)?;
+    collective(Kind::AlltoAll, sendType, None, comm, stream, |a, d| {
         elem_size(recvType)?;
         if sendType != recvType || sendCount != recvCount {
             return err(
@@ -795,13 +818,20 @@ pub unsafe extern "C" fn HcclAlltoAll(
         if sendCount > 0 && std::ptr::eq(sendBuf, recvBuf) {
             return err(HcclResult::HCCL_E_PARA, "recvBuf must differ from sendBuf");
         }
-        let n = h.group.size as u64;
-        let mut d = Desc::new(Kind::AlltoAll, sendType);
+        let n = a.ranks() as u64;
         d.count = sendCount;
-        d.send = check_buf("sendBuf", sendBuf, sendCount.saturating_mul(n), es, &h)?;
-        d.recv = check_buf("recvBuf", recvBuf, recvCount.saturating_mul(n), es, &h)?;
-        collective(comm, stream, d)
+        d.send = a.buf("sendBuf", sendBuf, sendCount.saturating_mul(n))?;
+        d.recv = a.buf("recvBuf", recvBuf, recvCount.saturating_mul(n))?;
+        Ok(())
     })
+}
+
+/// `HCCL_E_PARA` if the (non-null) buffers of a V-op are the same.
+fn distinct(sendBuf: *const c_void, recvBuf: *const c_void) -> HcclRes<()> {
+    if std::ptr::eq(sendBuf, recvBuf) && !sendBuf.is_null() {
+        return err(HcclResult::HCCL_E_PARA, "recvBuf must differ from sendBuf");
+    }
+    Ok(())
 }
 
 /// Copies a host `uint64_t[n]` array.
@@ -817,6 +847,22 @@ unsafe fn host_u64s(name: &str, p: *const c_void, n: usize) -> HcclRes<Vec<u64>>
     Ok((0..n)
         .map(|i| unsafe { p.cast::<u64>().add(i).read_unaligned() })
         .collect())
+}
+
+/// Per-peer blocks of a V-op: (counts, displacements), each a host `uint64_t[n]`
+/// named `names.0` / `names.1` in errors.
+///
+/// # Safety
+///
+/// As [`host_u64s`], for both arrays.
+unsafe fn host_blocks(
+    names: (&str, &str),
+    counts: *const c_void,
+    displs: *const c_void,
+    n: usize,
+) -> HcclRes<(Vec<u64>, Vec<u64>)> {
+    // SAFETY: forwarded contract.
+    unsafe { Ok((host_u64s(names.0, counts, n)?, host_u64s(names.1, displs, n)?)) }
 }
 
 /// Extent in elements of per-peer blocks `counts[j]` at `displs[j]`.
@@ -848,28 +894,20 @@ pub unsafe extern "C" fn HcclAlltoAllV(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    call("HcclAlltoAllV", || {
-        let h = comm_of(comm)?;
-        let es = elem_size(sendType)?;
+    collective(Kind::AlltoAllV, sendType, None, comm, stream, |a, d| {
         elem_size(recvType)?;
         if sendType != recvType {
             return err(HcclResult::HCCL_E_PARA, "send and receive types must be equal");
         }
-        if std::ptr::eq(sendBuf, recvBuf) && !sendBuf.is_null() {
-            return err(HcclResult::HCCL_E_PARA, "recvBuf must differ from sendBuf");
-        }
-        let n = h.group.size;
-        let mut d = Desc::new(Kind::AlltoAllV, sendType);
-        // SAFETY: the arrays hold `n` values per the contract.
+        distinct(sendBuf, recvBuf)?;
+        // SAFETY: the arrays hold `nranks` values per the contract.
         unsafe {
-            d.send_counts = host_u64s("sendCounts", sendCounts, n)?;
-            d.send_displs = host_u64s("sdispls", sdispls, n)?;
-            d.recv_counts = host_u64s("recvCounts", recvCounts, n)?;
-            d.recv_displs = host_u64s("rdispls", rdispls, n)?;
+            (d.send_counts, d.send_displs) = host_blocks(("sendCounts", "sdispls"), sendCounts, sdispls, a.ranks())?;
+            (d.recv_counts, d.recv_displs) = host_blocks(("recvCounts", "rdispls"), recvCounts, rdispls, a.ranks())?;
         }
-        d.send = check_buf("sendBuf", sendBuf, extent(&d.send_counts, &d.send_displs), es, &h)?;
-        d.recv = check_buf("recvBuf", recvBuf, extent(&d.recv_counts, &d.recv_displs), es, &h)?;
-        collective(comm, stream, d)
+        d.send = a.buf("sendBuf", sendBuf, extent(&d.send_counts, &d.send_displs))?;
+        d.recv = a.buf("recvBuf", recvBuf, extent(&d.recv_counts, &d.recv_displs))?;
+        Ok(())
     })
 }
 
@@ -889,23 +927,15 @@ pub unsafe extern "C" fn HcclAllGatherV(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    call("HcclAllGatherV", || {
-        let h = comm_of(comm)?;
-        let es = elem_size(dataType)?;
-        if std::ptr::eq(sendBuf, recvBuf) && !sendBuf.is_null() {
-            return err(HcclResult::HCCL_E_PARA, "recvBuf must differ from sendBuf");
-        }
-        let n = h.group.size;
-        let mut d = Desc::new(Kind::AllGatherV, dataType);
+    collective(Kind::AllGatherV, dataType, None, comm, stream, |a, d| {
+        distinct(sendBuf, recvBuf)?;
         d.count = sendCount;
-        // SAFETY: the arrays hold `n` values per the contract.
-        unsafe {
-            d.recv_counts = host_u64s("recvCounts", recvCounts, n)?;
-            d.recv_displs = host_u64s("recvDispls", recvDispls, n)?;
-        }
-        d.send = check_buf("sendBuf", sendBuf, sendCount, es, &h)?;
-        d.recv = check_buf("recvBuf", recvBuf, extent(&d.recv_counts, &d.recv_displs), es, &h)?;
-        collective(comm, stream, d)
+        // SAFETY: the arrays hold `nranks` values per the contract.
+        (d.recv_counts, d.recv_displs) =
+            unsafe { host_blocks(("recvCounts", "recvDispls"), recvCounts, recvDispls, a.ranks()) }?;
+        d.send = a.buf("sendBuf", sendBuf, sendCount)?;
+        d.recv = a.buf("recvBuf", recvBuf, extent(&d.recv_counts, &d.recv_displs))?;
+        Ok(())
     })
 }
 
@@ -927,38 +957,49 @@ pub unsafe extern "C" fn HcclReduceScatterV(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    call("HcclReduceScatterV", || {
-        let h = comm_of(comm)?;
-        check_reduce(dataType, op)?;
-        let es = elem_size(dataType)?;
-        if std::ptr::eq(sendBuf, recvBuf) && !sendBuf.is_null() {
-            return err(HcclResult::HCCL_E_PARA, "recvBuf must differ from sendBuf");
-        }
-        let n = h.group.size;
-        let mut d = Desc::new(Kind::ReduceScatterV, dataType);
-        d.op = op;
+    collective(Kind::ReduceScatterV, dataType, Some(op), comm, stream, |a, d| {
+        distinct(sendBuf, recvBuf)?;
         d.count = recvCount;
-        // SAFETY: the arrays hold `n` values per the contract.
-        unsafe {
-            d.send_counts = host_u64s("sendCounts", sendCounts, n)?;
-            d.send_displs = host_u64s("sendDispls", sendDispls, n)?;
-        }
-        d.send = check_buf("sendBuf", sendBuf, extent(&d.send_counts, &d.send_displs), es, &h)?;
-        d.recv = check_buf("recvBuf", recvBuf, recvCount, es, &h)?;
-        collective(comm, stream, d)
+        // SAFETY: the arrays hold `nranks` values per the contract.
+        (d.send_counts, d.send_displs) =
+            unsafe { host_blocks(("sendCounts", "sendDispls"), sendCounts, sendDispls, a.ranks()) }?;
+        d.send = a.buf("sendBuf", sendBuf, extent(&d.send_counts, &d.send_displs))?;
+        d.recv = a.buf("recvBuf", recvBuf, recvCount)?;
+        Ok(())
     })
 }
 
 /// `HcclBarrier`.
 #[no_mangle]
 pub extern "C" fn HcclBarrier(comm: HcclComm, stream: aclrtStream) -> HcclResult {
-    call("HcclBarrier", || {
-        comm_of(comm)?;
-        collective(
-            comm,
-            stream,
-            Desc::new(Kind::Barrier, HcclDataType::HCCL_DATA_TYPE_INT8),
-        )
+    collective(
+        Kind::Barrier,
+        HcclDataType::HCCL_DATA_TYPE_INT8,
+        None,
+        comm,
+        stream,
+        |_, _| Ok(()),
+    )
+}
+
+/// The skeleton `HcclSend` and `HcclRecv` share: unless injected, checks the
+/// peer rank and the buffer, then enqueues `work(comm, peer, buffer address)`.
+fn point_to_point(
+    symbol: &'static str,
+    (buf_name, buf): (&str, *mut c_void),
+    count: u64,
+    dtype: HcclDataType,
+    (rank_name, rank): (&str, u32),
+    comm: HcclComm,
+    stream: aclrtStream,
+    work: impl FnOnce(&CommHandle, usize, usize) -> Result<(), ExecError> + Send + 'static,
+) -> HcclResult {
+    call(symbol, || {
+        let h = comm_of(comm)?;
+        let es = elem_size(dtype)?;
+        let peer = check_rank(rank_name, rank, &h)?;
+        let ptr = check_buf(buf_name, buf, count, es, &h)?;
+        enqueue(&h, stream, symbol, move |c| work(c, peer, ptr))
     })
 }
 
@@ -976,17 +1017,19 @@ pub unsafe extern "C" fn HcclSend(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    call("HcclSend", || {
-        let h = comm_of(comm)?;
-        let es = elem_size(dataType)?;
-        let peer = check_rank("destRank", destRank, &h)?;
-        let ptr = check_buf("sendBuf", sendBuf, count, es, &h)?;
-        let s = stream_of(stream)?;
-        enqueue(&h, &s, "HcclSend", move |c| {
+    point_to_point(
+        "HcclSend",
+        ("sendBuf", sendBuf),
+        count,
+        dataType,
+        ("destRank", destRank),
+        comm,
+        stream,
+        move |c, peer, ptr| {
             let id = c.group.post_send(c.rank, peer, ptr, count, dataType);
             c.group.wait_sends(c.rank, &[id], "HcclSend", c.exec_timeout)
-        })
-    })
+        },
+    )
 }
 
 /// `HcclRecv`: synchronous; takes the oldest pending send of `srcRank`.
@@ -1003,17 +1046,19 @@ pub unsafe extern "C" fn HcclRecv(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    call("HcclRecv", || {
-        let h = comm_of(comm)?;
-        let es = elem_size(dataType)?;
-        let peer = check_rank("srcRank", srcRank, &h)?;
-        let ptr = check_buf("recvBuf", recvBuf, count, es, &h)?;
-        let s = stream_of(stream)?;
-        enqueue(&h, &s, "HcclRecv", move |c| {
+    point_to_point(
+        "HcclRecv",
+        ("recvBuf", recvBuf),
+        count,
+        dataType,
+        ("srcRank", srcRank),
+        comm,
+        stream,
+        move |c, peer, ptr| {
             c.group
                 .recv(c.rank, peer, ptr, count, dataType, "HcclRecv", c.exec_timeout)
-        })
-    })
+        },
+    )
 }
 
 /// `HcclBatchSendRecv`: sends and receives that progress together; at most one
@@ -1066,8 +1111,7 @@ pub unsafe extern "C" fn HcclBatchSendRecv(
             }
             list.push((peer, ptr, it.count, it.dataType));
         }
-        let s = stream_of(stream)?;
-        enqueue(&h, &s, "HcclBatchSendRecv", move |c| {
+        enqueue(&h, stream, "HcclBatchSendRecv", move |c| {
             let ids: Vec<u64> = sends
                 .iter()
                 .map(|&(p, ptr, n, t)| c.group.post_send(c.rank, p, ptr, n, t))

@@ -1,5 +1,7 @@
 //! Element-wise reductions on raw bytes, per HCCL data type.
 
+use std::ops::{Add, Mul};
+
 use half::{bf16, f16};
 use hcomm_sys::{HcclDataType, HcclReduceOp};
 
@@ -8,74 +10,93 @@ pub(crate) fn reducible(dtype: HcclDataType) -> bool {
     matches!(dtype.0, 0..=11)
 }
 
-macro_rules! reduce_ints {
-    ($t:ty, $op:expr, $acc:expr, $src:expr) => {{
-        const N: usize = std::mem::size_of::<$t>();
-        for (a, s) in $acc.chunks_exact_mut(N).zip($src.chunks_exact(N)) {
-            let x = <$t>::from_ne_bytes(a.try_into().unwrap_or([0; N]));
-            let y = <$t>::from_ne_bytes(s.try_into().unwrap_or([0; N]));
-            let r = match $op {
-                HcclReduceOp::HCCL_REDUCE_SUM => x.wrapping_add(y),
-                HcclReduceOp::HCCL_REDUCE_PROD => x.wrapping_mul(y),
-                HcclReduceOp::HCCL_REDUCE_MAX => x.max(y),
-                _ => x.min(y),
-            };
-            a.copy_from_slice(&r.to_ne_bytes());
-        }
-    }};
+/// An element type: how it is read from and written to native-endian bytes, and
+/// how the four reduce ops combine two elements.
+trait Element: Copy {
+    const SIZE: usize;
+    fn load(bytes: &[u8]) -> Self;
+    fn store(self, bytes: &mut [u8]);
+    fn apply(op: HcclReduceOp, x: Self, y: Self) -> Self;
 }
 
-macro_rules! reduce_floats {
-    ($t:ty, $op:expr, $acc:expr, $src:expr) => {{
-        const N: usize = std::mem::size_of::<$t>();
-        for (a, s) in $acc.chunks_exact_mut(N).zip($src.chunks_exact(N)) {
-            let x = <$t>::from_ne_bytes(a.try_into().unwrap_or([0; N]));
-            let y = <$t>::from_ne_bytes(s.try_into().unwrap_or([0; N]));
-            let r = match $op {
-                HcclReduceOp::HCCL_REDUCE_SUM => x + y,
-                HcclReduceOp::HCCL_REDUCE_PROD => x * y,
-                HcclReduceOp::HCCL_REDUCE_MAX => x.max(y),
-                _ => x.min(y),
-            };
-            a.copy_from_slice(&r.to_ne_bytes());
+/// Integers (wrapping) and floats: `$add` / `$mul` name the sum and product.
+macro_rules! numeric_elements {
+    ($add:ident, $mul:ident: $($t:ty),*) => {$(
+        impl Element for $t {
+            const SIZE: usize = std::mem::size_of::<$t>();
+
+            fn load(bytes: &[u8]) -> Self {
+                <$t>::from_ne_bytes(bytes.try_into().unwrap_or([0; Self::SIZE]))
+            }
+
+            fn store(self, bytes: &mut [u8]) {
+                bytes.copy_from_slice(&self.to_ne_bytes());
+            }
+
+            fn apply(op: HcclReduceOp, x: Self, y: Self) -> Self {
+                match op {
+                    HcclReduceOp::HCCL_REDUCE_SUM => x.$add(y),
+                    HcclReduceOp::HCCL_REDUCE_PROD => x.$mul(y),
+                    HcclReduceOp::HCCL_REDUCE_MAX => x.max(y),
+                    _ => x.min(y),
+                }
+            }
         }
-    }};
+    )*};
 }
 
-macro_rules! reduce_halves {
-    ($t:ty, $op:expr, $acc:expr, $src:expr) => {{
-        for (a, s) in $acc.chunks_exact_mut(2).zip($src.chunks_exact(2)) {
-            let x = <$t>::from_bits(u16::from_ne_bytes([a[0], a[1]])).to_f32();
-            let y = <$t>::from_bits(u16::from_ne_bytes([s[0], s[1]])).to_f32();
-            let r = match $op {
-                HcclReduceOp::HCCL_REDUCE_SUM => x + y,
-                HcclReduceOp::HCCL_REDUCE_PROD => x * y,
-                HcclReduceOp::HCCL_REDUCE_MAX => x.max(y),
-                _ => x.min(y),
-            };
-            a.copy_from_slice(&<$t>::from_f32(r).to_bits().to_ne_bytes());
+numeric_elements!(wrapping_add, wrapping_mul: i8, i16, i32, i64, u8, u16, u32, u64);
+numeric_elements!(add, mul: f32, f64);
+
+/// 16-bit floats: computed in `f32` and rounded back.
+macro_rules! half_elements {
+    ($($t:ty),*) => {$(
+        impl Element for $t {
+            const SIZE: usize = 2;
+
+            fn load(bytes: &[u8]) -> Self {
+                <$t>::from_bits(u16::from_ne_bytes([bytes[0], bytes[1]]))
+            }
+
+            fn store(self, bytes: &mut [u8]) {
+                bytes.copy_from_slice(&self.to_bits().to_ne_bytes());
+            }
+
+            fn apply(op: HcclReduceOp, x: Self, y: Self) -> Self {
+                <$t>::from_f32(f32::apply(op, x.to_f32(), y.to_f32()))
+            }
         }
-    }};
+    )*};
+}
+
+half_elements!(f16, bf16);
+
+/// `acc[i] = acc[i] op src[i]` for elements of type `T`.
+fn reduce_as<T: Element>(op: HcclReduceOp, acc: &mut [u8], src: &[u8]) {
+    for (a, s) in acc.chunks_exact_mut(T::SIZE).zip(src.chunks_exact(T::SIZE)) {
+        T::apply(op, T::load(a), T::load(s)).store(a);
+    }
 }
 
 /// `acc[i] = acc[i] op src[i]` for every element; `acc` and `src` have equal lengths.
 pub(crate) fn reduce_into(dtype: HcclDataType, op: HcclReduceOp, acc: &mut [u8], src: &[u8]) {
-    match dtype {
-        HcclDataType::HCCL_DATA_TYPE_INT8 => reduce_ints!(i8, op, acc, src),
-        HcclDataType::HCCL_DATA_TYPE_INT16 => reduce_ints!(i16, op, acc, src),
-        HcclDataType::HCCL_DATA_TYPE_INT32 => reduce_ints!(i32, op, acc, src),
-        HcclDataType::HCCL_DATA_TYPE_INT64 => reduce_ints!(i64, op, acc, src),
-        HcclDataType::HCCL_DATA_TYPE_UINT8 => reduce_ints!(u8, op, acc, src),
-        HcclDataType::HCCL_DATA_TYPE_UINT16 => reduce_ints!(u16, op, acc, src),
-        HcclDataType::HCCL_DATA_TYPE_UINT32 => reduce_ints!(u32, op, acc, src),
-        HcclDataType::HCCL_DATA_TYPE_UINT64 => reduce_ints!(u64, op, acc, src),
-        HcclDataType::HCCL_DATA_TYPE_FP32 => reduce_floats!(f32, op, acc, src),
-        HcclDataType::HCCL_DATA_TYPE_FP64 => reduce_floats!(f64, op, acc, src),
-        HcclDataType::HCCL_DATA_TYPE_FP16 => reduce_halves!(f16, op, acc, src),
-        HcclDataType::HCCL_DATA_TYPE_BFP16 => reduce_halves!(bf16, op, acc, src),
+    let reduce: fn(HcclReduceOp, &mut [u8], &[u8]) = match dtype {
+        HcclDataType::HCCL_DATA_TYPE_INT8 => reduce_as::<i8>,
+        HcclDataType::HCCL_DATA_TYPE_INT16 => reduce_as::<i16>,
+        HcclDataType::HCCL_DATA_TYPE_INT32 => reduce_as::<i32>,
+        HcclDataType::HCCL_DATA_TYPE_INT64 => reduce_as::<i64>,
+        HcclDataType::HCCL_DATA_TYPE_UINT8 => reduce_as::<u8>,
+        HcclDataType::HCCL_DATA_TYPE_UINT16 => reduce_as::<u16>,
+        HcclDataType::HCCL_DATA_TYPE_UINT32 => reduce_as::<u32>,
+        HcclDataType::HCCL_DATA_TYPE_UINT64 => reduce_as::<u64>,
+        HcclDataType::HCCL_DATA_TYPE_FP32 => reduce_as::<f32>,
+        HcclDataType::HCCL_DATA_TYPE_FP64 => reduce_as::<f64>,
+        HcclDataType::HCCL_DATA_TYPE_FP16 => reduce_as::<f16>,
+        HcclDataType::HCCL_DATA_TYPE_BFP16 => reduce_as::<bf16>,
         // Callers check `reducible` first.
-        _ => {}
-    }
+        _ => return,
+    };
+    reduce(op, acc, src);
 }
 
 #[cfg(test)]

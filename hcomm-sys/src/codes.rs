@@ -21,8 +21,122 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Mutex;
 
-/// Declares a `#[repr(transparent)]` integer newtype for a C enum.
+/// Declares a C enum once, as data: each value with its C name and meaning.
+///
+/// Plain form: a `#[repr(transparent)]` integer newtype with one associated
+/// constant per value, `name()` and a `Debug` naming known values.
+///
+/// Result-code form: the success value in the struct, then every failure value
+/// with the variant and description of its safe error enum. It declares the
+/// newtype as above (plus a private `ALL`: every value, success first), the error
+/// enum (`Unknown(i32)` keeping codes this crate does not know) with `from_code`,
+/// `code`, `description`, `library_message`, `Debug`, `Display` and `Error`,
+/// and `result()` / `is_success()` on the code.
 macro_rules! c_enum {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident($repr:ty) {
+            $(#[$smeta:meta])* $success:ident = $svalue:expr,
+        }
+        $(#[$emeta:meta])*
+        pub enum $error:ident($lib:ident) {
+            $( $(#[$cmeta:meta])* $konst:ident = $value:expr => $variant:ident: $desc:literal, )*
+        }
+    ) => {
+        c_enum! {
+            $(#[$meta])*
+            pub struct $name($repr) {
+                $(#[$smeta])* $success = $svalue,
+                $( $(#[$cmeta])* $konst = $value, )*
+            }
+        }
+
+        impl $name {
+            /// Every value this crate knows, success first.
+            #[allow(dead_code)]
+            pub(crate) const ALL: [Self; 1 + [$(stringify!($konst)),*].len()] =
+                [Self::$success, $(Self::$konst),*];
+
+            /// `Ok(())` for success, otherwise the error this code stands for.
+            pub fn result(self) -> Result<(), $error> {
+                $error::from_code(self).map_or(Ok(()), Err)
+            }
+
+            /// Whether this is the success code.
+            pub fn is_success(self) -> bool {
+                self == Self::$success
+            }
+        }
+
+        $(#[$emeta])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum $error {
+            $( #[doc = concat!("`", stringify!($konst), "`.")] $variant, )*
+            /// A code this crate does not know (newer library); the raw value.
+            Unknown(i32),
+        }
+
+        impl $error {
+            /// Maps a failure code to the error; `None` for the success code.
+            pub fn from_code(code: $name) -> Option<Self> {
+                if code == $name::$success {
+                    return None;
+                }
+                $( if code == $name::$konst { return Some(Self::$variant); } )*
+                Some(Self::Unknown(code.0))
+            }
+
+            /// The raw code, as the library returned it.
+            pub fn code(self) -> $name {
+                match self {
+                    $( Self::$variant => $name::$konst, )*
+                    Self::Unknown(raw) => $name(raw),
+                }
+            }
+
+            /// A short English description of the code.
+            pub fn description(self) -> &'static str {
+                match self {
+                    $( Self::$variant => $desc, )*
+                    Self::Unknown(_) => "unknown error code",
+                }
+            }
+
+            /// The library's own message for this code, if one has been recorded.
+            pub fn library_message(self) -> Option<String> {
+                library_message(Lib::$lib, self.code().0)
+            }
+        }
+
+        impl fmt::Debug for $error {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self {
+                    $( Self::$variant => f.write_str(stringify!($variant)), )*
+                    Self::Unknown(raw) => write!(f, "Unknown({raw})"),
+                }
+            }
+        }
+
+        impl fmt::Display for $error {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let code = self.code();
+                write!(f, "{} ({:?}, code {})", self.description(), code, code.0)?;
+                match self.library_message() {
+                    Some(msg) if !msg.is_empty() => write!(f, ": {msg}"),
+                    _ => Ok(()),
+                }
+            }
+        }
+
+        impl std::error::Error for $error {}
+
+        impl From<$error> for $name {
+            fn from(err: $error) -> $name {
+                err.code()
+            }
+        }
+    };
     (
         $(#[$meta:meta])*
         pub struct $name:ident($repr:ty) {
@@ -64,97 +178,6 @@ macro_rules! c_enum {
     };
 }
 
-/// Declares a safe error enum mirroring the failure values of a result newtype.
-macro_rules! error_enum {
-    (
-        $(#[$meta:meta])*
-        pub enum $name:ident for $code:ident, $lib:ident {
-            $( $(#[$vmeta:meta])* $variant:ident = $konst:ident, $desc:literal; )*
-        }
-    ) => {
-        $(#[$meta])*
-        #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-        #[non_exhaustive]
-        pub enum $name {
-            $( $(#[$vmeta])* $variant, )*
-            /// A code this crate does not know (newer library); the raw value.
-            Unknown(i32),
-        }
-
-        impl $name {
-            /// Maps a failure code to the error; `None` for the success code.
-            pub fn from_code(code: $code) -> Option<Self> {
-                if code == $code::SUCCESS_VALUE {
-                    return None;
-                }
-                $( if code == $code::$konst { return Some(Self::$variant); } )*
-                Some(Self::Unknown(code.0))
-            }
-
-            /// The raw code, as the library returned it.
-            pub fn code(self) -> $code {
-                match self {
-                    $( Self::$variant => $code::$konst, )*
-                    Self::Unknown(raw) => $code(raw),
-                }
-            }
-
-            /// A short English description of the code.
-            pub fn description(self) -> &'static str {
-                match self {
-                    $( Self::$variant => $desc, )*
-                    Self::Unknown(_) => "unknown error code",
-                }
-            }
-
-            /// The library's own message for this code, if one has been recorded.
-            pub fn library_message(self) -> Option<String> {
-                library_message(Lib::$lib, self.code().0)
-            }
-        }
-
-        impl fmt::Debug for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                match self {
-                    $( Self::$variant => f.write_str(stringify!($variant)), )*
-                    Self::Unknown(raw) => write!(f, "Unknown({raw})"),
-                }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                let code = self.code();
-                write!(f, "{} ({:?}, code {})", self.description(), code, code.0)?;
-                match self.library_message() {
-                    Some(msg) if !msg.is_empty() => write!(f, ": {msg}"),
-                    _ => Ok(()),
-                }
-            }
-        }
-
-        impl std::error::Error for $name {}
-
-        impl From<$name> for $code {
-            fn from(err: $name) -> $code {
-                err.code()
-            }
-        }
-
-        impl $code {
-            /// `Ok(())` for success, otherwise the error this code stands for.
-            pub fn result(self) -> Result<(), $name> {
-                $name::from_code(self).map_or(Ok(()), Err)
-            }
-
-            /// Whether this is the success code.
-            pub fn is_success(self) -> bool {
-                self == $code::SUCCESS_VALUE
-            }
-        }
-    };
-}
-
 // ---------------------------------------------------------------------------
 // Library message cache
 // ---------------------------------------------------------------------------
@@ -174,6 +197,16 @@ static MESSAGES: Mutex<BTreeMap<(Lib, i32), String>> = Mutex::new(BTreeMap::new(
 pub(crate) fn record_message(lib: Lib, code: i32, message: String) {
     let mut map = MESSAGES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     map.insert((lib, code), message);
+}
+
+/// Records the library's message of each of `codes` that `message` returns one for
+/// (what a function table does once loaded).
+pub(crate) fn record_messages<C: Copy + Into<i32>>(lib: Lib, codes: &[C], message: impl Fn(C) -> Option<String>) {
+    for &code in codes {
+        if let Some(msg) = message(code) {
+            record_message(lib, code.into(), msg);
+        }
+    }
 }
 
 fn library_message(lib: Lib, code: i32) -> Option<String> {
@@ -204,146 +237,65 @@ c_enum! {
     pub struct HcclResult(i32) {
         /// Success.
         HCCL_SUCCESS = 0,
+    }
+    /// A failed [`HcclResult`].
+    pub enum HcclError(Hccl) {
         /// Parameter error.
-        HCCL_E_PARA = 1,
+        HCCL_E_PARA = 1 => Para: "hccl parameter error",
         /// Null pointer.
-        HCCL_E_PTR = 2,
+        HCCL_E_PTR = 2 => Ptr: "hccl null pointer",
         /// Memory error.
-        HCCL_E_MEMORY = 3,
+        HCCL_E_MEMORY = 3 => Memory: "hccl memory error",
         /// Internal error.
-        HCCL_E_INTERNAL = 4,
+        HCCL_E_INTERNAL = 4 => Internal: "hccl internal error",
         /// Feature not supported.
-        HCCL_E_NOT_SUPPORT = 5,
+        HCCL_E_NOT_SUPPORT = 5 => NotSupport: "hccl feature not supported",
         /// Resource not found.
-        HCCL_E_NOT_FOUND = 6,
+        HCCL_E_NOT_FOUND = 6 => NotFound: "hccl resource not found",
         /// Resource unavailable.
-        HCCL_E_UNAVAIL = 7,
+        HCCL_E_UNAVAIL = 7 => Unavail: "hccl resource unavailable",
         /// System call failed.
-        HCCL_E_SYSCALL = 8,
+        HCCL_E_SYSCALL = 8 => Syscall: "hccl system call failed",
         /// Timeout.
-        HCCL_E_TIMEOUT = 9,
+        HCCL_E_TIMEOUT = 9 => Timeout: "hccl timeout",
         /// Opening a file failed.
-        HCCL_E_OPEN_FILE_FAILURE = 10,
+        HCCL_E_OPEN_FILE_FAILURE = 10 => OpenFileFailure: "hccl failed to open a file",
         /// TCP connect failed.
-        HCCL_E_TCP_CONNECT = 11,
+        HCCL_E_TCP_CONNECT = 11 => TcpConnect: "hccl tcp connect failed",
         /// RoCE connect failed.
-        HCCL_E_ROCE_CONNECT = 12,
+        HCCL_E_ROCE_CONNECT = 12 => RoceConnect: "hccl roce connect failed",
         /// TCP transfer failed.
-        HCCL_E_TCP_TRANSFER = 13,
+        HCCL_E_TCP_TRANSFER = 13 => TcpTransfer: "hccl tcp transfer failed",
         /// RoCE transfer failed.
-        HCCL_E_ROCE_TRANSFER = 14,
+        HCCL_E_ROCE_TRANSFER = 14 => RoceTransfer: "hccl roce transfer failed",
         /// Runtime (ACL/rts) call failed.
-        HCCL_E_RUNTIME = 15,
+        HCCL_E_RUNTIME = 15 => Runtime: "hccl runtime call failed",
         /// Driver call failed.
-        HCCL_E_DRV = 16,
+        HCCL_E_DRV = 16 => Drv: "hccl driver call failed",
         /// Profiling call failed.
-        HCCL_E_PROFILING = 17,
+        HCCL_E_PROFILING = 17 => Profiling: "hccl profiling call failed",
         /// CCE call failed.
-        HCCL_E_CCE = 18,
+        HCCL_E_CCE = 18 => Cce: "hccl cce call failed",
         /// Network call failed.
-        HCCL_E_NETWORK = 19,
+        HCCL_E_NETWORK = 19 => Network: "hccl network call failed",
         /// Try again (e.g. destroying a busy communicator).
-        HCCL_E_AGAIN = 20,
+        HCCL_E_AGAIN = 20 => Again: "hccl resource busy, try again",
         /// RDMA error completion (what `HcclGetCommAsyncError` reports).
-        HCCL_E_REMOTE = 21,
+        HCCL_E_REMOTE = 21 => Remote: "hccl remote (rdma completion) error",
         /// Communicator suspending.
-        HCCL_E_SUSPENDING = 22,
+        HCCL_E_SUSPENDING = 22 => Suspending: "hccl communicator suspending",
         /// Operation retry failed.
-        HCCL_E_OPRETRY_FAIL = 23,
+        HCCL_E_OPRETRY_FAIL = 23 => OpRetryFail: "hccl operation retry failed",
         /// Out of memory.
-        HCCL_E_OOM = 24,
+        HCCL_E_OOM = 24 => Oom: "hccl out of memory",
         /// The error information is in the status.
-        HCCL_E_IN_STATUS = 1041,
+        HCCL_E_IN_STATUS = 1041 => InStatus: "hccl error information is in the status",
     }
 }
 
 impl HcclResult {
-    const SUCCESS_VALUE: Self = Self::HCCL_SUCCESS;
     /// Every code this crate knows, success included.
-    pub const KNOWN: [Self; 26] = [
-        Self(0),
-        Self(1),
-        Self(2),
-        Self(3),
-        Self(4),
-        Self(5),
-        Self(6),
-        Self(7),
-        Self(8),
-        Self(9),
-        Self(10),
-        Self(11),
-        Self(12),
-        Self(13),
-        Self(14),
-        Self(15),
-        Self(16),
-        Self(17),
-        Self(18),
-        Self(19),
-        Self(20),
-        Self(21),
-        Self(22),
-        Self(23),
-        Self(24),
-        Self(1041),
-    ];
-}
-
-error_enum! {
-    /// A failed [`HcclResult`].
-    pub enum HcclError for HcclResult, Hccl {
-        /// `HCCL_E_PARA`.
-        Para = HCCL_E_PARA, "hccl parameter error";
-        /// `HCCL_E_PTR`.
-        Ptr = HCCL_E_PTR, "hccl null pointer";
-        /// `HCCL_E_MEMORY`.
-        Memory = HCCL_E_MEMORY, "hccl memory error";
-        /// `HCCL_E_INTERNAL`.
-        Internal = HCCL_E_INTERNAL, "hccl internal error";
-        /// `HCCL_E_NOT_SUPPORT`.
-        NotSupport = HCCL_E_NOT_SUPPORT, "hccl feature not supported";
-        /// `HCCL_E_NOT_FOUND`.
-        NotFound = HCCL_E_NOT_FOUND, "hccl resource not found";
-        /// `HCCL_E_UNAVAIL`.
-        Unavail = HCCL_E_UNAVAIL, "hccl resource unavailable";
-        /// `HCCL_E_SYSCALL`.
-        Syscall = HCCL_E_SYSCALL, "hccl system call failed";
-        /// `HCCL_E_TIMEOUT`.
-        Timeout = HCCL_E_TIMEOUT, "hccl timeout";
-        /// `HCCL_E_OPEN_FILE_FAILURE`.
-        OpenFileFailure = HCCL_E_OPEN_FILE_FAILURE, "hccl failed to open a file";
-        /// `HCCL_E_TCP_CONNECT`.
-        TcpConnect = HCCL_E_TCP_CONNECT, "hccl tcp connect failed";
-        /// `HCCL_E_ROCE_CONNECT`.
-        RoceConnect = HCCL_E_ROCE_CONNECT, "hccl roce connect failed";
-        /// `HCCL_E_TCP_TRANSFER`.
-        TcpTransfer = HCCL_E_TCP_TRANSFER, "hccl tcp transfer failed";
-        /// `HCCL_E_ROCE_TRANSFER`.
-        RoceTransfer = HCCL_E_ROCE_TRANSFER, "hccl roce transfer failed";
-        /// `HCCL_E_RUNTIME`.
-        Runtime = HCCL_E_RUNTIME, "hccl runtime call failed";
-        /// `HCCL_E_DRV`.
-        Drv = HCCL_E_DRV, "hccl driver call failed";
-        /// `HCCL_E_PROFILING`.
-        Profiling = HCCL_E_PROFILING, "hccl profiling call failed";
-        /// `HCCL_E_CCE`.
-        Cce = HCCL_E_CCE, "hccl cce call failed";
-        /// `HCCL_E_NETWORK`.
-        Network = HCCL_E_NETWORK, "hccl network call failed";
-        /// `HCCL_E_AGAIN`.
-        Again = HCCL_E_AGAIN, "hccl resource busy, try again";
-        /// `HCCL_E_REMOTE`.
-        Remote = HCCL_E_REMOTE, "hccl remote (rdma completion) error";
-        /// `HCCL_E_SUSPENDING`.
-        Suspending = HCCL_E_SUSPENDING, "hccl communicator suspending";
-        /// `HCCL_E_OPRETRY_FAIL`.
-        OpRetryFail = HCCL_E_OPRETRY_FAIL, "hccl operation retry failed";
-        /// `HCCL_E_OOM`.
-        Oom = HCCL_E_OOM, "hccl out of memory";
-        /// `HCCL_E_IN_STATUS`.
-        InStatus = HCCL_E_IN_STATUS, "hccl error information is in the status";
-    }
+    pub const KNOWN: [Self; 26] = Self::ALL;
 }
 
 c_enum! {
@@ -468,72 +420,37 @@ c_enum! {
     pub struct aclError(i32) {
         /// Success (`ACL_ERROR_NONE`).
         ACL_SUCCESS = 0,
-        /// Invalid parameter.
-        ACL_ERROR_INVALID_PARAM = 100_000,
-        /// `aclInit` was not called.
-        ACL_ERROR_UNINITIALIZE = 100_001,
-        /// `aclInit` called twice.
-        ACL_ERROR_REPEAT_INITIALIZE = 100_002,
-        /// `aclFinalize` called twice.
-        ACL_ERROR_REPEAT_FINALIZE = 100_037,
-        /// Allocation failed.
-        ACL_ERROR_BAD_ALLOC = 200_000,
-        /// API not supported.
-        ACL_ERROR_API_NOT_SUPPORT = 200_001,
-        /// Invalid device.
-        ACL_ERROR_INVALID_DEVICE = 200_002,
-        /// Internal error.
-        ACL_ERROR_INTERNAL_ERROR = 500_000,
-        /// Generic failure.
-        ACL_ERROR_FAILURE = 500_001,
-        /// Runtime failure.
-        ACL_ERROR_RT_FAILURE = 500_003,
-        /// Device task timed out.
-        ACL_ERROR_RT_TASK_TIMEOUT = 107_020,
-        /// Device task aborted.
-        ACL_ERROR_RT_DEVICE_TASK_ABORT = 107_022,
-        /// Stream synchronisation timed out.
-        ACL_ERROR_RT_STREAM_SYNC_TIMEOUT = 507_046,
-        /// Communication op retry failed.
-        ACL_ERROR_RT_COMM_OP_RETRY_FAIL = 507_904,
     }
-}
-
-impl aclError {
-    const SUCCESS_VALUE: Self = Self::ACL_SUCCESS;
-}
-
-error_enum! {
     /// A failed [`aclError`].
-    pub enum AclError for aclError, Acl {
-        /// `ACL_ERROR_INVALID_PARAM`.
-        InvalidParam = ACL_ERROR_INVALID_PARAM, "acl invalid parameter";
-        /// `ACL_ERROR_UNINITIALIZE`.
-        Uninitialize = ACL_ERROR_UNINITIALIZE, "acl not initialised";
-        /// `ACL_ERROR_REPEAT_INITIALIZE`.
-        RepeatInitialize = ACL_ERROR_REPEAT_INITIALIZE, "acl initialised twice";
-        /// `ACL_ERROR_REPEAT_FINALIZE`.
-        RepeatFinalize = ACL_ERROR_REPEAT_FINALIZE, "acl finalised twice";
-        /// `ACL_ERROR_BAD_ALLOC`.
-        BadAlloc = ACL_ERROR_BAD_ALLOC, "acl allocation failed";
-        /// `ACL_ERROR_API_NOT_SUPPORT`.
-        ApiNotSupport = ACL_ERROR_API_NOT_SUPPORT, "acl api not supported";
-        /// `ACL_ERROR_INVALID_DEVICE`.
-        InvalidDevice = ACL_ERROR_INVALID_DEVICE, "acl invalid device";
-        /// `ACL_ERROR_INTERNAL_ERROR`.
-        InternalError = ACL_ERROR_INTERNAL_ERROR, "acl internal error";
-        /// `ACL_ERROR_FAILURE`.
-        Failure = ACL_ERROR_FAILURE, "acl failure";
-        /// `ACL_ERROR_RT_FAILURE`.
-        RtFailure = ACL_ERROR_RT_FAILURE, "acl runtime failure";
-        /// `ACL_ERROR_RT_TASK_TIMEOUT`.
-        RtTaskTimeout = ACL_ERROR_RT_TASK_TIMEOUT, "acl device task timed out";
-        /// `ACL_ERROR_RT_DEVICE_TASK_ABORT`.
-        RtDeviceTaskAbort = ACL_ERROR_RT_DEVICE_TASK_ABORT, "acl device task aborted";
-        /// `ACL_ERROR_RT_STREAM_SYNC_TIMEOUT`.
-        RtStreamSyncTimeout = ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, "acl stream synchronisation timed out";
-        /// `ACL_ERROR_RT_COMM_OP_RETRY_FAIL`.
-        RtCommOpRetryFail = ACL_ERROR_RT_COMM_OP_RETRY_FAIL, "acl communication op retry failed";
+    pub enum AclError(Acl) {
+        /// Invalid parameter.
+        ACL_ERROR_INVALID_PARAM = 100_000 => InvalidParam: "acl invalid parameter",
+        /// `aclInit` was not called.
+        ACL_ERROR_UNINITIALIZE = 100_001 => Uninitialize: "acl not initialised",
+        /// `aclInit` called twice.
+        ACL_ERROR_REPEAT_INITIALIZE = 100_002 => RepeatInitialize: "acl initialised twice",
+        /// `aclFinalize` called twice.
+        ACL_ERROR_REPEAT_FINALIZE = 100_037 => RepeatFinalize: "acl finalised twice",
+        /// Allocation failed.
+        ACL_ERROR_BAD_ALLOC = 200_000 => BadAlloc: "acl allocation failed",
+        /// API not supported.
+        ACL_ERROR_API_NOT_SUPPORT = 200_001 => ApiNotSupport: "acl api not supported",
+        /// Invalid device.
+        ACL_ERROR_INVALID_DEVICE = 200_002 => InvalidDevice: "acl invalid device",
+        /// Internal error.
+        ACL_ERROR_INTERNAL_ERROR = 500_000 => InternalError: "acl internal error",
+        /// Generic failure.
+        ACL_ERROR_FAILURE = 500_001 => Failure: "acl failure",
+        /// Runtime failure.
+        ACL_ERROR_RT_FAILURE = 500_003 => RtFailure: "acl runtime failure",
+        /// Device task timed out.
+        ACL_ERROR_RT_TASK_TIMEOUT = 107_020 => RtTaskTimeout: "acl device task timed out",
+        /// Device task aborted.
+        ACL_ERROR_RT_DEVICE_TASK_ABORT = 107_022 => RtDeviceTaskAbort: "acl device task aborted",
+        /// Stream synchronisation timed out.
+        ACL_ERROR_RT_STREAM_SYNC_TIMEOUT = 507_046 => RtStreamSyncTimeout: "acl stream synchronisation timed out",
+        /// Communication op retry failed.
+        ACL_ERROR_RT_COMM_OP_RETRY_FAIL = 507_904 => RtCommOpRetryFail: "acl communication op retry failed",
     }
 }
 
@@ -603,49 +520,26 @@ c_enum! {
     pub struct ncclResult_t(i32) {
         /// Success.
         ncclSuccess = 0,
-        /// A CUDA call failed.
-        ncclUnhandledCudaError = 1,
-        /// A system call failed.
-        ncclSystemError = 2,
-        /// Internal error.
-        ncclInternalError = 3,
-        /// Invalid argument.
-        ncclInvalidArgument = 4,
-        /// Invalid usage.
-        ncclInvalidUsage = 5,
-        /// Remote process failed or network error (2.13+).
-        ncclRemoteError = 6,
-        /// Non-blocking operation still in progress (2.14+).
-        ncclInProgress = 7,
-        /// Timeout (2.30+).
-        ncclTimeout = 8,
     }
-}
-
-impl ncclResult_t {
-    const SUCCESS_VALUE: Self = Self::ncclSuccess;
-}
-
-error_enum! {
     /// A failed [`ncclResult_t`]. `InProgress` is not a failure in non-blocking mode;
     /// callers using that mode check for it first.
-    pub enum NcclError for ncclResult_t, Nccl {
-        /// `ncclUnhandledCudaError`.
-        UnhandledCudaError = ncclUnhandledCudaError, "nccl unhandled cuda error";
-        /// `ncclSystemError`.
-        SystemError = ncclSystemError, "nccl system error";
-        /// `ncclInternalError`.
-        InternalError = ncclInternalError, "nccl internal error";
-        /// `ncclInvalidArgument`.
-        InvalidArgument = ncclInvalidArgument, "nccl invalid argument";
-        /// `ncclInvalidUsage`.
-        InvalidUsage = ncclInvalidUsage, "nccl invalid usage";
-        /// `ncclRemoteError`.
-        RemoteError = ncclRemoteError, "nccl remote error";
-        /// `ncclInProgress`.
-        InProgress = ncclInProgress, "nccl operation in progress";
-        /// `ncclTimeout`.
-        Timeout = ncclTimeout, "nccl timeout";
+    pub enum NcclError(Nccl) {
+        /// A CUDA call failed.
+        ncclUnhandledCudaError = 1 => UnhandledCudaError: "nccl unhandled cuda error",
+        /// A system call failed.
+        ncclSystemError = 2 => SystemError: "nccl system error",
+        /// Internal error.
+        ncclInternalError = 3 => InternalError: "nccl internal error",
+        /// Invalid argument.
+        ncclInvalidArgument = 4 => InvalidArgument: "nccl invalid argument",
+        /// Invalid usage.
+        ncclInvalidUsage = 5 => InvalidUsage: "nccl invalid usage",
+        /// Remote process failed or network error (2.13+).
+        ncclRemoteError = 6 => RemoteError: "nccl remote error",
+        /// Non-blocking operation still in progress (2.14+).
+        ncclInProgress = 7 => InProgress: "nccl operation in progress",
+        /// Timeout (2.30+).
+        ncclTimeout = 8 => Timeout: "nccl timeout",
     }
 }
 
@@ -704,81 +598,39 @@ c_enum! {
     pub struct cudaError_t(i32) {
         /// Success.
         cudaSuccess = 0,
+    }
+    /// A failed [`cudaError_t`].
+    pub enum CudaError(Cuda) {
         /// Invalid value.
-        cudaErrorInvalidValue = 1,
+        cudaErrorInvalidValue = 1 => InvalidValue: "cuda invalid value",
         /// Allocation failed.
-        cudaErrorMemoryAllocation = 2,
+        cudaErrorMemoryAllocation = 2 => MemoryAllocation: "cuda allocation failed",
         /// Initialisation failed.
-        cudaErrorInitializationError = 3,
+        cudaErrorInitializationError = 3 => InitializationError: "cuda initialisation failed",
         /// The runtime is unloading.
-        cudaErrorCudartUnloading = 4,
+        cudaErrorCudartUnloading = 4 => CudartUnloading: "cuda runtime unloading",
         /// Driver too old.
-        cudaErrorInsufficientDriver = 35,
+        cudaErrorInsufficientDriver = 35 => InsufficientDriver: "cuda driver too old",
         /// No CUDA device.
-        cudaErrorNoDevice = 100,
+        cudaErrorNoDevice = 100 => NoDevice: "no cuda device",
         /// Invalid device ordinal.
-        cudaErrorInvalidDevice = 101,
+        cudaErrorInvalidDevice = 101 => InvalidDevice: "cuda invalid device",
         /// Invalid resource handle (e.g. a destroyed stream).
-        cudaErrorInvalidResourceHandle = 400,
+        cudaErrorInvalidResourceHandle = 400 => InvalidResourceHandle: "cuda invalid resource handle",
         /// Asynchronous work not finished yet (`cudaStreamQuery`).
-        cudaErrorNotReady = 600,
+        cudaErrorNotReady = 600 => NotReady: "cuda work not ready",
         /// Illegal address.
-        cudaErrorIllegalAddress = 700,
+        cudaErrorIllegalAddress = 700 => IllegalAddress: "cuda illegal address",
         /// Kernel launch failed.
-        cudaErrorLaunchFailure = 719,
+        cudaErrorLaunchFailure = 719 => LaunchFailure: "cuda launch failure",
         /// Unknown error.
-        cudaErrorUnknown = 999,
+        cudaErrorUnknown = 999 => UnknownError: "cuda unknown error",
     }
 }
 
 impl cudaError_t {
-    const SUCCESS_VALUE: Self = Self::cudaSuccess;
     /// Every code this crate knows, success included.
-    pub const KNOWN: [Self; 13] = [
-        Self(0),
-        Self(1),
-        Self(2),
-        Self(3),
-        Self(4),
-        Self(35),
-        Self(100),
-        Self(101),
-        Self(400),
-        Self(600),
-        Self(700),
-        Self(719),
-        Self(999),
-    ];
-}
-
-error_enum! {
-    /// A failed [`cudaError_t`].
-    pub enum CudaError for cudaError_t, Cuda {
-        /// `cudaErrorInvalidValue`.
-        InvalidValue = cudaErrorInvalidValue, "cuda invalid value";
-        /// `cudaErrorMemoryAllocation`.
-        MemoryAllocation = cudaErrorMemoryAllocation, "cuda allocation failed";
-        /// `cudaErrorInitializationError`.
-        InitializationError = cudaErrorInitializationError, "cuda initialisation failed";
-        /// `cudaErrorCudartUnloading`.
-        CudartUnloading = cudaErrorCudartUnloading, "cuda runtime unloading";
-        /// `cudaErrorInsufficientDriver`.
-        InsufficientDriver = cudaErrorInsufficientDriver, "cuda driver too old";
-        /// `cudaErrorNoDevice`.
-        NoDevice = cudaErrorNoDevice, "no cuda device";
-        /// `cudaErrorInvalidDevice`.
-        InvalidDevice = cudaErrorInvalidDevice, "cuda invalid device";
-        /// `cudaErrorInvalidResourceHandle`.
-        InvalidResourceHandle = cudaErrorInvalidResourceHandle, "cuda invalid resource handle";
-        /// `cudaErrorNotReady`.
-        NotReady = cudaErrorNotReady, "cuda work not ready";
-        /// `cudaErrorIllegalAddress`.
-        IllegalAddress = cudaErrorIllegalAddress, "cuda illegal address";
-        /// `cudaErrorLaunchFailure`.
-        LaunchFailure = cudaErrorLaunchFailure, "cuda launch failure";
-        /// `cudaErrorUnknown`.
-        UnknownError = cudaErrorUnknown, "cuda unknown error";
-    }
+    pub const KNOWN: [Self; 13] = Self::ALL;
 }
 
 c_enum! {

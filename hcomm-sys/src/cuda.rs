@@ -2,7 +2,7 @@
 //!
 //! Signatures: abi.md §4.4.
 
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_char, c_int, c_uint, c_void};
 
 use crate::codes::{cudaError_t, cudaMemcpyKind, Lib};
 use crate::load::api_table;
@@ -42,16 +42,18 @@ api_table! {
         /// Static message of a code.
         fn cudaGetErrorString(error: cudaError_t) -> *const c_char;
     }
-    optional {}
+    optional {
+        /// Creates a stream with `flags` (`cudaStreamDefault` = 0 or
+        /// [`cudaStreamNonBlocking`](crate::cudaStreamNonBlocking)).
+        fn cudaStreamCreateWithFlags(pStream: *mut cudaStream_t, flags: c_uint) -> cudaError_t;
+        /// Asynchronous copy of `count` bytes, ordered on `stream`.
+        fn cudaMemcpyAsync(dst: *mut c_void, src: *const c_void, count: usize, kind: cudaMemcpyKind, stream: cudaStream_t) -> cudaError_t;
+    }
 }
 
 impl CudaApi {
     fn on_load(&self) {
-        for code in cudaError_t::KNOWN {
-            if let Some(msg) = self.error_string(code) {
-                crate::codes::record_message(Lib::Cuda, code.0, msg);
-            }
-        }
+        crate::codes::record_messages(Lib::Cuda, &cudaError_t::KNOWN, |code| self.error_string(code));
     }
 
     /// `cudaGetErrorString(code)` copied into a `String`.

@@ -81,11 +81,7 @@ api_table! {
 
 impl HcclApi {
     fn on_load(&self) {
-        for code in HcclResult::KNOWN {
-            if let Some(msg) = self.error_string(code) {
-                crate::codes::record_message(Lib::Hccl, code.0, msg);
-            }
-        }
+        crate::codes::record_messages(Lib::Hccl, &HcclResult::KNOWN, |code| self.error_string(code));
     }
 
     /// `HcclGetErrorString(code)` copied into a `String`; `None` if the library lacks

@@ -76,11 +76,7 @@ api_table! {
 
 impl NcclApi {
     fn on_load(&self) {
-        for code in 0..=8 {
-            if let Some(msg) = self.error_string(ncclResult_t(code)) {
-                crate::codes::record_message(Lib::Nccl, code, msg);
-            }
-        }
+        crate::codes::record_messages(Lib::Nccl, &ncclResult_t::ALL, |code| self.error_string(code));
     }
 
     /// `ncclGetErrorString(code)` copied into a `String`.

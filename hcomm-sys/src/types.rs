@@ -49,6 +49,10 @@ pub const HCCL_COMM_CONFIG_NOT_SET: u32 = 0xFFFF_FFFF;
 pub const HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET: i32 = -1;
 /// `HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE` in GB.
 pub const HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE: u64 = 16;
+/// `cudaStreamNonBlocking`: flag of `cudaStreamCreateWithFlags`; the stream does not
+/// synchronise with the legacy default stream (`cudaStreamDefault` is 0).
+#[allow(non_upper_case_globals)]
+pub const cudaStreamNonBlocking: c_uint = 1;
 /// `NCCL_UNIQUE_ID_BYTES`.
 pub const NCCL_UNIQUE_ID_BYTES: usize = 128;
 /// `NCCL_SPLIT_NOCOLOR`.
