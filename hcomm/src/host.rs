@@ -1,11 +1,11 @@
 //! The host backend's entry points: ranks as threads of this process.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use crate::backend::host::{self as backend, HostWorld, Presence};
 use crate::comm::Comm;
 use crate::error::{Error, Result};
+use crate::launch::ranks::{guard_rank, run_rank_threads};
 use crate::options::CommOptions;
 
 /// Runs `f` on `world` in-process ranks (one thread each) with options from
@@ -41,73 +41,11 @@ where
     F: Fn(&Comm) -> Result<R> + Sync,
 {
     let (host_world, ranks) = rank_handles(world, options)?;
-    let f = &f;
-    let results: Vec<Result<R>> = std::thread::scope(|s| {
-        let threads: Vec<_> = ranks
-            .into_iter()
-            .enumerate()
-            .map(|(rank, (comm, presence))| {
-                std::thread::Builder::new()
-                    .name(format!("hcomm-rank-{rank}"))
-                    .spawn_scoped(s, move || run_rank(rank, &comm, &presence, f))
-            })
-            .collect();
-        threads
-            .into_iter()
-            .enumerate()
-            .map(|(rank, t)| match t {
-                Ok(handle) => handle.join().unwrap_or_else(|_| {
-                    Err(Error::Panicked {
-                        rank,
-                        message: "the rank's thread could not be joined".into(),
-                    })
-                }),
-                Err(e) => Err(Error::Backend {
-                    backend: "host",
-                    message: format!("cannot start the thread of rank {rank}: {e}"),
-                }),
-            })
-            .collect()
-    });
-    let mut values = Vec::with_capacity(world);
-    let mut first_error = None;
-    for r in results {
-        match r {
-            Ok(v) => values.push(v),
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    match first_error {
-        None => Ok(values),
-        // The failure recorded first in time that is a root cause.
-        Some(e) => Err(host_world.first_failure().map_or(e, |(_, root)| root)),
-    }
-}
-
-fn run_rank<R>(
-    rank: usize,
-    comm: &Comm,
-    presence: &Arc<Presence>,
-    f: &(impl Fn(&Comm) -> Result<R> + Sync),
-) -> Result<R> {
-    let outcome = catch_unwind(AssertUnwindSafe(|| f(comm)));
-    let result = match outcome {
-        Ok(r) => r,
-        Err(payload) => {
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a non-string panic payload".to_owned());
-            Err(Error::Panicked { rank, message })
-        }
-    };
-    if let Err(e) = &result {
-        presence.fail(e);
-    }
-    result
+    run_rank_threads(ranks, |rank, (comm, presence)| {
+        guard_rank(rank, |e| presence.fail(e), || f(&comm))
+    })
+    // The failure recorded first in time that is a root cause.
+    .map_err(|e| host_world.first_failure().map_or(e, |(_, root)| root))
 }
 
 /// Communicators for `world` in-process ranks, to be driven by threads of

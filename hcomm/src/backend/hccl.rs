@@ -16,11 +16,11 @@ use hcomm_sys::{
     HcclError, HcclReduceOp, HcclResult, HcclRootInfo, HcclSendRecvItem, HcclSendRecvType,
 };
 
-use super::device::memory::CopyKind;
-use super::device::{
-    bind_cached, exec_timeout_secs, key_hash, next_driver_id, DevError, DevResult, Driver, Item, LibColl, Poll, Raw,
-    SubComm, SubRequest, Table,
+use super::device::driver::{
+    bind_cached, exec_timeout_secs, key_hash, load_error, next_driver_id, void, DevError, DevResult, Driver, Item,
+    LibColl, Poll, Raw, SubComm, SubRequest, Table,
 };
+use super::device::memory::CopyKind;
 use crate::element::{DataType, ReduceOp};
 use crate::error::{Error, Result};
 
@@ -40,26 +40,19 @@ impl std::fmt::Debug for HcclDriver {
     }
 }
 
-fn load_error(e: &hcomm_sys::LoadError) -> Error {
-    Error::Backend {
-        backend: "hccl",
-        message: e.to_string(),
-    }
-}
-
 impl HcclDriver {
     /// The process-wide tables (`HCOMM_HCCL_LIB`, `HCOMM_ACL_LIB`, then the
     /// Ascend install directories and the system search path).
     pub(crate) fn system() -> Result<Arc<HcclDriver>> {
-        let hccl = HcclApi::get().map_err(|e| load_error(&e))?;
-        let acl = AclApi::get().map_err(|e| load_error(&e))?;
+        let hccl = HcclApi::get().map_err(|e| load_error("hccl", &e))?;
+        let acl = AclApi::get().map_err(|e| load_error("hccl", &e))?;
         Self::init(Table::Static(hccl), Table::Static(acl))
     }
 
     /// Tables loaded from explicit files (both may be the same file).
     pub(crate) fn load(hccl: &Path, acl: &Path) -> Result<Arc<HcclDriver>> {
-        let h = HcclApi::load(hccl).map_err(|e| load_error(&e))?;
-        let a = AclApi::load(acl).map_err(|e| load_error(&e))?;
+        let h = HcclApi::load(hccl).map_err(|e| load_error("hccl", &e))?;
+        let a = AclApi::load(acl).map_err(|e| load_error("hccl", &e))?;
         Self::init(Table::Owned(Arc::new(h)), Table::Owned(Arc::new(a)))
     }
 
@@ -214,10 +207,6 @@ pub(crate) fn hccl_op(op: ReduceOp) -> HcclReduceOp {
     }
 }
 
-fn v(p: *mut u8) -> *mut c_void {
-    p.cast()
-}
-
 impl Driver for HcclDriver {
     fn name(&self) -> &'static str {
         "hccl"
@@ -246,7 +235,7 @@ impl Driver for HcclDriver {
 
     unsafe fn free(&self, ptr: *mut u8) -> DevResult<()> {
         // SAFETY: forwarded from the caller.
-        let code = unsafe { (self.acl.aclrtFree)(v(ptr)) };
+        let code = unsafe { (self.acl.aclrtFree)(void(ptr)) };
         self.acl_check("aclrtFree", code)
     }
 
@@ -257,7 +246,7 @@ impl Driver for HcclDriver {
             CopyKind::DeviceToDevice => aclrtMemcpyKind::ACL_MEMCPY_DEVICE_TO_DEVICE,
         };
         // SAFETY: forwarded from the caller; destMax = count = `bytes`.
-        let code = unsafe { (self.acl.aclrtMemcpy)(v(dst), bytes, src.cast(), bytes, kind) };
+        let code = unsafe { (self.acl.aclrtMemcpy)(void(dst), bytes, src.cast(), bytes, kind) };
         self.acl_check("aclrtMemcpy", code)
     }
 
@@ -316,7 +305,7 @@ impl Driver for HcclDriver {
                 } else {
                     HcclSendRecvType::HCCL_RECV
                 },
-                buf: v(it.ptr),
+                buf: void(it.ptr),
                 count: it.count as u64,
                 dataType: hccl_dtype(it.dtype),
                 remoteRank: it.peer,
@@ -337,11 +326,12 @@ impl Driver for HcclDriver {
             match *call {
                 LibColl::AllReduce { send, recv, count, op } => (
                     "HcclAllReduce",
-                    (h.HcclAllReduce)(v(send), v(recv), count as u64, t, hccl_op(op), c, s),
+                    (h.HcclAllReduce)(void(send), void(recv), count as u64, t, hccl_op(op), c, s),
                 ),
-                LibColl::Broadcast { buf, count, root } => {
-                    ("HcclBroadcast", (h.HcclBroadcast)(v(buf), count as u64, t, root, c, s))
-                }
+                LibColl::Broadcast { buf, count, root } => (
+                    "HcclBroadcast",
+                    (h.HcclBroadcast)(void(buf), count as u64, t, root, c, s),
+                ),
                 LibColl::Reduce {
                     send,
                     recv,
@@ -350,7 +340,7 @@ impl Driver for HcclDriver {
                     root,
                 } => (
                     "HcclReduce",
-                    (h.HcclReduce)(v(send), v(recv), count as u64, t, hccl_op(op), root, c, s),
+                    (h.HcclReduce)(void(send), void(recv), count as u64, t, hccl_op(op), root, c, s),
                 ),
                 LibColl::ReduceScatter {
                     send,
@@ -359,11 +349,11 @@ impl Driver for HcclDriver {
                     op,
                 } => (
                     "HcclReduceScatter",
-                    (h.HcclReduceScatter)(v(send), v(recv), recv_count as u64, t, hccl_op(op), c, s),
+                    (h.HcclReduceScatter)(void(send), void(recv), recv_count as u64, t, hccl_op(op), c, s),
                 ),
                 LibColl::AllGather { send, recv, send_count } => (
                     "HcclAllGather",
-                    (h.HcclAllGather)(v(send), v(recv), send_count as u64, t, c, s),
+                    (h.HcclAllGather)(void(send), void(recv), send_count as u64, t, c, s),
                 ),
                 LibColl::Scatter {
                     send,
@@ -372,7 +362,7 @@ impl Driver for HcclDriver {
                     root,
                 } => (
                     "HcclScatter",
-                    (h.HcclScatter)(v(send), v(recv), count as u64, t, root, c, s),
+                    (h.HcclScatter)(void(send), void(recv), count as u64, t, root, c, s),
                 ),
                 // HCCL has no gather: the caller builds it from one batch.
                 LibColl::Gather { .. } => return None,
@@ -420,7 +410,7 @@ impl Driver for HcclDriver {
     }
 
     fn subcomm(&self, req: &SubRequest<'_>) -> Result<SubComm> {
-        let f = hcomm_sys::require_fn!(self.hccl, HcclCreateSubCommConfig).map_err(|e| load_error(&e))?;
+        let f = hcomm_sys::require_fn!(self.hccl, HcclCreateSubCommConfig).map_err(|e| load_error("hccl", &e))?;
         // HCCL wants the members sorted (index = library rank) and splits
         // one level deep: always split the world communicator.
         let mut sorted = req.members.to_vec();

@@ -16,10 +16,11 @@ use hcomm_sys::{
     cudaError_t, cudaMemcpyKind, ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclResult_t, ncclUniqueId, CudaApi, NcclApi,
 };
 
-use super::device::memory::CopyKind;
-use super::device::{
-    bind_cached, next_driver_id, DevError, DevResult, Driver, Item, LibColl, Poll, Raw, SubComm, SubRequest, Table,
+use super::device::driver::{
+    bind_cached, load_error, next_driver_id, void, DevError, DevResult, Driver, Item, LibColl, Poll, Raw, SubComm,
+    SubRequest, Table,
 };
+use super::device::memory::CopyKind;
 use crate::element::{DataType, ReduceOp};
 use crate::error::{Error, Result};
 
@@ -39,35 +40,28 @@ impl std::fmt::Debug for NcclDriver {
     }
 }
 
-fn load_error(e: &hcomm_sys::LoadError) -> Error {
-    Error::Backend {
-        backend: "nccl",
-        message: e.to_string(),
-    }
-}
-
 impl NcclDriver {
     /// The process-wide tables (`HCOMM_NCCL_LIB`, `HCOMM_CUDART_LIB`, then the
     /// CUDA install directories and the system search path).
     pub(crate) fn system() -> Result<Arc<NcclDriver>> {
-        let nccl = NcclApi::get().map_err(|e| load_error(&e))?;
-        let cuda = CudaApi::get().map_err(|e| load_error(&e))?;
-        Ok(Arc::new(NcclDriver {
-            id: next_driver_id(),
-            nccl: Table::Static(nccl),
-            cuda: Table::Static(cuda),
-        }))
+        let nccl = NcclApi::get().map_err(|e| load_error("nccl", &e))?;
+        let cuda = CudaApi::get().map_err(|e| load_error("nccl", &e))?;
+        Ok(Self::new(Table::Static(nccl), Table::Static(cuda)))
     }
 
     /// Tables loaded from explicit files.
     pub(crate) fn load(nccl: &Path, cuda: &Path) -> Result<Arc<NcclDriver>> {
-        let n = NcclApi::load(nccl).map_err(|e| load_error(&e))?;
-        let c = CudaApi::load(cuda).map_err(|e| load_error(&e))?;
-        Ok(Arc::new(NcclDriver {
+        let n = NcclApi::load(nccl).map_err(|e| load_error("nccl", &e))?;
+        let c = CudaApi::load(cuda).map_err(|e| load_error("nccl", &e))?;
+        Ok(Self::new(Table::Owned(Arc::new(n)), Table::Owned(Arc::new(c))))
+    }
+
+    fn new(nccl: Table<NcclApi>, cuda: Table<CudaApi>) -> Arc<NcclDriver> {
+        Arc::new(NcclDriver {
             id: next_driver_id(),
-            nccl: Table::Owned(Arc::new(n)),
-            cuda: Table::Owned(Arc::new(c)),
-        }))
+            nccl,
+            cuda,
+        })
     }
 
     fn nccl_check(symbol: &str, code: ncclResult_t) -> DevResult<()> {
@@ -153,10 +147,6 @@ pub(crate) fn nccl_op(op: ReduceOp) -> ncclRedOp_t {
     }
 }
 
-fn v(p: *mut u8) -> *mut c_void {
-    p.cast()
-}
-
 impl Driver for NcclDriver {
     fn name(&self) -> &'static str {
         "nccl"
@@ -184,7 +174,7 @@ impl Driver for NcclDriver {
 
     unsafe fn free(&self, ptr: *mut u8) -> DevResult<()> {
         // SAFETY: forwarded from the caller.
-        let code = unsafe { (self.cuda.cudaFree)(v(ptr)) };
+        let code = unsafe { (self.cuda.cudaFree)(void(ptr)) };
         Self::cuda_check("cudaFree", code)
     }
 
@@ -195,7 +185,7 @@ impl Driver for NcclDriver {
             CopyKind::DeviceToDevice => cudaMemcpyKind::cudaMemcpyDeviceToDevice,
         };
         // SAFETY: forwarded from the caller.
-        let code = unsafe { (self.cuda.cudaMemcpy)(v(dst), src.cast(), bytes, kind) };
+        let code = unsafe { (self.cuda.cudaMemcpy)(void(dst), src.cast(), bytes, kind) };
         Self::cuda_check("cudaMemcpy", code)
     }
 
@@ -264,7 +254,10 @@ impl Driver for NcclDriver {
                         (n.ncclSend)(it.ptr.cast(), it.count, t, peer, comm.0, stream.0),
                     )
                 } else {
-                    ("ncclRecv", (n.ncclRecv)(v(it.ptr), it.count, t, peer, comm.0, stream.0))
+                    (
+                        "ncclRecv",
+                        (n.ncclRecv)(void(it.ptr), it.count, t, peer, comm.0, stream.0),
+                    )
                 }
             };
             if first.is_ok() {
@@ -286,11 +279,11 @@ impl Driver for NcclDriver {
             match *call {
                 LibColl::AllReduce { send, recv, count, op } => (
                     "ncclAllReduce",
-                    (n.ncclAllReduce)(send.cast(), v(recv), count, t, nccl_op(op), c, s),
+                    (n.ncclAllReduce)(send.cast(), void(recv), count, t, nccl_op(op), c, s),
                 ),
                 LibColl::Broadcast { buf, count, root } => (
                     "ncclBroadcast",
-                    (n.ncclBroadcast)(buf.cast(), v(buf), count, t, root as c_int, c, s),
+                    (n.ncclBroadcast)(buf.cast(), void(buf), count, t, root as c_int, c, s),
                 ),
                 LibColl::Reduce {
                     send,
@@ -300,7 +293,7 @@ impl Driver for NcclDriver {
                     root,
                 } => (
                     "ncclReduce",
-                    (n.ncclReduce)(send.cast(), v(recv), count, t, nccl_op(op), root as c_int, c, s),
+                    (n.ncclReduce)(send.cast(), void(recv), count, t, nccl_op(op), root as c_int, c, s),
                 ),
                 LibColl::ReduceScatter {
                     send,
@@ -309,11 +302,11 @@ impl Driver for NcclDriver {
                     op,
                 } => (
                     "ncclReduceScatter",
-                    (n.ncclReduceScatter)(send.cast(), v(recv), recv_count, t, nccl_op(op), c, s),
+                    (n.ncclReduceScatter)(send.cast(), void(recv), recv_count, t, nccl_op(op), c, s),
                 ),
                 LibColl::AllGather { send, recv, send_count } => (
                     "ncclAllGather",
-                    (n.ncclAllGather)(send.cast(), v(recv), send_count, t, c, s),
+                    (n.ncclAllGather)(send.cast(), void(recv), send_count, t, c, s),
                 ),
                 LibColl::Scatter {
                     send,
@@ -322,7 +315,7 @@ impl Driver for NcclDriver {
                     root,
                 } => {
                     let f = n.ncclScatter?;
-                    ("ncclScatter", f(send.cast(), v(recv), count, t, root as c_int, c, s))
+                    ("ncclScatter", f(send.cast(), void(recv), count, t, root as c_int, c, s))
                 }
                 LibColl::Gather {
                     send,
@@ -331,11 +324,11 @@ impl Driver for NcclDriver {
                     root,
                 } => {
                     let f = n.ncclGather?;
-                    ("ncclGather", f(send.cast(), v(recv), count, t, root as c_int, c, s))
+                    ("ncclGather", f(send.cast(), void(recv), count, t, root as c_int, c, s))
                 }
                 LibColl::AllToAll { send, recv, count } => {
                     let f = n.ncclAlltoAll?;
-                    ("ncclAlltoAll", f(send.cast(), v(recv), count, t, c, s))
+                    ("ncclAlltoAll", f(send.cast(), void(recv), count, t, c, s))
                 }
                 LibColl::AllToAllV { .. } | LibColl::Barrier => return None,
             }

@@ -20,13 +20,11 @@ use std::sync::Arc;
 
 use hcomm_sys::{HcclRootInfo, HCCL_ROOT_INFO_BYTES};
 
-use super::{check_devices, run_ranks};
-use crate::backend::device::memory::DeviceCtx;
-use crate::backend::device::world::{DeviceWorld, Presence};
-use crate::backend::device::{CommHandle, DeviceBackend, Driver, Parts};
+use super::device::{self, DeviceLibrary};
+use crate::backend::device::Raw;
 use crate::backend::hccl::HcclDriver;
 use crate::comm::Comm;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::options::CommOptions;
 
 /// The bootstrap id of an HCCL communicator: 4108 opaque bytes made by
@@ -97,35 +95,6 @@ impl Hccl {
         self.driver.root_info(device).map(RootInfo)
     }
 
-    fn comm(
-        &self,
-        raw: crate::backend::device::Raw,
-        world: usize,
-        rank: usize,
-        device: i32,
-        options: &CommOptions,
-        env: Option<&Arc<DeviceWorld>>,
-        presence: Option<Arc<Presence>>,
-    ) -> Result<Comm> {
-        let driver: Arc<dyn Driver> = self.driver.clone();
-        let ctx = DeviceCtx::get(&driver, device);
-        let comm = CommHandle::new(Arc::clone(&ctx), raw);
-        let backend = DeviceBackend::new(Parts {
-            ctx,
-            world_comm: Arc::clone(&comm),
-            comm,
-            lib_rank: (0..world as u32).collect(),
-            global: (0..world).collect(),
-            rank,
-            key: "world".to_owned(),
-            topology: options.topology.clone(),
-            timeout: options.timeout,
-            env: env.cloned(),
-            presence,
-        })?;
-        Ok(Comm::from_backend(Arc::new(backend), options))
-    }
-
     /// Joins the communicator of `root` as `rank` of `world` on `device`.
     /// Collective and blocking: every rank calls it with the same root info.
     #[doc(alias = "HcclCommInitRootInfoConfig")]
@@ -137,13 +106,7 @@ impl Hccl {
         device: i32,
         options: &CommOptions,
     ) -> Result<Comm> {
-        if rank >= world {
-            return Err(Error::precondition(format!(
-                "rank {rank} is out of range for a world of {world}"
-            )));
-        }
-        let raw = self.driver.init_rank(world, &root.0, rank, device, options.timeout)?;
-        self.comm(raw, world, rank, device, options, None, None)
+        device::init_rank(&self.driver, world, rank, &root.0, device, options)
     }
 
     /// One communicator per device of `devices` (rank `i` on `devices[i]`),
@@ -151,16 +114,7 @@ impl Hccl {
     /// counts as finished for its peers when its last handle is dropped.
     #[doc(alias = "HcclCommInitAll")]
     pub fn init_all(&self, devices: &[i32], options: &CommOptions) -> Result<Vec<Comm>> {
-        let raws = self.driver.init_all(devices)?;
-        let world = devices.len();
-        let dw = DeviceWorld::new(world);
-        raws.into_iter()
-            .enumerate()
-            .map(|(rank, raw)| {
-                let presence = Presence::new(&dw, rank);
-                self.comm(raw, world, rank, devices[rank], options, Some(&dw), Some(presence))
-            })
-            .collect()
+        device::init_all(&self.driver, devices, options)
     }
 
     /// Runs `f` on `world` ranks (threads of this process, rank `r` on device
@@ -171,17 +125,29 @@ impl Hccl {
         R: Send,
         F: Fn(&Comm) -> Result<R> + Sync,
     {
-        check_devices("hccl", world, self.device_count()?)?;
-        if world == 0 {
-            return Err(Error::precondition("a world needs at least one rank"));
-        }
-        let root = self.root_info(0)?;
-        let make = |rank: usize, dw: &Arc<DeviceWorld>, presence: Arc<Presence>| -> Result<Comm> {
-            let device = rank as i32;
-            let raw = self.driver.init_rank(world, &root.0, rank, device, options.timeout)?;
-            self.comm(raw, world, rank, device, options, Some(dw), Some(presence))
-        };
-        run_ranks(world, &make, f)
+        device::run(&self.driver, world, options, f)
+    }
+}
+
+/// HCCL joins with a root info made on device 0, and takes the
+/// communicator's timeout as its execution timeout.
+impl DeviceLibrary for HcclDriver {
+    type Id = HcclRootInfo;
+
+    fn devices(&self) -> Result<usize> {
+        self.device_count()
+    }
+
+    fn new_id(&self) -> Result<HcclRootInfo> {
+        self.root_info(0)
+    }
+
+    fn join(&self, world: usize, root: &HcclRootInfo, rank: usize, device: i32, options: &CommOptions) -> Result<Raw> {
+        self.init_rank(world, root, rank, device, options.timeout)
+    }
+
+    fn join_all(&self, devices: &[i32]) -> Result<Vec<Raw>> {
+        self.init_all(devices)
     }
 }
 

@@ -1,14 +1,13 @@
 //! Choosing a backend: `HCOMM_BACKEND=host|hccl|nccl` and [`run`], so one
-//! program runs unchanged on every backend, and the rank threads the device
-//! backends' `run` functions share.
+//! program runs unchanged on every backend. `ranks.rs` runs ranks as
+//! threads (every backend's `run`); `device.rs` is what the HCCL and NCCL
+//! entry points share.
 
+mod device;
 pub mod hccl;
 pub mod nccl;
+pub(crate) mod ranks;
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
-
-use crate::backend::device::world::{DeviceWorld, Presence};
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::options::CommOptions;
@@ -92,92 +91,6 @@ where
         BackendKind::Hccl => hccl::Hccl::load()?.run(world, options, f),
         BackendKind::Nccl => nccl::Nccl::load()?.run(world, options, f),
     }
-}
-
-/// Creates rank `r`'s communicator of an in-process device world.
-pub(crate) type MakeComm<'a> = dyn Fn(usize, &Arc<DeviceWorld>, Arc<Presence>) -> Result<Comm> + Sync + 'a;
-
-/// Runs `f` on `world` rank threads whose communicators `make` creates
-/// (collectively: every rank calls it), with the failure semantics of
-/// [`crate::host::run`].
-pub(crate) fn run_ranks<R, F>(world: usize, make: &MakeComm<'_>, f: F) -> Result<Vec<R>>
-where
-    R: Send,
-    F: Fn(&Comm) -> Result<R> + Sync,
-{
-    if world == 0 {
-        return Err(Error::precondition("a world needs at least one rank"));
-    }
-    let dw = DeviceWorld::new(world);
-    let f = &f;
-    let results: Vec<Result<R>> = std::thread::scope(|s| {
-        let threads: Vec<_> = (0..world)
-            .map(|rank| {
-                let dw = Arc::clone(&dw);
-                std::thread::Builder::new()
-                    .name(format!("hcomm-rank-{rank}"))
-                    .spawn_scoped(s, move || {
-                        let presence = Presence::new(&dw, rank);
-                        let outcome = catch_unwind(AssertUnwindSafe(|| {
-                            let comm = make(rank, &dw, Arc::clone(&presence))?;
-                            f(&comm)
-                        }));
-                        let result = outcome.unwrap_or_else(|payload| {
-                            let message = payload
-                                .downcast_ref::<&str>()
-                                .map(|s| (*s).to_owned())
-                                .or_else(|| payload.downcast_ref::<String>().cloned())
-                                .unwrap_or_else(|| "a non-string panic payload".to_owned());
-                            Err(Error::Panicked { rank, message })
-                        });
-                        if let Err(e) = &result {
-                            presence.fail(e);
-                        }
-                        result
-                    })
-            })
-            .collect();
-        threads
-            .into_iter()
-            .enumerate()
-            .map(|(rank, t)| match t {
-                Ok(handle) => handle.join().unwrap_or_else(|_| {
-                    Err(Error::Panicked {
-                        rank,
-                        message: "the rank's thread could not be joined".into(),
-                    })
-                }),
-                Err(e) => Err(Error::Backend {
-                    backend: "host",
-                    message: format!("cannot start the thread of rank {rank}: {e}"),
-                }),
-            })
-            .collect()
-    });
-    let mut values = Vec::with_capacity(world);
-    let mut first_error = None;
-    for r in results {
-        match r {
-            Ok(v) => values.push(v),
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    match first_error {
-        None => Ok(values),
-        Some(e) => Err(dw.first_failure().unwrap_or(e)),
-    }
-}
-
-/// Checks that `world` ranks fit on `count` devices (one device per rank).
-pub(crate) fn check_devices(backend: &str, world: usize, count: usize) -> Result<()> {
-    if world > count {
-        return Err(Error::Config {
-            message: format!("{backend}: {world} ranks need {world} devices (one per rank), but {count} are visible"),
-        });
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -22,13 +22,11 @@ use std::sync::Arc;
 
 use hcomm_sys::{ncclUniqueId, NCCL_UNIQUE_ID_BYTES};
 
-use super::{check_devices, run_ranks};
-use crate::backend::device::memory::DeviceCtx;
-use crate::backend::device::world::{DeviceWorld, Presence};
-use crate::backend::device::{CommHandle, DeviceBackend, Driver, Parts};
+use super::device::{self, DeviceLibrary};
+use crate::backend::device::Raw;
 use crate::backend::nccl::NcclDriver;
 use crate::comm::Comm;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::options::CommOptions;
 
 /// The bootstrap id of an NCCL communicator: 128 opaque bytes made by
@@ -93,35 +91,6 @@ impl Nccl {
         self.driver.unique_id().map(UniqueId)
     }
 
-    fn comm(
-        &self,
-        raw: crate::backend::device::Raw,
-        world: usize,
-        rank: usize,
-        device: i32,
-        options: &CommOptions,
-        env: Option<&Arc<DeviceWorld>>,
-        presence: Option<Arc<Presence>>,
-    ) -> Result<Comm> {
-        let driver: Arc<dyn Driver> = self.driver.clone();
-        let ctx = DeviceCtx::get(&driver, device);
-        let comm = CommHandle::new(Arc::clone(&ctx), raw);
-        let backend = DeviceBackend::new(Parts {
-            ctx,
-            world_comm: Arc::clone(&comm),
-            comm,
-            lib_rank: (0..world as u32).collect(),
-            global: (0..world).collect(),
-            rank,
-            key: "world".to_owned(),
-            topology: options.topology.clone(),
-            timeout: options.timeout,
-            env: env.cloned(),
-            presence,
-        })?;
-        Ok(Comm::from_backend(Arc::new(backend), options))
-    }
-
     /// Joins the communicator of `id` as `rank` of `world` on `device`.
     /// Collective and blocking: every rank calls it with the same id.
     #[doc(alias = "ncclCommInitRank")]
@@ -133,13 +102,7 @@ impl Nccl {
         device: i32,
         options: &CommOptions,
     ) -> Result<Comm> {
-        if rank >= world {
-            return Err(Error::precondition(format!(
-                "rank {rank} is out of range for a world of {world}"
-            )));
-        }
-        let raw = self.driver.init_rank(world, &id.0, rank, device)?;
-        self.comm(raw, world, rank, device, options, None, None)
+        device::init_rank(&self.driver, world, rank, &id.0, device, options)
     }
 
     /// One communicator per device of `devices` (rank `i` on `devices[i]`),
@@ -147,16 +110,7 @@ impl Nccl {
     /// counts as finished for its peers when its last handle is dropped.
     #[doc(alias = "ncclCommInitAll")]
     pub fn init_all(&self, devices: &[i32], options: &CommOptions) -> Result<Vec<Comm>> {
-        let raws = self.driver.init_all(devices)?;
-        let world = devices.len();
-        let dw = DeviceWorld::new(world);
-        raws.into_iter()
-            .enumerate()
-            .map(|(rank, raw)| {
-                let presence = Presence::new(&dw, rank);
-                self.comm(raw, world, rank, devices[rank], options, Some(&dw), Some(presence))
-            })
-            .collect()
+        device::init_all(&self.driver, devices, options)
     }
 
     /// Runs `f` on `world` ranks (threads of this process, rank `r` on device
@@ -167,17 +121,29 @@ impl Nccl {
         R: Send,
         F: Fn(&Comm) -> Result<R> + Sync,
     {
-        check_devices("nccl", world, self.device_count()?)?;
-        if world == 0 {
-            return Err(Error::precondition("a world needs at least one rank"));
-        }
-        let id = self.unique_id()?;
-        let make = |rank: usize, dw: &Arc<DeviceWorld>, presence: Arc<Presence>| -> Result<Comm> {
-            let device = rank as i32;
-            let raw = self.driver.init_rank(world, &id.0, rank, device)?;
-            self.comm(raw, world, rank, device, options, Some(dw), Some(presence))
-        };
-        run_ranks(world, &make, f)
+        device::run(&self.driver, world, options, f)
+    }
+}
+
+/// NCCL joins with a unique id and has no execution timeout (waits poll up
+/// to the communicator's timeout instead).
+impl DeviceLibrary for NcclDriver {
+    type Id = ncclUniqueId;
+
+    fn devices(&self) -> Result<usize> {
+        self.device_count()
+    }
+
+    fn new_id(&self) -> Result<ncclUniqueId> {
+        self.unique_id()
+    }
+
+    fn join(&self, world: usize, id: &ncclUniqueId, rank: usize, device: i32, _options: &CommOptions) -> Result<Raw> {
+        self.init_rank(world, id, rank, device)
+    }
+
+    fn join_all(&self, devices: &[i32]) -> Result<Vec<Raw>> {
+        self.init_all(devices)
     }
 }
 

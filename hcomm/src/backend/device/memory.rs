@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use super::driver::Driver;
 use super::lock;
-use super::Driver;
 use crate::error::{Error, Result};
 
 /// One device of one loaded library: allocation, copies, deferred frees.
