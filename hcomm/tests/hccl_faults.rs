@@ -224,6 +224,43 @@ fn a_failed_or_panicking_peer_turns_waits_into_peer_failed() {
 }
 
 #[test]
+fn a_peer_that_fails_before_a_rooted_or_all_to_all_collective_is_seen_at_once() {
+    let _g = serial();
+    for kind in ["gather", "scatter", "all_to_all"] {
+        let started = Instant::now();
+        let (err, seen) = outcomes(3, |comm| {
+            if comm.rank() == 1 {
+                return Err(Error::Config {
+                    message: "rank 1 gives up".into(),
+                });
+            }
+            let mine = [comm.rank() as i32; 6];
+            let mut out = [0i32; 6];
+            match kind {
+                "gather" => comm.gather(&mine[..2], &mut out, 0),
+                "scatter" => comm.scatter(&mine, &mut out[..2], 0),
+                _ => comm.all_to_all(&mine, &mut out),
+            }
+        });
+        assert!(matches!(&err, Error::Config { .. }), "{kind}: {err}");
+        // The root waits on rank 1 in every case; rank 2 does only in the
+        // all-to-all (its gather or scatter block moves with the root alone).
+        let waiting_on_1: &[usize] = if kind == "all_to_all" { &[0, 2] } else { &[0] };
+        for &r in waiting_on_1 {
+            assert!(
+                matches!(&seen[r], Some(Error::PeerFailed { rank: 1, .. })),
+                "{kind}, rank {r}: {:?}",
+                seen[r]
+            );
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{kind}: peer failure must not wait for the timeout"
+        );
+    }
+}
+
+#[test]
 fn abort_fails_pending_operations_of_every_rank() {
     let _g = serial();
     let (err, seen) = outcomes(2, |comm| {

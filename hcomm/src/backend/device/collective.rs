@@ -317,7 +317,9 @@ impl DeviceBackend {
         fallback: impl FnOnce(&mut State) -> Result<()>,
     ) -> Result<()> {
         match call.and_then(|c| self.enqueue(st, &c, dtype)) {
-            Some(r) => r,
+            // A library collective waits on every rank, so a wait on it must
+            // watch every rank for failure.
+            Some(r) => r.map(|()| st.depend_on_all()),
             None => fallback(st),
         }
     }
