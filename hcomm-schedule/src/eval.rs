@@ -262,6 +262,138 @@ pub(crate) struct Code {
     result: Opnd,
     /// The common small shapes, run without the interpreter loop.
     shape: Shape,
+    /// The expression as a sum of leaf terms (then `%` or `/`), when it has
+    /// that form: `(rank - s - 1) % world`.
+    affine: Option<Affine>,
+}
+
+/// Most leaf terms of an [`Affine`] expression.
+const AFFINE_TERMS: usize = 4;
+
+/// An expression built from `+`, `-`, unary `-`, slots, constants and
+/// `constant * slot`, optionally under one `% m` or `/ m` (`m` a slot or
+/// constant). Each slot leaf is a term `coeff * env[slot]`; constant leaves
+/// are summed into `konst`. When every slot value is within `±2^31` (and
+/// coefficients within `±2^20`, constants within `2^40` in absolute sum, at
+/// most 4 terms), every intermediate value of the original evaluation order
+/// is a signed sum of some of the leaves, below `2^53` in magnitude: nothing
+/// can overflow, so the sum is the exact value and only the final `%` / `/`
+/// can fail, exactly as in the step-by-step evaluation. Otherwise the
+/// register code runs.
+#[derive(Clone, Copy, Debug)]
+struct Affine {
+    terms: [(u32, i64); AFFINE_TERMS],
+    nterms: u8,
+    konst: i64,
+    post: Post,
+}
+
+/// The final operation of an [`Affine`] expression.
+#[derive(Clone, Copy, Debug)]
+enum Post {
+    None,
+    Rem(Opnd),
+    Div(Opnd),
+}
+
+/// Slot values up to this magnitude take the [`Affine`] path.
+const AFFINE_VAL: i64 = 1 << 31;
+
+impl Affine {
+    fn of(e: &CExpr) -> Option<Self> {
+        let mut a = Affine {
+            terms: [(0, 0); AFFINE_TERMS],
+            nterms: 0,
+            konst: 0,
+            post: Post::None,
+        };
+        let mut kabs: i128 = 0;
+        let body = match &e.kind {
+            CK::Binary(op @ (BinOp::Rem | BinOp::Div), x, m) => {
+                let m = match m.kind {
+                    CK::Int(v) => Opnd::Imm(v),
+                    CK::Slot(s) => Opnd::Slot(s),
+                    _ => return None,
+                };
+                a.post = if *op == BinOp::Rem { Post::Rem(m) } else { Post::Div(m) };
+                x
+            }
+            _ => e,
+        };
+        Self::leaves(body, 1, &mut a, &mut kabs)?;
+        // a bare slot or constant is cheaper through the register code
+        (!matches!(e.kind, CK::Int(_) | CK::Slot(_))).then_some(a)
+    }
+
+    /// Adds the leaves of `e` (times `sign`) to `a`.
+    fn leaves(e: &CExpr, sign: i64, a: &mut Affine, kabs: &mut i128) -> Option<()> {
+        match &e.kind {
+            CK::Int(v) => {
+                *kabs += i128::from(*v).abs();
+                if *kabs > 1 << 40 {
+                    return None;
+                }
+                a.konst += sign * *v;
+            }
+            CK::Slot(s) => a.push(*s, sign)?,
+            CK::Binary(BinOp::Add, x, y) => {
+                Self::leaves(x, sign, a, kabs)?;
+                Self::leaves(y, sign, a, kabs)?;
+            }
+            CK::Binary(BinOp::Sub, x, y) => {
+                Self::leaves(x, sign, a, kabs)?;
+                Self::leaves(y, -sign, a, kabs)?;
+            }
+            CK::Unary(UnOp::Neg, x) => Self::leaves(x, -sign, a, kabs)?,
+            CK::Binary(BinOp::Mul, x, y) => match (&x.kind, &y.kind) {
+                (CK::Int(k), CK::Slot(s)) | (CK::Slot(s), CK::Int(k)) if k.unsigned_abs() <= 1 << 20 => {
+                    a.push(*s, sign * *k)?;
+                }
+                _ => return None,
+            },
+            _ => return None,
+        }
+        Some(())
+    }
+
+    fn push(&mut self, slot: u32, coeff: i64) -> Option<()> {
+        let t = self.terms.get_mut(usize::from(self.nterms))?;
+        *t = (slot, coeff);
+        self.nterms += 1;
+        Some(())
+    }
+
+    /// The value, or `None` when a slot value is out of the safe range or
+    /// the final `%` / `/` fails (the register code then gives the error).
+    #[inline]
+    fn eval(&self, env: &[i64]) -> Option<i64> {
+        let mut x = self.konst;
+        for &(s, k) in &self.terms[..usize::from(self.nterms)] {
+            let v = *env.get(s as usize)?;
+            if !(-AFFINE_VAL..=AFFINE_VAL).contains(&v) {
+                return None;
+            }
+            x += k * v;
+        }
+        match self.post {
+            Post::None => Some(x),
+            Post::Rem(m) => rem_euclid(x, plain_val(m, env)).ok(),
+            Post::Div(m) => div_floor(x, plain_val(m, env)).ok(),
+        }
+    }
+}
+
+/// The value of `e` when it is quickly known to evaluate without error
+/// (a constant, a slot, or an [`Affine`] expression in its safe range);
+/// `None`: use [`eval_c`], which gives the same value or the error.
+#[inline]
+pub(crate) fn eval_fast(e: &CExpr, env: &[i64]) -> Option<i64> {
+    match (&e.code, &e.kind) {
+        (Some(Code { affine: Some(a), .. }), _) => a.eval(env),
+        (_, CK::Int(v)) => Some(*v),
+        (_, CK::Slot(s)) => env.get(*s as usize).copied(),
+        _ => None,
+    }
 }
 
 /// Expression shapes evaluated directly (operands are constants or slots).
@@ -405,7 +537,13 @@ pub(crate) fn codegen(e: &CExpr) -> Option<Code> {
     let mut instrs = Vec::new();
     let result = go(e, &mut instrs, 0)?;
     let shape = Shape::of(&instrs, result);
-    Some(Code { instrs, result, shape })
+    let affine = Affine::of(e);
+    Some(Code {
+        instrs,
+        result,
+        shape,
+        affine,
+    })
 }
 
 /// Runs register code.
@@ -462,6 +600,9 @@ fn run(code: &Code, env: &[i64]) -> Result<i64, Fail> {
 /// Evaluates a compiled expression with `env` holding the slots' values.
 #[inline]
 pub(crate) fn eval_c(e: &CExpr, env: &[i64]) -> Result<i64, Fail> {
+    if let Some(v) = eval_fast(e, env) {
+        return Ok(v);
+    }
     match &e.code {
         Some(code) => run(code, env),
         None => eval_tree(e, env),

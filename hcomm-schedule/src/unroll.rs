@@ -10,7 +10,7 @@ use crate::compile::{
     Block, BufSlot, CColl, CExpr, CKind, CRKind, CRegion, CStmt, CollKind, P2pStmt, Prog, RANK, WORLD,
 };
 use crate::diag::{stmt_key, DiagKind, Diagnostic, Sink};
-use crate::eval::{eval_c, eval_lin, Fail};
+use crate::eval::{eval_c, eval_fast, eval_lin, Fail};
 use crate::fxhash::FxHashMap;
 use crate::ir::{Op, SpanId};
 use crate::lin::Lin;
@@ -496,7 +496,16 @@ impl RankUnroller<'_, '_, '_> {
         self.step2.push(stmt_key(stmt), d);
     }
 
+    #[inline]
     fn eval(&mut self, stmt: u32, e: &CExpr) -> Result<i64, Abort> {
+        if let Some(v) = eval_fast(e, &self.env) {
+            return Ok(v);
+        }
+        self.eval_slow(stmt, e)
+    }
+
+    #[inline(never)]
+    fn eval_slow(&mut self, stmt: u32, e: &CExpr) -> Result<i64, Abort> {
         eval_c(e, &self.env).map_err(|f| self.fail(stmt, f))
     }
 
@@ -869,7 +878,33 @@ impl RankUnroller<'_, '_, '_> {
     /// The interned id of a region. Chunks with integer index and count are
     /// memoized on (region, base, index, count): a schedule names few
     /// distinct chunks, so most operations skip the region arithmetic.
+    #[inline]
     fn region_id(&mut self, id: u32, r: &CRegion<'_>) -> Result<u32, Abort> {
+        // the common case, inline: `param.chunk(i)` with a memoized chunk
+        if let CRKind::Chunk {
+            base,
+            index,
+            parts: None,
+        } = &r.kind
+        {
+            if let (CRKind::Whole, BufSlot::Param(_), Some(i)) = (&base.kind, base.buf, eval_fast(index, &self.env)) {
+                let b = self.regs.whole.get(base.id as usize).copied().unwrap_or(NONE);
+                if let Some(Some(m)) = self.regs.chunks.get(r.id as usize) {
+                    if b != NONE && m.base == b && m.parts == self.world {
+                        if let Some(&rid) = usize::try_from(i).ok().and_then(|i| m.ids.get(i)) {
+                            if rid != NONE {
+                                return Ok(rid);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.region_id_slow(id, r)
+    }
+
+    #[inline(never)]
+    fn region_id_slow(&mut self, id: u32, r: &CRegion<'_>) -> Result<u32, Abort> {
         match &r.kind {
             CRKind::Chunk { base, index, parts } if !index.has_len && parts.as_ref().is_none_or(|p| !p.has_len) => {
                 let known = match (&base.kind, base.buf) {

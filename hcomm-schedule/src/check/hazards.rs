@@ -42,6 +42,7 @@ impl<'u> Overlaps<'u> {
         }
     }
 
+    #[inline]
     fn get(&mut self, a: u32, b: u32) -> bool {
         let (Some(ra), Some(rb)) = (self.regs.get(a as usize), self.regs.get(b as usize)) else {
             return true;
@@ -307,7 +308,35 @@ fn conflict(
 }
 
 /// The batch rule and overlaps inside one `batch`.
+#[inline]
 fn batch(
+    un: &Unrolled<'_, '_>,
+    r: u32,
+    t: &RankTrace,
+    first: u32,
+    end: u32,
+    memo: &mut Overlaps<'_>,
+) -> Option<Diagnostic> {
+    // the common batch of two operations, decided without building a
+    // message: no repeated (peer, direction), and no receive overlapping
+    // the other operation (a send after a send has nothing to check)
+    if let Some([a, b]) = t.ops.get(first as usize..end as usize) {
+        let dup = a.peer == b.peer && a.send == b.send;
+        let clash = match (a.send, b.send) {
+            (true, true) => false,
+            (false, _) => memo.get(a.reg, b.reg),
+            (true, false) => memo.get(b.reg, a.reg),
+        };
+        if !dup && !clash {
+            return None;
+        }
+    }
+    batch_slow(un, r, t, first, end, memo)
+}
+
+/// [`batch`], every case.
+#[inline(never)]
+fn batch_slow(
     un: &Unrolled<'_, '_>,
     r: u32,
     t: &RankTrace,

@@ -6,7 +6,7 @@ use crate::check::{ordinal, tag_text};
 use crate::compile::CollKind;
 use crate::diag::{stmt_key, DiagKind, Diagnostic, Sink};
 use crate::fxhash::FxHashMap;
-use crate::unroll::{Unrolled, NONE};
+use crate::unroll::{Mode, Unrolled, NONE};
 
 /// Above this world size channels are found by hashing only (the dense
 /// table has `world^2` entries).
@@ -18,43 +18,63 @@ const DENSE_LIMIT: usize = 1024;
 /// All sends of a channel come from its source rank and all receives from
 /// its destination, so each rank's operations, in order, number the
 /// messages of its channels: the k-th send pairs with the k-th receive.
-/// Channels are counted in flat arrays (no list per channel).
+/// One pass pairs them through a FIFO per channel (the operations waiting
+/// for a partner are all of one kind, so FIFO order pairs the k-th with the
+/// k-th); only when something is unmatched or of unequal length are the
+/// messages' counts gathered for the diagnostics.
 pub(crate) fn check(un: &mut Unrolled<'_, '_>) -> Vec<Diagnostic> {
+    if pair(un) {
+        return diagnose(un);
+    }
+    collective_shapes(un)
+}
+
+/// A channel's queue of operations waiting for a partner (all sends or all
+/// receives).
+#[derive(Clone, Copy)]
+struct Chan {
+    /// First and last queued node, [`NONE`] when empty.
+    head: u32,
+    tail: u32,
+    /// Whether the queued operations are sends.
+    sends: bool,
+}
+
+/// Sets every op's `partner`; whether any op is unmatched or any pair has
+/// unequal lengths.
+fn pair(un: &mut Unrolled<'_, '_>) -> bool {
     let w = un.ranks.len();
-    // channel ids: tag-0 channels through a dense (source, destination)
-    // table, others through a map
     let mut dense: Vec<u32> = if w <= DENSE_LIMIT {
         vec![NONE; w * w]
     } else {
         Vec::new()
     };
     let mut sparse: FxHashMap<(u32, u32, i64), u32> = FxHashMap::default();
-    let mut keys: Vec<(u32, u32, i64)> = Vec::new();
-    // per channel: sends, receives
-    let mut nsend: Vec<u32> = Vec::new();
-    let mut nrecv: Vec<u32> = Vec::new();
-    let nops: usize = un.ranks.iter().map(|t| t.ops.len()).sum();
-    let mut chan_of: Vec<u32> = Vec::with_capacity(nops);
-    for (r, t) in un.ranks.iter().enumerate() {
-        let r = r as u32;
-        for op in &t.ops {
-            let key = if op.send {
-                (r, op.peer, op.tag)
-            } else {
-                (op.peer, r, op.tag)
-            };
-            let slot = if key.2 == 0 && !dense.is_empty() {
+    let mut chans: Vec<Chan> = Vec::new();
+    // queued operations: (rank, index, next node)
+    let mut nodes: Vec<(u32, u32, u32)> = Vec::new();
+    let reg_len: Vec<crate::lin::Lin> = un.regs.iter().map(crate::unroll::Reg::len).collect();
+    let mut bad = false;
+    for r in 0..w {
+        let ru = r as u32;
+        for i in 0..un.ranks[r].ops.len() {
+            let op = &un.ranks[r].ops[i];
+            let (send, peer, tag, reg, ev) = (op.send, op.peer, op.tag, op.reg, op.ev);
+            let key = if send { (ru, peer, tag) } else { (peer, ru, tag) };
+            let slot = if tag == 0 && !dense.is_empty() {
                 dense.get_mut(key.0 as usize * w + key.1 as usize)
             } else {
                 None
             };
             let mut fresh = || {
-                keys.push(key);
-                nsend.push(0);
-                nrecv.push(0);
-                keys.len() as u32 - 1
+                chans.push(Chan {
+                    head: NONE,
+                    tail: NONE,
+                    sends: send,
+                });
+                chans.len() as u32 - 1
             };
-            let id = match slot {
+            let c = match slot {
                 Some(s) => {
                     if *s == NONE {
                         *s = fresh();
@@ -62,76 +82,61 @@ pub(crate) fn check(un: &mut Unrolled<'_, '_>) -> Vec<Diagnostic> {
                     *s
                 }
                 None => *sparse.entry(key).or_insert_with(fresh),
-            };
-            chan_of.push(id);
-            if op.send {
-                nsend[id as usize] += 1;
+            } as usize;
+            let ch = chans[c];
+            if ch.head != NONE && ch.sends != send {
+                let (qr, qi, next) = nodes[ch.head as usize];
+                chans[c].head = next;
+                let other = &mut un.ranks[qr as usize].ops[qi as usize];
+                other.partner = (ru, i as u32);
+                other.partner_ev = ev;
+                let (oreg, oev) = (other.reg, other.ev);
+                if oreg != reg && reg_len.get(oreg as usize) != reg_len.get(reg as usize) {
+                    bad = true;
+                }
+                let op = &mut un.ranks[r].ops[i];
+                op.partner = (qr, qi);
+                op.partner_ev = oev;
             } else {
-                nrecv[id as usize] += 1;
+                let node = nodes.len() as u32;
+                nodes.push((ru, i as u32, NONE));
+                if ch.head == NONE {
+                    chans[c] = Chan {
+                        head: node,
+                        tail: node,
+                        sends: send,
+                    };
+                } else {
+                    nodes[ch.tail as usize].2 = node;
+                    chans[c].tail = node;
+                }
             }
         }
     }
-    drop(dense);
-    drop(sparse);
-    // the sends of each channel, in order, at `send_off[c]..`
-    let mut send_off: Vec<u32> = Vec::with_capacity(keys.len() + 1);
-    let mut total = 0_u32;
-    for &n in &nsend {
-        send_off.push(total);
-        total += n;
-    }
-    let mut sends: Vec<(u32, u32)> = vec![(NONE, NONE); total as usize];
-    let mut cursor = send_off.clone();
-    let mut f = 0_usize;
+    bad || chans.iter().any(|c| c.head != NONE)
+}
+
+/// The diagnostics of unmatched operations and unequal lengths (the ops'
+/// partners are set).
+fn diagnose(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
+    // (sends, receives) on each channel
+    let mut counts: FxHashMap<(u32, u32, i64), (usize, usize)> = FxHashMap::default();
     for (r, t) in un.ranks.iter().enumerate() {
-        for (i, op) in t.ops.iter().enumerate() {
+        let r = r as u32;
+        for op in &t.ops {
             if op.send {
-                let c = chan_of[f] as usize;
-                sends[cursor[c] as usize] = (r as u32, i as u32);
-                cursor[c] += 1;
+                counts.entry((r, op.peer, op.tag)).or_default().0 += 1;
+            } else {
+                counts.entry((op.peer, r, op.tag)).or_default().1 += 1;
             }
-            f += 1;
         }
     }
-    // the k-th receive of a channel takes its k-th send
-    let mut seen = vec![0_u32; keys.len()];
-    let mut f = 0_usize;
-    for r in 0..w {
-        for i in 0..un.ranks[r].ops.len() {
-            let c = chan_of[f] as usize;
-            f += 1;
-            if un.ranks[r].ops[i].send {
-                continue;
-            }
-            let k = seen[c];
-            seen[c] += 1;
-            if k >= nsend[c] {
-                continue;
-            }
-            let (sr, si) = sends[(send_off[c] + k) as usize];
-            let s_ev = un.ranks[sr as usize].ops[si as usize].ev;
-            let ro = &mut un.ranks[r].ops[i];
-            ro.partner = (sr, si);
-            ro.partner_ev = s_ev;
-            let r_ev = ro.ev;
-            let so = &mut un.ranks[sr as usize].ops[si as usize];
-            so.partner = (r as u32, i as u32);
-            so.partner_ev = r_ev;
-        }
-    }
-    drop(sends);
-    // (sends, receives) on each unbalanced channel, for messages
-    let counts: FxHashMap<(u32, u32, i64), (usize, usize)> = keys
-        .iter()
-        .zip(nsend.iter().zip(&nrecv))
-        .filter(|(_, (s, r))| s != r)
-        .map(|(k, (&s, &r))| (*k, (s as usize, r as usize)))
-        .collect();
+    counts.retain(|_, (s, r)| s != r);
 
     let mut sink = Sink::default();
     for (r, t) in un.ranks.iter().enumerate() {
         let r = r as u32;
-        for op in &t.ops {
+        for (i, op) in t.ops.iter().enumerate() {
             if sink.is_full() {
                 break;
             }
@@ -142,7 +147,7 @@ pub(crate) fn check(un: &mut Unrolled<'_, '_>) -> Vec<Diagnostic> {
                     (op.peer, r, op.tag)
                 };
                 let (ns, nr) = counts.get(&key).copied().unwrap_or((0, 0));
-                sink.push(stmt_key(op.stmt), unmatched(un, r, op, ns, nr));
+                sink.push(stmt_key(op.stmt), unmatched(un, r, i, ns, nr));
             } else if op.send {
                 let other = &un.ranks[op.partner.0 as usize].ops[op.partner.1 as usize];
                 let a = un.regs[op.reg as usize].len();
@@ -173,10 +178,26 @@ pub(crate) fn check(un: &mut Unrolled<'_, '_>) -> Vec<Diagnostic> {
     collective_shapes(un)
 }
 
-fn unmatched(un: &Unrolled<'_, '_>, r: u32, op: &crate::unroll::P2p, ns: usize, nr: usize) -> Diagnostic {
+/// Op `i` of rank `r` has no partner; `ns` / `nr` count the sends and
+/// receives of its channel.
+fn unmatched(un: &Unrolled<'_, '_>, r: u32, i: usize, ns: usize, nr: usize) -> Diagnostic {
+    let ops = &un.ranks[r as usize].ops;
+    let op = &ops[i];
     let sit = un.at(r, op.stmt, op.ctx);
     let p = op.peer;
-    let tag = tag_text(op.tag);
+    let tag = op.tag;
+    // which message of this rank on the channel it is
+    let nth = 1 + ops[..i]
+        .iter()
+        .filter(|o| o.send == op.send && o.peer == p && o.tag == tag)
+        .count();
+    let nth = ordinal(nth as u64);
+    let kw = match (op.send, op.mode) {
+        (true, Mode::Nonblocking) => "isend",
+        (false, Mode::Nonblocking) => "irecv",
+        (true, _) => "send",
+        (false, _) => "recv",
+    };
     let peer_ops = &un.ranks[p as usize].ops;
     // a candidate on the other side: an unmatched operation of the opposite
     // direction between the same two ranks, else any unmatched one
@@ -186,27 +207,24 @@ fn unmatched(un: &Unrolled<'_, '_>, r: u32, op: &crate::unroll::P2p, ns: usize, 
         .min_by_key(|o| u8::from(o.peer != r));
     let (kind, msg, note) = if op.send {
         let detail = if nr == 0 {
-            format!("rank {p} never receives from rank {r}{tag}")
+            format!("rank {p} never receives from rank {r} on tag {tag}")
         } else {
-            format!(
-                "rank {p} posts only {nr} matching `recv` for the {ns} messages on this channel (this is the {})",
-                ordinal(ns.min(nr + 1) as u64)
-            )
+            format!("rank {p} posts only {nr} matching `recv` for the {ns} messages on this channel")
         };
         (
             DiagKind::UnmatchedSend,
-            format!("{sit}, rank {r} sends to rank {p}{tag} but {detail}"),
+            format!("{sit}, rank {r}'s {nth} `{kw}` on tag {tag} to rank {p} has no matching `recv`: {detail}"),
             "receive expected here",
         )
     } else {
         let detail = if ns == 0 {
-            format!("rank {p} never sends to rank {r}{tag}")
+            format!("rank {p} never sends to rank {r} on tag {tag}")
         } else {
             format!("rank {p} posts only {ns} matching `send` for the {nr} receives on this channel")
         };
         (
             DiagKind::UnmatchedRecv,
-            format!("{sit}, rank {r} receives from rank {p}{tag} but {detail}"),
+            format!("{sit}, rank {r}'s {nth} `{kw}` on tag {tag} from rank {p} has no matching `send`: {detail}"),
             "send expected here",
         )
     };

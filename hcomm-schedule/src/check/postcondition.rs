@@ -17,7 +17,6 @@
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
-use std::rc::Rc;
 
 use crate::compile::{CPost, CollKind};
 use crate::diag::{DiagKind, Diagnostic};
@@ -31,15 +30,16 @@ use crate::unroll::{EvKind, Reg, Unrolled, NONE};
 /// checker would otherwise allocate without bound).
 const MAX_ELEMENTS: usize = 1 << 26;
 
-/// A symbolic element value.
-#[derive(Clone, Debug)]
+/// A symbolic element value (a small `Copy` value: reductions live in an
+/// arena, [`Exec::reds`]).
+#[derive(Clone, Copy, Debug)]
 enum Val {
     /// Element `idx` of parameter `buf` of `rank`, as it was at the start.
     Init { rank: u32, buf: u32, idx: u32 },
     /// Scratch data never written.
     Undef,
-    /// A reduction of several contributions.
-    Red(Rc<Red>),
+    /// A reduction of several contributions: index into the run's arena.
+    Red(u32),
 }
 
 #[derive(Debug)]
@@ -68,33 +68,36 @@ fn sym_hash(rank: u32, buf: u32, idx: u32) -> (u64, u64) {
 }
 
 /// (count, h1, h2, undef, mixed) of a value as a contribution to `op`.
-fn contribution(v: &Val, op: Op) -> (u64, u64, u64, bool, Option<Op>) {
+fn contribution(reds: &[Red], v: &Val, op: Op) -> (u64, u64, u64, bool, Option<Op>) {
     match v {
         Val::Init { rank, buf, idx } => {
             let (h1, h2) = sym_hash(*rank, *buf, *idx);
             (1, h1, h2, false, None)
         }
         Val::Undef => (1, 0, 0, true, None),
-        Val::Red(r) => {
+        Val::Red(i) => {
+            let r = &reds[*i as usize];
             let mixed = if r.op == op { r.mixed } else { Some(r.op) };
             (r.count, r.h1, r.h2, r.undef, mixed)
         }
     }
 }
 
-fn combine(a: &Val, b: &Val, op: Op) -> Val {
-    let (ca, a1, a2, ua, ma) = contribution(a, op);
-    let (cb, b1, b2, ub, mb) = contribution(b, op);
-    Val::Red(Rc::new(Red {
+fn combine(reds: &mut Vec<Red>, a: &Val, b: &Val, op: Op) -> Val {
+    let (ca, a1, a2, ua, ma) = contribution(reds, a, op);
+    let (cb, b1, b2, ub, mb) = contribution(reds, b, op);
+    let id = reds.len() as u32;
+    reds.push(Red {
         op,
         count: ca.saturating_add(cb),
         h1: a1.wrapping_add(b1),
         h2: a2.wrapping_add(b2),
         undef: ua || ub,
         mixed: ma.or(mb),
-        a: a.clone(),
-        b: b.clone(),
-    }))
+        a: *a,
+        b: *b,
+    });
+    Val::Red(id)
 }
 
 /// What an output element should hold.
@@ -104,7 +107,7 @@ enum Expected {
     Red { op: Op, count: u64, h1: u64, h2: u64 },
 }
 
-fn matches(v: &Val, e: &Expected) -> bool {
+fn matches(reds: &[Red], v: &Val, e: &Expected) -> bool {
     match (v, e) {
         (
             Val::Init { rank, buf, idx },
@@ -114,7 +117,8 @@ fn matches(v: &Val, e: &Expected) -> bool {
                 idx: i2,
             },
         ) => rank == r2 && buf == b2 && idx == i2,
-        (Val::Red(r), Expected::Red { op, count, h1, h2 }) => {
+        (Val::Red(i), Expected::Red { op, count, h1, h2 }) => {
+            let r = &reds[*i as usize];
             r.op == *op && !r.undef && r.mixed.is_none() && r.count == *count && r.h1 == *h1 && r.h2 == *h2
         }
         _ => false,
@@ -226,6 +230,8 @@ struct Exec<'u, 'p, 's> {
     /// Per rank and op: offset of a send's snapshot in `arena`, or NONE.
     sent: Vec<Vec<u32>>,
     arena: Vec<Val>,
+    /// The reductions built so far ([`Val::Red`] indexes it).
+    reds: Vec<Red>,
     tmp: Vec<Val>,
     /// [`Unrolled::regs`] evaluated at `point`: (buffer, start, end).
     op_ranges: Vec<Option<(usize, usize, usize)>>,
@@ -287,6 +293,7 @@ fn run_tracked(un: &Unrolled<'_, '_>, post: &CPost<'_>, point: &[i64], track: bo
         track,
         sent: un.ranks.iter().map(|t| vec![NONE; t.ops.len()]).collect(),
         arena: Vec::new(),
+        reds: Vec::new(),
         tmp: Vec::new(),
         op_ranges: un
             .regs
@@ -356,12 +363,13 @@ impl Exec<'_, '_, '_> {
         if vals.len() != e - s {
             return Err(Skip);
         }
+        let reds = &mut self.reds;
         let dst = &mut self.data[r as usize][b][s..e];
         match op {
-            None => dst.clone_from_slice(vals),
+            None => dst.copy_from_slice(vals),
             Some(op) => {
                 for (d, v) in dst.iter_mut().zip(vals) {
-                    *d = combine(d, v, op);
+                    *d = combine(reds, d, v, op);
                 }
             }
         }
@@ -384,6 +392,7 @@ impl Exec<'_, '_, '_> {
         res
     }
 
+    #[inline]
     fn snapshot(&mut self, r: u32, i: u32) -> Result<(), Skip> {
         let t = &self.un.ranks[r as usize];
         if t.ops[i as usize].send {
@@ -392,7 +401,12 @@ impl Exec<'_, '_, '_> {
                 return Err(Skip);
             }
             self.sent[r as usize][i as usize] = self.arena.len() as u32;
-            self.arena.extend_from_slice(&self.data[r as usize][b][s..e]);
+            let src = &self.data[r as usize][b][s..e];
+            if let [v] = src {
+                self.arena.push(*v);
+            } else {
+                self.arena.extend_from_slice(src);
+            }
         }
         Ok(())
     }
@@ -419,12 +433,14 @@ impl Exec<'_, '_, '_> {
             .ok_or(Skip)? as usize;
         let (b, s, e) = self.op_range(r, o.reg)?;
         let src = self.arena.get(off..off + (e - s)).ok_or(Skip)?;
+        let reds = &mut self.reds;
         let dst = &mut self.data[r as usize][b][s..e];
         match o.reduce {
-            None => dst.clone_from_slice(src),
+            None if dst.len() == 1 => dst[0] = src[0],
+            None => dst.copy_from_slice(src),
             Some(op) => {
                 for (d, v) in dst.iter_mut().zip(src) {
-                    *d = combine(d, v, op);
+                    *d = combine(reds, d, v, op);
                 }
             }
         }
@@ -581,11 +597,11 @@ impl Exec<'_, '_, '_> {
             .iter()
             .map(|(m, c, _)| c.src.as_ref().map_or(Ok(Vec::new()), |s| self.read(*m, s)))
             .collect::<Result<_, _>>()?;
-        let reduce_all = |vals: &[&[Val]]| -> Vec<Val> {
+        let reduce_all = |reds: &mut Vec<Red>, vals: &[&[Val]]| -> Vec<Val> {
             let mut acc = vals[0].to_vec();
             for v in &vals[1..] {
                 for (a, b) in acc.iter_mut().zip(v.iter()) {
-                    *a = combine(a, b, op);
+                    *a = combine(reds, a, b, op);
                 }
             }
             acc
@@ -594,7 +610,7 @@ impl Exec<'_, '_, '_> {
             CollKind::Barrier => {}
             CollKind::AllReduce => {
                 let refs: Vec<&[Val]> = inputs.iter().map(Vec::as_slice).collect();
-                let res = reduce_all(&refs);
+                let res = reduce_all(&mut self.reds, &refs);
                 for (m, c, st) in &calls {
                     let dst = c.dst.as_ref().or(c.src.as_ref()).ok_or(Skip)?;
                     self.write(*m, dst, &res, None, *st)?;
@@ -613,7 +629,7 @@ impl Exec<'_, '_, '_> {
                         .iter()
                         .map(|v| v.get(i * blen..(i + 1) * blen).ok_or(Skip))
                         .collect::<Result<_, _>>()?;
-                    let res = reduce_all(&blocks);
+                    let res = reduce_all(&mut self.reds, &blocks);
                     self.write(*m, c.dst.as_ref().ok_or(Skip)?, &res, None, *st)?;
                 }
             }
@@ -639,7 +655,7 @@ impl Exec<'_, '_, '_> {
             CollKind::Reduce => {
                 let root = usize::try_from(c0.root.unwrap_or(0)).map_err(|_| Skip)?;
                 let refs: Vec<&[Val]> = inputs.iter().map(Vec::as_slice).collect();
-                let res = reduce_all(&refs);
+                let res = reduce_all(&mut self.reds, &refs);
                 let (m, c, st) = calls.get(root).ok_or(Skip)?;
                 self.write(*m, c.dst.as_ref().ok_or(Skip)?, &res, None, *st)?;
             }
@@ -731,7 +747,7 @@ impl Exec<'_, '_, '_> {
                     PostKind::AllReduce { .. } | PostKind::Reduce { .. } => *reds.get(e)?,
                     PostKind::ReduceScatter { .. } => *reds.get(r as usize * len_out + e)?,
                 };
-                if !matches(v, &exp) {
+                if !matches(&self.reds, v, &exp) {
                     return Some(self.violation(post, r, e, v, &exp, len_in, len_out));
                 }
             }
@@ -787,7 +803,7 @@ impl Exec<'_, '_, '_> {
         let actual = match v {
             Val::Init { rank, buf, idx } => sym(*rank, *buf, *idx),
             Val::Undef => "uninitialized scratch data".to_owned(),
-            Val::Red(red) => describe_red(red, &sym),
+            Val::Red(i) => describe_red(&self.reds, &self.reds[*i as usize], &sym),
         };
         let expected = match (exp, post.kind) {
             (Expected::Sym { rank, .. }, PostKind::AllGather { .. }) if len_in == 1 => {
@@ -830,7 +846,7 @@ impl Exec<'_, '_, '_> {
 
 /// "a `sum` of rank 0's input element 1 and rank 1's input element 1"
 /// (up to a few contributions), with what is wrong about it.
-fn describe_red(red: &Red, sym: &dyn Fn(u32, u32, u32) -> String) -> String {
+fn describe_red(reds: &[Red], red: &Red, sym: &dyn Fn(u32, u32, u32) -> String) -> String {
     const SHOWN: usize = 4;
     let mut leaves: Vec<String> = Vec::new();
     let mut undef = 0_u64;
@@ -849,7 +865,8 @@ fn describe_red(red: &Red, sym: &dyn Fn(u32, u32, u32) -> String) -> String {
                 }
             }
             Val::Undef => undef += 1,
-            Val::Red(r) => {
+            Val::Red(i) => {
+                let r = &reds[*i as usize];
                 stack.push(&r.b);
                 stack.push(&r.a);
             }

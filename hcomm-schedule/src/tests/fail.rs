@@ -218,7 +218,7 @@ fn unmatched_send_names_both_ranks_and_the_tag() {
     assert_eq!(d[0].kind, DiagKind::UnmatchedSend);
     assert_eq!(
         d[0].message,
-        "with world = 2, rank 0 sends to rank 1 with tag 3 but rank 1 never receives from rank 0 with tag 3"
+        "with world = 2, rank 0's 1st `send` on tag 3 to rank 1 has no matching `recv`: rank 1 never receives from rank 0 on tag 3"
     );
     assert_eq!(d[0].span, span_of(&s, &is_send));
     assert_eq!(d[0].notes.len(), 1);
@@ -227,7 +227,7 @@ fn unmatched_send_names_both_ranks_and_the_tag() {
     assert_eq!(d[1].kind, DiagKind::UnmatchedRecv);
     assert_eq!(
         d[1].message,
-        "with world = 2, rank 1 receives from rank 0 with tag 4 but rank 0 never sends to rank 1 with tag 4"
+        "with world = 2, rank 1's 1st `recv` on tag 4 from rank 0 has no matching `send`: rank 0 never sends to rank 1 on tag 4"
     );
 }
 
@@ -241,7 +241,7 @@ fn unmatched_count_on_a_channel() {
     let d = one(&verify(&s), DiagKind::UnmatchedSend);
     assert!(
         d.message.starts_with(
-            "with world = 2, i = 2, rank 0 sends to rank 1 but rank 1 posts only 2 matching `recv` for the 3 messages"
+            "with world = 2, i = 2, rank 0's 3rd `send` on tag 0 to rank 1 has no matching `recv`: rank 1 posts only 2 matching `recv` for the 3 messages"
         ),
         "{d}"
     );
@@ -510,7 +510,7 @@ fn self_send_in_a_batch_loop_without_its_recv_is_unmatched() {
     let d = one(&verify(&s), DiagKind::UnmatchedSend);
     assert!(
         d.message
-            .starts_with("with world = 1, j = 0, rank 0 sends to rank 0 but rank 0 never receives from rank 0"),
+            .starts_with("with world = 1, j = 0, rank 0's 1st `send` on tag 0 to rank 0 has no matching `recv`: rank 0 never receives from rank 0 on tag 0"),
         "{d}"
     );
     assert_eq!(d.span, span_of(&s, &is_send));
@@ -518,7 +518,11 @@ fn self_send_in_a_batch_loop_without_its_recv_is_unmatched() {
     let d = check_world(&s, 3, &[]);
     assert_eq!(d.len(), 1, "one error per statement: {d:?}");
     assert_eq!(d[0].kind, DiagKind::UnmatchedSend);
-    assert!(d[0].message.contains("rank 0 sends to rank 0"), "{}", d[0]);
+    assert!(
+        d[0].message.contains("rank 0's 1st `send` on tag 0 to rank 0"),
+        "{}",
+        d[0]
+    );
 }
 
 #[test]
@@ -542,7 +546,7 @@ fn self_recv_in_a_batch_loop_without_its_send_is_unmatched() {
     let d = one(&verify(&s), DiagKind::UnmatchedRecv);
     assert!(
         d.message
-            .starts_with("with world = 1, j = 0, rank 0 receives from rank 0 but rank 0 never sends to rank 0"),
+            .starts_with("with world = 1, j = 0, rank 0's 1st `recv` on tag 0 from rank 0 has no matching `send`: rank 0 never sends to rank 0 on tag 0"),
         "{d}"
     );
 }
