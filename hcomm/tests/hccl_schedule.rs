@@ -1,4 +1,5 @@
-//! `comm_schedule!` programs, written for host slices, run unchanged on the
+//! `comm_schedule!` programs (the built-in ring all-gather and a two-level
+//! all-gather written here), written for host slices, run unchanged on the
 //! HCCL backend (through the stand-in library): their batches become
 //! `HcclBatchSendRecv` calls, their copies stay on the host, and their
 //! collectives are HCCL's.
@@ -7,22 +8,10 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use hcomm::hccl::Hccl;
+use hcomm::schedules::ring_all_gather;
 use hcomm::{comm_schedule, CommOptions, ReduceOp};
 
 comm_schedule! {
-    /// Ring all-gather: `world - 1` steps, each passes one block to the right.
-    #[verify(world in 1..=16)]
-    #[postcondition(all_gather(input -> output))]
-    fn ring_all_gather(input: &[T; n], output: &mut [T; n * world]) {
-        copy input -> output.chunk(rank);
-        for s in 0..world - 1 {
-            batch {
-                send output.chunk((rank - s) % world) to (rank + 1) % world;
-                recv output.chunk((rank - s - 1) % world) from (rank - 1) % world;
-            }
-        }
-    }
-
     /// Two-level all-gather over subgroups (`over` clauses are sub-communicators).
     #[verify(world in 1..=8, local in 1..=world)]
     #[requires(world % local == 0)]
