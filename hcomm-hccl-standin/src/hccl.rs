@@ -8,18 +8,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hcomm_sys::{
-    aclError, aclrtStream, HcclComm, HcclCommConfig, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo,
-    HcclSendRecvItem, HcclSendRecvType, COMM_NAME_MAX_LENGTH, HCCL_COMM_CONFIG_MAGIC_WORD,
-    HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET,
+    aclrtStream, HcclComm, HcclCommConfig, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo, HcclSendRecvItem,
+    HcclSendRecvType, COMM_NAME_MAX_LENGTH, HCCL_COMM_CONFIG_MAGIC_WORD, HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET,
 };
 
 use crate::acl::STREAMS;
-use crate::engine::{fresh_id, join_world, CommHandle, Desc, ExecError, Group, JoinError, Kind};
+use crate::codes::hccl_code;
+use crate::exec::{self, extent, Desc, Item, Kind};
 use crate::inject::injected;
 use crate::memory;
 use crate::reduce::reducible;
 use crate::runtime::{connect_timeout, current_device, default_exec_timeout, set_recent, Registry};
 use crate::stream::{AsyncError, Stream};
+use crate::world::{fresh_id, join_world, CommHandle, Group, JoinError, World};
 
 static COMMS: Registry<CommHandle> = Registry::new();
 
@@ -125,25 +126,11 @@ fn check_rank(name: &str, rank: u32, comm: &CommHandle) -> HcclRes<usize> {
     Ok(r)
 }
 
-fn exec_failure(symbol: &str, e: ExecError) -> AsyncError {
-    match e {
-        ExecError::Timeout(m) => AsyncError {
-            code: aclError::ACL_ERROR_RT_TASK_TIMEOUT,
-            message: format!("{symbol}: execution timeout: {m}"),
-        },
-        ExecError::Failed(m) => AsyncError {
-            code: aclError::ACL_ERROR_RT_FAILURE,
-            message: format!("{symbol}: {m}"),
-        },
-    }
-}
-
 /// Enqueues `work` on `stream` (which must be live) for `comm`.
 fn enqueue(
     comm: &Arc<CommHandle>,
     stream: aclrtStream,
-    symbol: &'static str,
-    work: impl FnOnce(&CommHandle) -> Result<(), ExecError> + Send + 'static,
+    work: impl FnOnce(&CommHandle) -> Result<(), AsyncError> + Send + 'static,
 ) -> HcclRes<()> {
     let stream = stream_of(stream)?;
     if stream.device != comm.device {
@@ -156,7 +143,7 @@ fn enqueue(
         );
     }
     let guard = InFlight::new(Arc::clone(comm));
-    stream.enqueue(Box::new(move || work(&guard.0).map_err(|e| exec_failure(symbol, e))));
+    stream.enqueue(Box::new(move || work(&guard.0)));
     Ok(())
 }
 
@@ -176,10 +163,22 @@ impl Drop for InFlight {
     }
 }
 
-fn new_comm(group: Arc<Group>, rank: usize, device: i32, timeout: Option<Duration>, name: String) -> HcclComm {
+/// Registers rank `world_rank`'s handle of `comm` (of `group` in `world`), whose
+/// waits end after `timeout` (`None`: never).
+fn new_comm(
+    (world, world_rank): (Arc<World>, usize),
+    (comm, group): (hcomm::Comm, Arc<Group>),
+    device: i32,
+    timeout: Option<Duration>,
+    name: String,
+) -> HcclComm {
+    comm.set_timeout(timeout.unwrap_or(Duration::MAX));
     COMMS.insert(Arc::new(CommHandle {
+        world,
         group,
-        rank,
+        rank: comm.rank(),
+        comm,
+        world_rank,
         device,
         exec_timeout: timeout,
         name,
@@ -256,13 +255,16 @@ unsafe fn init_root_info(
             "no device set on this thread; call aclrtSetDevice first",
         );
     };
-    let group = join_world(world, nRanks, rank, connect_timeout()).or_else(|e| match e {
+    let joined = join_world(world, nRanks, rank, connect_timeout()).or_else(|e| match e {
         JoinError::Para(m) => err(HcclResult::HCCL_E_PARA, m),
         JoinError::Timeout(m) => err(HcclResult::HCCL_E_TIMEOUT, m),
+        JoinError::Comm(e) => err(hccl_code(&e), e.to_string()),
     })?;
     let name = name.unwrap_or_else(|| format!("standin_world_{world}"));
+    let member = joined.member(rank as usize);
+    let h = new_comm((joined, rank as usize), member, device, timeout, name);
     // SAFETY: non-null and writable per the contract.
-    unsafe { comm.write(new_comm(group, rank as usize, device, timeout, name)) };
+    unsafe { comm.write(h) };
     Ok(())
 }
 
@@ -373,11 +375,12 @@ pub unsafe extern "C" fn HcclCommInitAll(ndev: u32, devices: *mut i32, comms: *m
                 );
             }
         }
-        let group = Group::new(ndev as usize, false);
+        let world = World::new(ndev as usize).or_else(|e| err(hccl_code(&e), e.to_string()))?;
         let timeout = default_exec_timeout();
         let id = fresh_id();
         for (i, &d) in devs.iter().enumerate() {
-            let h = new_comm(Arc::clone(&group), i, d, timeout, format!("standin_all_{id}"));
+            let member = world.member(i);
+            let h = new_comm((Arc::clone(&world), i), member, d, timeout, format!("standin_all_{id}"));
             // SAFETY: `comms` has room for `ndev` handles per the contract.
             unsafe { comms.add(i).write(h) };
         }
@@ -440,9 +443,13 @@ pub unsafe extern "C" fn HcclCreateSubCommConfig(
         // SAFETY: forwarded contract.
         let (timeout, name) = unsafe { read_config(config) }?;
         let timeout = if config.is_null() { parent.exec_timeout } else { timeout };
-        let group = parent.group.sub_group(subCommId, &ids);
+        let member = parent
+            .world
+            .sub(parent.world_rank, subCommId, &ids)
+            .or_else(|e| err(hccl_code(&e), e.to_string()))?;
         let name = name.unwrap_or_else(|| format!("{}_sub_{subCommId}", parent.name));
-        let h = new_comm(group, subCommRankId as usize, parent.device, timeout, name);
+        let world = (Arc::clone(&parent.world), parent.world_rank);
+        let h = new_comm(world, member, parent.device, timeout, name);
         // SAFETY: non-null and writable.
         unsafe { subComm.write(h) };
         Ok(())
@@ -638,9 +645,7 @@ fn collective(
             h,
         };
         fill(&args, &mut d)?;
-        enqueue(&args.h, stream, kind.symbol(), move |c| {
-            c.group.collective(c.rank, d, c.exec_timeout)
-        })
+        enqueue(&args.h, stream, move |c| exec::collective(c, &d))
     })
 }
 
@@ -865,16 +870,6 @@ unsafe fn host_blocks(
     unsafe { Ok((host_u64s(names.0, counts, n)?, host_u64s(names.1, displs, n)?)) }
 }
 
-/// Extent in elements of per-peer blocks `counts[j]` at `displs[j]`.
-fn extent(counts: &[u64], displs: &[u64]) -> u64 {
-    counts
-        .iter()
-        .zip(displs)
-        .map(|(c, d)| c.saturating_add(*d))
-        .max()
-        .unwrap_or(0)
-}
-
 /// `HcclAlltoAllV`: per-peer counts and displacements (host `uint64_t` arrays, in
 /// elements); `recvBuf != sendBuf`.
 ///
@@ -983,23 +978,30 @@ pub extern "C" fn HcclBarrier(comm: HcclComm, stream: aclrtStream) -> HcclResult
 }
 
 /// The skeleton `HcclSend` and `HcclRecv` share: unless injected, checks the
-/// peer rank and the buffer, then enqueues `work(comm, peer, buffer address)`.
+/// peer rank and the buffer, then enqueues the send (`send`) or receive.
 fn point_to_point(
     symbol: &'static str,
+    send: bool,
     (buf_name, buf): (&str, *mut c_void),
     count: u64,
     dtype: HcclDataType,
     (rank_name, rank): (&str, u32),
     comm: HcclComm,
     stream: aclrtStream,
-    work: impl FnOnce(&CommHandle, usize, usize) -> Result<(), ExecError> + Send + 'static,
 ) -> HcclResult {
     call(symbol, || {
         let h = comm_of(comm)?;
         let es = elem_size(dtype)?;
         let peer = check_rank(rank_name, rank, &h)?;
-        let ptr = check_buf(buf_name, buf, count, es, &h)?;
-        enqueue(&h, stream, symbol, move |c| work(c, peer, ptr))
+        let addr = check_buf(buf_name, buf, count, es, &h)?;
+        let item = Item {
+            send,
+            peer,
+            addr,
+            count,
+            dtype,
+        };
+        enqueue(&h, stream, move |c| exec::point_to_point(c, symbol, &[item]))
     })
 }
 
@@ -1019,16 +1021,13 @@ pub unsafe extern "C" fn HcclSend(
 ) -> HcclResult {
     point_to_point(
         "HcclSend",
+        true,
         ("sendBuf", sendBuf),
         count,
         dataType,
         ("destRank", destRank),
         comm,
         stream,
-        move |c, peer, ptr| {
-            let id = c.group.post_send(c.rank, peer, ptr, count, dataType);
-            c.group.wait_sends(c.rank, &[id], "HcclSend", c.exec_timeout)
-        },
     )
 }
 
@@ -1048,16 +1047,13 @@ pub unsafe extern "C" fn HcclRecv(
 ) -> HcclResult {
     point_to_point(
         "HcclRecv",
+        false,
         ("recvBuf", recvBuf),
         count,
         dataType,
         ("srcRank", srcRank),
         comm,
         stream,
-        move |c, peer, ptr| {
-            c.group
-                .recv(c.rank, peer, ptr, count, dataType, "HcclRecv", c.exec_timeout)
-        },
     )
 }
 
@@ -1083,16 +1079,15 @@ pub unsafe extern "C" fn HcclBatchSendRecv(
             return err(HcclResult::HCCL_E_PTR, "sendRecvInfo is null");
         }
         // SAFETY: holds `itemNum` items per the contract.
-        let items = unsafe { std::slice::from_raw_parts(sendRecvInfo, itemNum as usize) };
-        let mut sends = Vec::new();
-        let mut recvs = Vec::new();
-        for (i, it) in items.iter().enumerate() {
+        let raw = unsafe { std::slice::from_raw_parts(sendRecvInfo, itemNum as usize) };
+        let mut items: Vec<Item> = Vec::with_capacity(raw.len());
+        for (i, it) in raw.iter().enumerate() {
             let es = elem_size(it.dataType)?;
             let peer = check_rank(&format!("items[{i}].remoteRank"), it.remoteRank, &h)?;
-            let ptr = check_buf(&format!("items[{i}].buf"), it.buf, it.count, es, &h)?;
-            let list = match it.sendRecvType {
-                HcclSendRecvType::HCCL_SEND => &mut sends,
-                HcclSendRecvType::HCCL_RECV => &mut recvs,
+            let addr = check_buf(&format!("items[{i}].buf"), it.buf, it.count, es, &h)?;
+            let send = match it.sendRecvType {
+                HcclSendRecvType::HCCL_SEND => true,
+                HcclSendRecvType::HCCL_RECV => false,
                 t => {
                     return err(
                         HcclResult::HCCL_E_PARA,
@@ -1100,31 +1095,25 @@ pub unsafe extern "C" fn HcclBatchSendRecv(
                     )
                 }
             };
-            if list.iter().any(|&(p, _, _, _)| p == peer) {
+            if items.iter().any(|o| o.send == send && o.peer == peer) {
                 return err(
                     HcclResult::HCCL_E_PARA,
                     format!(
                         "items[{i}]: a second {} with rank {peer} in one call (at most one send and one receive per peer)",
-                        if it.sendRecvType == HcclSendRecvType::HCCL_SEND { "send" } else { "receive" }
+                        if send { "send" } else { "receive" }
                     ),
                 );
             }
-            list.push((peer, ptr, it.count, it.dataType));
+            items.push(Item {
+                send,
+                peer,
+                addr,
+                count: it.count,
+                dtype: it.dataType,
+            });
         }
-        enqueue(&h, stream, "HcclBatchSendRecv", move |c| {
-            let ids: Vec<u64> = sends
-                .iter()
-                .map(|&(p, ptr, n, t)| c.group.post_send(c.rank, p, ptr, n, t))
-                .collect();
-            let mut first = Ok(());
-            for &(p, ptr, n, t) in &recvs {
-                let r = c.group.recv(c.rank, p, ptr, n, t, "HcclBatchSendRecv", c.exec_timeout);
-                if first.is_ok() {
-                    first = r;
-                }
-            }
-            let sent = c.group.wait_sends(c.rank, &ids, "HcclBatchSendRecv", c.exec_timeout);
-            first.and(sent)
+        enqueue(&h, stream, move |c| {
+            exec::point_to_point(c, "HcclBatchSendRecv", &items)
         })
     })
 }

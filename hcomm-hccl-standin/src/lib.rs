@@ -26,14 +26,21 @@
 //!   the 4108 bytes; `HcclCommInitRootInfo` joins that world and blocks until all
 //!   `nRanks` joined (or `HCCL_CONNECT_TIMEOUT` seconds, default 120, passed).
 //!   Worlds are process-local: root info from another process never completes.
+//!   Each world is a world of `hcomm`'s host backend (`hcomm::host::comms`),
+//!   created when its first rank joins; each rank's stream workers drive that
+//!   rank's host communicator.
 //! * **Operations** are checked synchronously for what real HCCL rejects at call
 //!   time (null pointers: `HCCL_E_PTR`; bad data type, reduce op, rank or root,
 //!   `recvBuf == sendBuf` for all-to-all(V), all-gather-V, reduce-scatter-V, two
 //!   sends or two receives to one peer in one `HcclBatchSendRecv`: `HCCL_E_PARA`;
 //!   reductions of int128/fp8/hif8: `HCCL_E_NOT_SUPPORT`), then enqueued.
-//!   Execution waits for the peers at most the communicator's execution timeout
-//!   (`HcclCommConfig.hcclExecTimeOut`, else `HCCL_EXEC_TIMEOUT`, else 1836 s;
-//!   0 = never); a timeout or a cross-rank disagreement fails the stream
+//!   They run as `hcomm` operations on slices of the registered memory, typed by
+//!   the HCCL data type (types `hcomm` has no element for move as bytes; int16
+//!   and uint16 reduce in the stand-in). A collective's ranks first exchange
+//!   their arguments, so ranks that disagree all fail and the communicator stays
+//!   usable. Execution waits for the peers at most the communicator's execution
+//!   timeout (`HcclCommConfig.hcclExecTimeOut`, else `HCCL_EXEC_TIMEOUT`, else
+//!   1836 s; 0 = never); a timeout or a cross-rank disagreement fails the stream
 //!   (`ACL_ERROR_RT_TASK_TIMEOUT` / `ACL_ERROR_RT_FAILURE` from the synchronisation,
 //!   details in `aclGetRecentErrMsg`). `HcclSend`/`HcclRecv` are synchronous and
 //!   paired like HCCL's: two ranks that both send first time out.
@@ -60,7 +67,8 @@
 /// The exported ACL runtime symbols (listed for documentation; call them through
 /// `dlopen`, which is the point of this crate).
 pub mod acl;
-mod engine;
+mod codes;
+mod exec;
 /// The exported HCCL symbols (listed for documentation; call them through `dlopen`).
 pub mod hccl;
 /// The exported error-injection hooks.
@@ -69,6 +77,7 @@ mod memory;
 mod reduce;
 mod runtime;
 mod stream;
+mod world;
 
 use std::path::PathBuf;
 

@@ -69,6 +69,39 @@ impl Rank {
         p
     }
 
+    /// A device buffer holding `data` (any element type, as bytes).
+    fn raw(&self, data: &[u8]) -> *mut c_void {
+        let p = self.buf(&vec![0.0; data.len().div_ceil(4)]);
+        // SAFETY: `p` has room for `data`.
+        let r = unsafe {
+            (apis().acl.aclrtMemcpy)(
+                p,
+                data.len(),
+                data.as_ptr().cast(),
+                data.len(),
+                aclrtMemcpyKind::ACL_MEMCPY_HOST_TO_DEVICE,
+            )
+        };
+        assert_eq!(r, aclError::ACL_SUCCESS);
+        p
+    }
+
+    fn read_raw(&self, p: *mut c_void, n: usize) -> Vec<u8> {
+        let mut out = vec![0u8; n];
+        // SAFETY: `p` is an allocation of at least `n` bytes.
+        let r = unsafe {
+            (apis().acl.aclrtMemcpy)(
+                out.as_mut_ptr().cast(),
+                n,
+                p,
+                n,
+                aclrtMemcpyKind::ACL_MEMCPY_DEVICE_TO_HOST,
+            )
+        };
+        assert_eq!(r, aclError::ACL_SUCCESS);
+        out
+    }
+
     fn read(&self, p: *mut c_void, n: usize) -> Vec<f32> {
         let mut out = vec![0f32; n];
         // SAFETY: `p` is an allocation of at least `n` f32s.
@@ -286,6 +319,107 @@ fn alltoallv_scatter_reduce_and_p2p_over_three_ranks() {
             }
             assert_eq!(me.read(inb, 1), [((r + n - 1) % n) as f32]);
             assert_eq!(me.read(inb2, 1), [((r + n - 1) % n) as f32]);
+        }
+    });
+}
+
+#[test]
+fn v_ops_int16_misaligned_and_in_place_buffers_and_mismatches_over_three_ranks() {
+    let h = &apis().hccl;
+    let i16s = |v: &[i16]| v.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>();
+    run(3, None, |me| {
+        let r = me.rank;
+        let n = 3;
+        // SAFETY: device buffers of the stated sizes; host count arrays of n values.
+        unsafe {
+            // All-gather-V: rank j sends j + 1 elements, landing at 4j (gaps keep -1).
+            let send = me.buf(&vec![r as f32; r + 1]);
+            let recv = me.buf(&[-1.0; 12]);
+            let counts: Vec<u64> = (1..=n as u64).collect();
+            let displs: Vec<u64> = (0..n as u64).map(|j| 4 * j).collect();
+            let ag = h.HcclAllGatherV.unwrap();
+            let code = ag(
+                send,
+                r as u64 + 1,
+                recv,
+                counts.as_ptr().cast(),
+                displs.as_ptr().cast(),
+                F32,
+                me.comm,
+                me.stream,
+            );
+            assert_eq!(code, HcclResult::HCCL_SUCCESS);
+            // Reduce-scatter-V: rank j gets j + 1 elements, block j at 3j of every send buffer.
+            let rs_send = me.buf(&(0..9).map(|i| (i + r) as f32).collect::<Vec<_>>());
+            let rs_recv = me.buf(&vec![0.0; r + 1]);
+            let rs_displs: Vec<u64> = (0..n as u64).map(|j| 3 * j).collect();
+            let rs = h.HcclReduceScatterV.unwrap();
+            let code = rs(
+                rs_send,
+                counts.as_ptr().cast(),
+                rs_displs.as_ptr().cast(),
+                rs_recv,
+                r as u64 + 1,
+                F32,
+                SUM,
+                me.comm,
+                me.stream,
+            );
+            assert_eq!(code, HcclResult::HCCL_SUCCESS);
+            // int16 (no hcomm element): reduced by the stand-in itself.
+            let i16_buf = me.raw(&i16s(&[r as i16 - 5, 300]));
+            let max = HcclReduceOp::HCCL_REDUCE_MAX;
+            let int16 = HcclDataType::HCCL_DATA_TYPE_INT16;
+            assert_eq!(
+                (h.HcclAllReduce)(i16_buf, i16_buf, 2, int16, max, me.comm, me.stream),
+                HcclResult::HCCL_SUCCESS
+            );
+            // In place, and at an address that is not aligned for f32.
+            let inplace = me.buf(&[1.0, r as f32]);
+            assert_eq!(
+                (h.HcclAllReduce)(inplace, inplace, 2, F32, SUM, me.comm, me.stream),
+                HcclResult::HCCL_SUCCESS
+            );
+            let odd = me.raw(&[&[0xAA][..], &2f32.to_ne_bytes(), &[0xBB]].concat());
+            let odd_in = odd.cast::<u8>().add(1).cast::<c_void>();
+            let odd_out = me.buf(&[0.0]);
+            assert_eq!(
+                (h.HcclAllReduce)(odd_in, odd_out, 1, F32, SUM, me.comm, me.stream),
+                HcclResult::HCCL_SUCCESS
+            );
+            me.sync().unwrap();
+
+            let mut want = vec![-1.0; 12];
+            for j in 0..n {
+                want[4 * j..=5 * j].fill(j as f32);
+            }
+            assert_eq!(me.read(recv, 12), want);
+            let want: Vec<f32> = (0..=r).map(|i| (0..n).map(|q| (3 * r + i + q) as f32).sum()).collect();
+            assert_eq!(me.read(rs_recv, r + 1), want);
+            assert_eq!(me.read_raw(i16_buf, 4), i16s(&[-3, 300]));
+            assert_eq!(me.read(inplace, 2), [3.0, 3.0]);
+            assert_eq!(me.read(odd_out, 1), [6.0]);
+
+            // Ranks that disagree on the count: every rank's stream fails, and
+            // the communicator stays usable.
+            let a = me.buf(&[1.0, 1.0]);
+            let b = me.buf(&[0.0, 0.0]);
+            let count = if r == 1 { 2 } else { 1 };
+            assert_eq!(
+                (h.HcclAllReduce)(a, b, count, F32, SUM, me.comm, me.stream),
+                HcclResult::HCCL_SUCCESS
+            );
+            assert_eq!(me.sync(), Err(AclError::RtFailure));
+            let msg = std::ffi::CStr::from_ptr((apis().acl.aclGetRecentErrMsg.unwrap())())
+                .to_string_lossy()
+                .into_owned();
+            assert!(msg.contains("collective mismatch"), "{msg}");
+            assert_eq!(
+                (h.HcclAllReduce)(a, b, 2, F32, SUM, me.comm, me.stream),
+                HcclResult::HCCL_SUCCESS
+            );
+            me.sync().unwrap();
+            assert_eq!(me.read(b, 2), [3.0, 3.0]);
         }
     });
 }
