@@ -56,6 +56,25 @@ comm_schedule! {
     }
 }
 
+comm_schedule! {
+    /// Groups are their member sets: `over 0` holds every rank, so it is the
+    /// communicator itself, and two `over` clauses with equal members are one
+    /// group (their collectives match each other).
+    #[verify(world in 1..=6)]
+    pub fn groups_are_member_sets(buf: &mut [T; n], halves: &mut [T; n]) {
+        if rank == 0 {
+            all_reduce(buf, sum);
+        } else {
+            all_reduce(buf, sum) over 0;
+        }
+        if rank == 0 {
+            all_reduce(halves, max) over rank % 2;
+        } else {
+            all_reduce(halves, max) over (rank + 2) % 2;
+        }
+    }
+}
+
 fn options() -> CommOptions {
     CommOptions::default().with_timeout(Duration::from_secs(20))
 }
@@ -138,4 +157,24 @@ fn buffer_lengths_that_fit_no_length_variable_are_errors() {
         matches!(&err, Error::BufferLength { buffer, actual: 3, .. } if buffer == "tmp"),
         "{err}"
     );
+}
+
+#[test]
+fn over_groups_with_equal_members_are_one_group() {
+    for world in 1..=6usize {
+        let out = hcomm::host::run_with(world, &options(), |comm| {
+            let r = comm.rank() as i64;
+            let (mut buf, mut halves) = ([r, 1], [r, -r]);
+            groups_are_member_sets(comm, &mut buf, &mut halves)?;
+            Ok((buf, halves))
+        })
+        .unwrap();
+        let w = world as i64;
+        for (r, (buf, halves)) in out.iter().enumerate() {
+            assert_eq!(buf, &[w * (w - 1) / 2, w], "world {world} rank {r}");
+            let parity: Vec<i64> = (0..w).filter(|q| q % 2 == r as i64 % 2).collect();
+            let want = [*parity.iter().max().unwrap(), parity.iter().map(|q| -q).max().unwrap()];
+            assert_eq!(halves, &want, "world {world} rank {r}");
+        }
+    }
 }

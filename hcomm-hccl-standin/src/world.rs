@@ -61,11 +61,9 @@ type MadeKey = (usize, u64, Vec<u32>);
 
 /// One HCCL world.
 ///
-/// Its host world has one rank more than the HCCL world, which no HCCL rank
-/// plays, and every HCCL communicator, the world's own included, is a host
-/// subgroup of it: `Comm::subgroup` returns the parent itself for a subgroup of
-/// every rank, but an HCCL sub-communicator of every rank is a communicator of
-/// its own (own collective order, own channels).
+/// Every HCCL communicator, the world's own included, is a host subgroup of
+/// one host world: a subgroup is a communicator of its own (own collective
+/// order, own channels), as an HCCL sub-communicator of every rank is.
 ///
 /// The world keeps every rank's host communicator until its last handle is
 /// gone, so a rank that destroyed its `HcclComm` stays present: peers waiting on
@@ -85,9 +83,9 @@ pub(crate) struct World {
 impl World {
     /// A world of `size` ranks.
     pub(crate) fn new(size: usize) -> hcomm::Result<Arc<World>> {
-        let roots = hcomm::host::comms(size + 1, &CommOptions::default())?;
+        let roots = hcomm::host::comms(size, &CommOptions::default())?;
         let all: Vec<usize> = (0..size).collect();
-        let members = roots[..size]
+        let members = roots
             .iter()
             .map(|root| root.subgroup("hccl-world", &all))
             .collect::<hcomm::Result<Vec<_>>>()?;

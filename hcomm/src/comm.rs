@@ -280,10 +280,9 @@ impl Comm {
     /// The subgroup `members` (ranks of this communicator; index = new rank),
     /// created on first use under `key` and then reused. Every member must
     /// call it with the same `key` and `members`; no message is exchanged.
+    /// A subgroup is a communicator of its own (its own collective order and
+    /// message channels), even when it holds every rank.
     pub fn subgroup(&self, key: &str, members: &[usize]) -> Result<Comm> {
-        if members.len() == self.world() && members.iter().enumerate().all(|(i, &m)| i == m) {
-            return Ok(self.clone());
-        }
         let cache_key = format!("{key}{members:?}");
         let mut groups = self
             .inner

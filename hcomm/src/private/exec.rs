@@ -452,8 +452,9 @@ impl<'a, T: Element> Exec<'a, T> {
             .all(|r| self.slots.get(r.buf).is_some_and(|s| s.memory == Memory::Host))
     }
 
-    /// The subgroup of ranks whose `color_of` equals this rank's; created
-    /// once per communicator and call site, then reused.
+    /// The subgroup of ranks whose `color_of` equals this rank's (the `over`
+    /// clause at call site `site`); created once per communicator and member
+    /// set, then reused.
     pub fn group(&mut self, site: u32, color_of: &dyn Fn(i64) -> Result<i64>) -> Result<Group> {
         let mine = color_of(self.rank())?;
         let mut members = Vec::new();
@@ -462,8 +463,15 @@ impl<'a, T: Element> Exec<'a, T> {
                 members.push(r);
             }
         }
-        let key = format!("schedule:{}:over#{site}", self.schedule.name);
-        let comm = self.comm.subgroup(&key, &members)?;
+        // Groups are their member sets (spec section 4): every `over` clause
+        // with the same members uses one communicator, and one that holds
+        // every rank is the communicator itself.
+        tracing::trace!(schedule = self.schedule.name.as_str(), site, ?members, "over group");
+        let comm = if members.len() == self.comm.world() {
+            self.comm.clone()
+        } else {
+            self.comm.subgroup("comm_schedule over", &members)?
+        };
         self.groups.push(comm);
         Ok(Group(self.groups.len() - 1))
     }
