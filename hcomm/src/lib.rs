@@ -25,6 +25,39 @@
 //! assert_eq!(out[2].1, 6);
 //! ```
 //!
+//! ## Schedules checked at compile time
+//!
+//! [`comm_schedule!`] writes a communication schedule once for every rank;
+//! the macro checks it for every world size of its `#[verify]` set (matched
+//! sends and receives, deadlock freedom, collective order, buffer hazards of
+//! non-blocking operations, and that it computes what its
+//! `#[postcondition]` claims) and expands it into calls on a [`Comm`]:
+//!
+//! ```
+//! hcomm::comm_schedule! {
+//!     /// Every rank passes its block to the right neighbour.
+//!     #[verify(world in 1..=32)]
+//!     fn shift_right(mine: &[T; n], from_left: &mut [T; n]) {
+//!         batch {
+//!             send mine to (rank + 1) % world;
+//!             recv from_left from (rank - 1) % world;
+//!         }
+//!     }
+//! }
+//!
+//! let got = hcomm::host::run(3, |comm| {
+//!     let mut left = [0u8; 2];
+//!     shift_right(comm, &[comm.rank() as u8; 2], &mut left)?;
+//!     Ok(left[0])
+//! })
+//! .unwrap();
+//! assert_eq!(got, vec![2, 0, 1]);
+//! ```
+//!
+//! The runtime's own ring, recursive-doubling and Bruck all-gathers, ring
+//! all-reduce, pairwise all-to-all and binomial broadcast are such schedules
+//! ([`schedules`]).
+//!
 //! ## Environment
 //!
 //! | variable | meaning |
