@@ -193,10 +193,10 @@ fn world_checks(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> Vec<Diagnostic>
     if !d.is_empty() {
         return d;
     }
-    let d = deadlock::check(&un);
-    if !d.is_empty() {
-        return d;
-    }
+    let order = match deadlock::check(&un) {
+        Ok(order) => order,
+        Err(d) => return d,
+    };
     let d = hazards::check(&un);
     if !d.is_empty() {
         return d;
@@ -205,7 +205,7 @@ fn world_checks(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> Vec<Diagnostic>
     if !d.is_empty() {
         return d;
     }
-    postcondition::check(&un)
+    postcondition::check(&un, &order)
 }
 
 fn post_root(s: &Schedule) -> Option<&Expr> {

@@ -38,10 +38,15 @@ struct Sim<'u, 'p, 's> {
     queued: Vec<bool>,
     queue: VecDeque<u32>,
     colls: FxHashMap<(u32, u32), CollState>,
+    /// The rank of each completed event, in the order of completion.
+    order: Vec<u32>,
 }
 
-/// Runs the simulation; returns the step-4 diagnostics.
-pub(crate) fn check(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
+/// Runs the simulation; returns the step-4 diagnostics, or when there are
+/// none, the order in which events completed (the rank of each; a rank's
+/// events complete in its own order). Replaying it is an execution of the
+/// schedule, which the postcondition check uses.
+pub(crate) fn check(un: &Unrolled<'_, '_>) -> Result<Vec<u32>, Vec<Diagnostic>> {
     let n = un.ranks.len();
     let mut sim = Sim {
         un,
@@ -52,14 +57,20 @@ pub(crate) fn check(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
         queued: vec![true; n],
         queue: (0..n as u32).collect(),
         colls: FxHashMap::default(),
+        order: Vec::with_capacity(un.ranks.iter().map(|t| t.events.len()).sum()),
     };
     while let Some(r) = sim.queue.pop_front() {
         sim.queued[r as usize] = false;
         if let Err(d) = sim.run(r) {
-            return vec![d];
+            return Err(vec![d]);
         }
     }
-    sim.stuck()
+    let d = sim.stuck();
+    if d.is_empty() {
+        Ok(sim.order)
+    } else {
+        Err(d)
+    }
 }
 
 impl Sim<'_, '_, '_> {
@@ -108,6 +119,7 @@ impl Sim<'_, '_, '_> {
                 break;
             }
             self.pc[ri] += 1;
+            self.order.push(r);
             self.arrived[ri] = false;
             self.cursor[ri] = 0;
             moved = true;

@@ -13,15 +13,14 @@
 //! The run uses eager sends (a send snapshots its data when posted); the
 //! schedule is already known to be free of deadlock under rendezvous, hence
 //! under eager sends too, and free of hazards, so the data each receive gets
-//! does not depend on the order chosen.
+//! does not depend on the order chosen. The order is the one in which the
+//! deadlock simulation completed the events, replayed without scheduling.
 
-use std::collections::VecDeque;
 use std::fmt::Write as _;
 
 use crate::compile::{CPost, CollKind};
 use crate::diag::{DiagKind, Diagnostic};
 use crate::eval::eval_c;
-use crate::fxhash::FxHashMap;
 use crate::ir::{Op, PostKind, SpanId};
 use crate::lin::Lin;
 use crate::unroll::{EvKind, Reg, Unrolled, NONE};
@@ -126,7 +125,7 @@ fn matches(reds: &[Red], v: &Val, e: &Expected) -> bool {
 }
 
 /// Checks the postcondition; returns the step-7 diagnostics.
-pub(crate) fn check(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
+pub(crate) fn check(un: &Unrolled<'_, '_>, order: &[u32]) -> Vec<Diagnostic> {
     let Some(post) = &un.prog.post else {
         return Vec::new();
     };
@@ -139,7 +138,7 @@ pub(crate) fn check(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
         return vec![d];
     }
     for point in &points {
-        if let Some(d) = run_at(un, post, point) {
+        if let Some(d) = run_at(un, post, point, order) {
             return vec![d];
         }
     }
@@ -214,33 +213,32 @@ fn shapes(un: &Unrolled<'_, '_>, post: &CPost<'_>) -> Option<Diagnostic> {
     ))
 }
 
-struct CollState {
-    arrived: u32,
-    done: bool,
-    waiters: Vec<u32>,
-}
-
 struct Exec<'u, 'p, 's> {
     un: &'u Unrolled<'p, 's>,
     point: &'u [i64],
-    data: Vec<Vec<Vec<Val>>>,
+    /// Every buffer of every rank, one after the other (see `bufs`).
+    data: Vec<Val>,
+    /// (offset in `data`, length) of each buffer, rank by rank.
+    bufs: Vec<(usize, usize)>,
+    /// Per rank: its first entry of `bufs` (one more entry at the end).
+    buf_first: Vec<u32>,
     /// Whether `writer` is kept (only to name the statement at fault).
     track: bool,
-    writer: Vec<Vec<Vec<u32>>>,
-    /// Per rank and op: offset of a send's snapshot in `arena`, or NONE.
-    sent: Vec<Vec<u32>>,
+    /// Parallel to `data` when tracking, else empty.
+    writer: Vec<u32>,
+    /// Per op (rank by rank, from `op_first`): offset of a send's snapshot
+    /// in `arena`, or NONE.
+    sent: Vec<u32>,
+    /// Per rank: index of its first op in `sent`.
+    op_first: Vec<u32>,
     arena: Vec<Val>,
     /// The reductions built so far ([`Val::Red`] indexes it).
     reds: Vec<Red>,
     tmp: Vec<Val>,
     /// [`Unrolled::regs`] evaluated at `point`: (buffer, start, end).
     op_ranges: Vec<Option<(usize, usize, usize)>>,
+    /// Per rank: its next event.
     pc: Vec<u32>,
-    arrived: Vec<bool>,
-    waiters: Vec<Vec<u32>>,
-    queued: Vec<bool>,
-    queue: VecDeque<u32>,
-    colls: FxHashMap<(u32, u32), CollState>,
 }
 
 /// Aborts a run that cannot be carried out (never expected after steps
@@ -249,50 +247,84 @@ struct Skip;
 
 /// Runs at one point; a violation found without tracking writers is
 /// recomputed with tracking, to name the statement that wrote the element.
-fn run_at(un: &Unrolled<'_, '_>, post: &CPost<'_>, point: &[i64]) -> Option<Diagnostic> {
-    run_tracked(un, post, point, false)?;
-    run_tracked(un, post, point, true)
+fn run_at(un: &Unrolled<'_, '_>, post: &CPost<'_>, point: &[i64], order: &[u32]) -> Option<Diagnostic> {
+    run_tracked(un, post, point, order, false)?;
+    run_tracked(un, post, point, order, true)
 }
 
-fn run_tracked(un: &Unrolled<'_, '_>, post: &CPost<'_>, point: &[i64], track: bool) -> Option<Diagnostic> {
+fn run_tracked(
+    un: &Unrolled<'_, '_>,
+    post: &CPost<'_>,
+    point: &[i64],
+    order: &[u32],
+    track: bool,
+) -> Option<Diagnostic> {
     let mut total = 0_usize;
-    let mut data = Vec::with_capacity(un.ranks.len());
-    let mut writer = Vec::with_capacity(un.ranks.len());
-    for (r, t) in un.ranks.iter().enumerate() {
-        let mut bufs = Vec::with_capacity(t.bufs.len());
-        let mut ws = Vec::with_capacity(t.bufs.len());
-        for info in &t.bufs {
-            let len = usize::try_from(info.len.eval_at(point)?).ok()?;
+    let n = un.ranks.len();
+    let mut bufs = Vec::with_capacity(un.ranks.iter().map(|t| t.bufs.len()).sum());
+    let mut buf_first = Vec::with_capacity(n + 1);
+    // parameter lengths are the same on every rank: evaluate them once
+    let mut param_len: Vec<Option<usize>> = Vec::new();
+    for t in &un.ranks {
+        buf_first.push(bufs.len() as u32);
+        for (b, info) in t.bufs.iter().enumerate() {
+            let cached = if info.param.is_some() {
+                param_len.get(b).copied().flatten()
+            } else {
+                None
+            };
+            let len = if let Some(l) = cached {
+                l
+            } else {
+                let l = usize::try_from(info.len.eval_at(point)?).ok()?;
+                if info.param.is_some() && param_len.len() == b {
+                    param_len.push(Some(l));
+                }
+                l
+            };
+            bufs.push((total, len));
             total = total.checked_add(len)?;
             if total > MAX_ELEMENTS {
                 return None;
             }
-            let v: Vec<Val> = if let Some(p) = info.param {
-                (0..len)
-                    .map(|i| Val::Init {
-                        rank: r as u32,
-                        buf: p,
-                        idx: i as u32,
-                    })
-                    .collect()
-            } else {
-                vec![Val::Undef; len]
-            };
-            bufs.push(v);
-            ws.push(if track { vec![NONE; len] } else { Vec::new() });
         }
-        data.push(bufs);
-        writer.push(ws);
     }
-    let n = un.ranks.len();
+    buf_first.push(bufs.len() as u32);
+    let mut data = Vec::with_capacity(total);
+    for (r, t) in un.ranks.iter().enumerate() {
+        for (k, info) in t.bufs.iter().enumerate() {
+            let len = bufs[buf_first[r] as usize + k].1;
+            if let Some(p) = info.param {
+                data.extend((0..len).map(|i| Val::Init {
+                    rank: r as u32,
+                    buf: p,
+                    idx: i as u32,
+                }));
+            } else {
+                data.resize(data.len() + len, Val::Undef);
+            }
+        }
+    }
+    let writer = if track { vec![NONE; total] } else { Vec::new() };
+    let mut op_first = Vec::with_capacity(n + 1);
+    let mut nops = 0_u32;
+    for t in &un.ranks {
+        op_first.push(nops);
+        nops += t.ops.len() as u32;
+    }
+    op_first.push(nops);
     let mut ex = Exec {
         un,
         point,
         data,
+        bufs,
+        buf_first,
         writer,
         track,
-        sent: un.ranks.iter().map(|t| vec![NONE; t.ops.len()]).collect(),
-        arena: Vec::new(),
+        sent: vec![NONE; nops as usize],
+        op_first,
+        // most messages are of one element
+        arena: Vec::with_capacity(nops as usize),
         reds: Vec::new(),
         tmp: Vec::new(),
         op_ranges: un
@@ -305,17 +337,9 @@ fn run_tracked(un: &Unrolled<'_, '_>, post: &CPost<'_>, point: &[i64], track: bo
             })
             .collect(),
         pc: vec![0; n],
-        arrived: vec![false; n],
-        waiters: vec![Vec::new(); n],
-        queued: vec![true; n],
-        queue: (0..n as u32).collect(),
-        colls: FxHashMap::default(),
     };
-    while let Some(r) = ex.queue.pop_front() {
-        ex.queued[r as usize] = false;
-        if ex.run(r).is_err() {
-            return None;
-        }
+    if ex.replay(order).is_err() {
+        return None;
     }
     if (0..n).any(|r| (ex.pc[r] as usize) < un.ranks[r].events.len()) {
         return None;
@@ -324,47 +348,58 @@ fn run_tracked(un: &Unrolled<'_, '_>, post: &CPost<'_>, point: &[i64], track: bo
 }
 
 impl Exec<'_, '_, '_> {
-    fn wake(&mut self, r: u32) {
-        if !self.queued[r as usize] {
-            self.queued[r as usize] = true;
-            self.queue.push_back(r);
+    /// (offset in `data`, length) of buffer `b` of rank `r`.
+    #[inline]
+    fn buf(&self, r: u32, b: usize) -> Option<(usize, usize)> {
+        let first = *self.buf_first.get(r as usize)? as usize;
+        let end = *self.buf_first.get(r as usize + 1)? as usize;
+        if first + b >= end {
+            return None;
         }
+        self.bufs.get(first + b).copied()
     }
 
-    fn range(&self, r: u32, reg: &Reg) -> Result<(usize, usize, usize), Skip> {
+    /// The elements of buffer `b` of rank `r` (empty when there is none).
+    fn buf_slice(&self, r: u32, b: usize) -> Option<&[Val]> {
+        let (off, len) = self.buf(r, b)?;
+        self.data.get(off..off + len)
+    }
+
+    /// The absolute range in `data` of `reg` on rank `r`.
+    fn range(&self, r: u32, reg: &Reg) -> Result<(usize, usize), Skip> {
         let s = usize::try_from(reg.start.eval_at(self.point).ok_or(Skip)?).map_err(|_| Skip)?;
         let e = usize::try_from(reg.end.eval_at(self.point).ok_or(Skip)?).map_err(|_| Skip)?;
-        let len = self.data[r as usize].get(reg.buf as usize).map_or(0, Vec::len);
+        let (off, len) = self.buf(r, reg.buf as usize).unwrap_or((0, 0));
         if s > e || e > len {
             return Err(Skip);
         }
-        Ok((reg.buf as usize, s, e))
+        Ok((off + s, off + e))
     }
 
-    /// The concrete range of an interned region, checked against rank
-    /// `r`'s buffer.
+    /// The absolute range in `data` of an interned region, checked against
+    /// rank `r`'s buffer.
     #[inline]
-    fn op_range(&self, r: u32, reg: u32) -> Result<(usize, usize, usize), Skip> {
+    fn op_range(&self, r: u32, reg: u32) -> Result<(usize, usize), Skip> {
         let (b, s, e) = self.op_ranges.get(reg as usize).copied().flatten().ok_or(Skip)?;
-        let len = self.data[r as usize].get(b).map_or(0, Vec::len);
+        let (off, len) = self.buf(r, b).unwrap_or((0, 0));
         if e > len {
             return Err(Skip);
         }
-        Ok((b, s, e))
+        Ok((off + s, off + e))
     }
 
     fn read(&self, r: u32, reg: &Reg) -> Result<Vec<Val>, Skip> {
-        let (b, s, e) = self.range(r, reg)?;
-        Ok(self.data[r as usize][b][s..e].to_vec())
+        let (s, e) = self.range(r, reg)?;
+        Ok(self.data[s..e].to_vec())
     }
 
     fn write(&mut self, r: u32, reg: &Reg, vals: &[Val], op: Option<Op>, stmt: u32) -> Result<(), Skip> {
-        let (b, s, e) = self.range(r, reg)?;
+        let (s, e) = self.range(r, reg)?;
         if vals.len() != e - s {
             return Err(Skip);
         }
         let reds = &mut self.reds;
-        let dst = &mut self.data[r as usize][b][s..e];
+        let dst = &mut self.data[s..e];
         match op {
             None => dst.copy_from_slice(vals),
             Some(op) => {
@@ -374,67 +409,64 @@ impl Exec<'_, '_, '_> {
             }
         }
         if self.track {
-            for w in &mut self.writer[r as usize][b][s..e] {
-                *w = stmt;
-            }
+            self.writer[s..e].fill(stmt);
         }
         Ok(())
     }
 
     /// `copy`/`accumulate` within one rank (through `tmp`, no allocation).
     fn local(&mut self, r: u32, src: &Reg, dst: &Reg, op: Option<Op>, stmt: u32) -> Result<(), Skip> {
-        let (b, s, e) = self.range(r, src)?;
+        let (s, e) = self.range(r, src)?;
         let mut tmp = std::mem::take(&mut self.tmp);
         tmp.clear();
-        tmp.extend_from_slice(&self.data[r as usize][b][s..e]);
+        tmp.extend_from_slice(&self.data[s..e]);
         let res = self.write(r, dst, &tmp, op, stmt);
         self.tmp = tmp;
         res
     }
 
+    /// Snapshots the data of send `i` of rank `r` (a receive: nothing).
     #[inline]
     fn snapshot(&mut self, r: u32, i: u32) -> Result<(), Skip> {
-        let t = &self.un.ranks[r as usize];
-        if t.ops[i as usize].send {
-            let (b, s, e) = self.op_range(r, t.ops[i as usize].reg)?;
+        let o = &self.un.ranks[r as usize].ops[i as usize];
+        if o.send {
+            let (s, e) = self.op_range(r, o.reg)?;
             if self.arena.len() + (e - s) > MAX_ELEMENTS {
                 return Err(Skip);
             }
-            self.sent[r as usize][i as usize] = self.arena.len() as u32;
-            let src = &self.data[r as usize][b][s..e];
-            if let [v] = src {
-                self.arena.push(*v);
+            let at = self.op_first[r as usize] as usize + i as usize;
+            self.sent[at] = self.arena.len() as u32;
+            if e == s + 1 {
+                self.arena.push(self.data[s]);
             } else {
-                self.arena.extend_from_slice(src);
+                self.arena.extend_from_slice(&self.data[s..e]);
             }
         }
         Ok(())
     }
 
-    /// Whether the data for receive `i` of rank `r` is there; else the rank
-    /// it waits for.
-    fn available(&self, r: u32, i: u32) -> Result<(), u32> {
-        let (q, j) = self.un.ranks[r as usize].ops[i as usize].partner;
-        match self.sent.get(q as usize).and_then(|s| s.get(j as usize)) {
-            Some(&off) if off != NONE => Ok(()),
-            _ => Err(q),
-        }
+    /// The snapshot offset of op `j` of rank `q`, or [`NONE`].
+    #[inline]
+    fn sent_of(&self, q: u32, j: u32) -> u32 {
+        self.op_first
+            .get(q as usize)
+            .and_then(|&f| self.sent.get(f as usize + j as usize))
+            .copied()
+            .unwrap_or(NONE)
     }
 
     fn deliver(&mut self, r: u32, i: u32) -> Result<(), Skip> {
         let o = &self.un.ranks[r as usize].ops[i as usize];
         let (q, j) = o.partner;
-        let off = self
-            .sent
-            .get(q as usize)
-            .and_then(|s| s.get(j as usize))
-            .copied()
-            .filter(|&x| x != NONE)
-            .ok_or(Skip)? as usize;
-        let (b, s, e) = self.op_range(r, o.reg)?;
+        let off = self.sent_of(q, j);
+        if off == NONE {
+            return Err(Skip);
+        }
+        let off = off as usize;
+        let (s, e) = self.op_range(r, o.reg)?;
         let src = self.arena.get(off..off + (e - s)).ok_or(Skip)?;
         let reds = &mut self.reds;
-        let dst = &mut self.data[r as usize][b][s..e];
+        let dst = &mut self.data[s..e];
         match o.reduce {
             None if dst.len() == 1 => dst[0] = src[0],
             None => dst.copy_from_slice(src),
@@ -445,135 +477,85 @@ impl Exec<'_, '_, '_> {
             }
         }
         if self.track {
-            for w in &mut self.writer[r as usize][b][s..e] {
-                *w = o.stmt;
-            }
+            self.writer[s..e].fill(o.stmt);
         }
         Ok(())
     }
 
-    fn run(&mut self, r: u32) -> Result<(), Skip> {
-        let ri = r as usize;
+    /// Replays the execution order of the deadlock simulation (the rank of
+    /// each completed event, in order): a send's data is taken when its rank
+    /// reaches it, a receive's data is delivered when its event completes, a
+    /// collective is carried out when its first member completes it (every
+    /// member stands at it then). The data each receive gets does not depend
+    /// on the order (see the module documentation).
+    fn replay(&mut self, order: &[u32]) -> Result<(), Skip> {
         let un = self.un;
-        let t = &un.ranks[ri];
-        let mut moved = false;
-        while let Some(ev) = t.events.get(self.pc[ri] as usize) {
-            let first_time = !self.arrived[ri];
-            self.arrived[ri] = true;
-            let blocked: Option<u32> = match ev.kind {
+        let mut performed = vec![0_u32; un.groups.len()];
+        for r in 0..un.ranks.len() as u32 {
+            self.arrive(r)?;
+        }
+        for &r in order {
+            let ri = r as usize;
+            let t = un.ranks.get(ri).ok_or(Skip)?;
+            let ev = t.events.get(self.pc[ri] as usize).ok_or(Skip)?;
+            match ev.kind {
                 EvKind::Copy(ci) => {
                     let c = &t.copies[ci as usize];
                     self.local(r, &c.src, &c.dst, c.op, ev.stmt)?;
-                    None
                 }
-                EvKind::Post(i) => {
-                    self.snapshot(r, i)?;
-                    None
-                }
+                EvKind::Post(_) => {}
                 EvKind::Blocking(i) => {
-                    if t.ops[i as usize].send {
-                        self.snapshot(r, i)?;
-                        None
-                    } else {
-                        match self.available(r, i) {
-                            Ok(()) => {
-                                self.deliver(r, i)?;
-                                None
-                            }
-                            Err(q) => Some(q),
-                        }
+                    if !t.ops[i as usize].send {
+                        self.deliver(r, i)?;
                     }
                 }
                 EvKind::Batch(a, b) => {
-                    if first_time {
-                        for i in a..b {
-                            self.snapshot(r, i)?;
+                    for i in a..b {
+                        if !t.ops[i as usize].send {
+                            self.deliver(r, i)?;
                         }
                     }
-                    let missing = (a..b)
-                        .filter(|&i| !t.ops[i as usize].send)
-                        .find_map(|i| self.available(r, i).err());
-                    if missing.is_none() {
-                        for i in a..b {
-                            if !t.ops[i as usize].send {
-                                self.deliver(r, i)?;
-                            }
-                        }
-                    }
-                    missing
                 }
                 EvKind::Wait(a, b) => {
-                    let ops = &t.wait_ops[a as usize..b as usize];
-                    let missing = ops
-                        .iter()
-                        .filter(|&&i| !t.ops[i as usize].send)
-                        .find_map(|&i| self.available(r, i).err());
-                    if missing.is_none() {
-                        for &i in ops {
-                            if !t.ops[i as usize].send {
-                                self.deliver(r, i)?;
-                            }
+                    for &i in &t.wait_ops[a as usize..b as usize] {
+                        if !t.ops[i as usize].send {
+                            self.deliver(r, i)?;
                         }
                     }
-                    missing
                 }
                 EvKind::Coll(ci) => {
-                    if self.collective(r, ci, first_time)? {
-                        None
-                    } else {
-                        break;
+                    let c = &t.colls[ci as usize];
+                    let done = performed.get_mut(c.group as usize).ok_or(Skip)?;
+                    if *done == c.seq {
+                        *done += 1;
+                        self.perform(c.group)?;
+                    } else if *done < c.seq {
+                        return Err(Skip);
                     }
                 }
-            };
-            if let Some(q) = blocked {
-                self.waiters[q as usize].push(r);
-                break;
             }
             self.pc[ri] += 1;
-            self.arrived[ri] = false;
-            moved = true;
-        }
-        if moved {
-            let mut ws = std::mem::take(&mut self.waiters[ri]);
-            for &w in &ws {
-                self.wake(w);
-            }
-            ws.clear();
-            self.waiters[ri] = ws;
+            self.arrive(r)?;
         }
         Ok(())
     }
 
-    fn collective(&mut self, r: u32, ci: u32, first_time: bool) -> Result<bool, Skip> {
-        let c = &self.un.ranks[r as usize].colls[ci as usize];
-        let key = (c.group, c.seq);
-        let size = self.un.groups.get(c.group as usize).map_or(1, Vec::len) as u32;
-        if first_time {
-            let st = self.colls.entry(key).or_insert(CollState {
-                arrived: 0,
-                done: false,
-                waiters: Vec::new(),
-            });
-            st.arrived += 1;
-            if st.arrived >= size {
-                let ws = std::mem::take(&mut st.waiters);
-                self.perform(c.group)?;
-                if let Some(st) = self.colls.get_mut(&key) {
-                    st.done = true;
+    /// Rank `r` reaches its next event: the data of its sends there is
+    /// taken.
+    #[inline]
+    fn arrive(&mut self, r: u32) -> Result<(), Skip> {
+        let t = &self.un.ranks[r as usize];
+        match t.events.get(self.pc[r as usize] as usize).map(|e| e.kind) {
+            Some(EvKind::Post(i) | EvKind::Blocking(i)) if t.ops[i as usize].send => self.snapshot(r, i),
+            Some(EvKind::Batch(a, b)) => {
+                for i in a..b {
+                    if t.ops[i as usize].send {
+                        self.snapshot(r, i)?;
+                    }
                 }
-                for w in ws {
-                    self.wake(w);
-                }
-                return Ok(true);
+                Ok(())
             }
-        }
-        match self.colls.get_mut(&key) {
-            Some(st) if st.done => Ok(true),
-            Some(st) => {
-                st.waiters.push(r);
-                Ok(false)
-            }
-            None => Err(Skip),
+            _ => Ok(()),
         }
     }
 
@@ -669,8 +651,8 @@ impl Exec<'_, '_, '_> {
         let w = un.ranks.len();
         let inp = post.input;
         let outp = post.output;
-        let len_in = self.data[0].get(inp as usize)?.len();
-        let len_out = self.data[0].get(outp as usize)?.len();
+        let len_in = self.buf(0, inp as usize)?.1;
+        let len_out = self.buf(0, outp as usize)?.1;
         let op = post.op.unwrap_or(Op::Sum);
         let root = match &post.root {
             Some(e) => {
@@ -720,7 +702,7 @@ impl Exec<'_, '_, '_> {
                     continue;
                 }
             }
-            let out = &self.data[r as usize][outp as usize];
+            let out = self.buf_slice(r, outp as usize)?;
             for (e, v) in out.iter().enumerate() {
                 let exp = match post.kind {
                     PostKind::AllGather { .. } => {
@@ -824,8 +806,9 @@ impl Exec<'_, '_, '_> {
                 let _ = write!(sit, ", {n} = {v}");
             }
         }
-        let writer = self.writer[r as usize][post.output as usize]
-            .get(e)
+        let writer = self
+            .buf(r, post.output as usize)
+            .and_then(|(off, _)| self.writer.get(off + e))
             .copied()
             .unwrap_or(NONE);
         let span: SpanId = if writer == NONE { post.span } else { un.span(writer) };
