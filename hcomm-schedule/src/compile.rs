@@ -30,6 +30,9 @@ pub(crate) struct CExpr {
     /// expressions and their largest subtrees without length variables;
     /// `None`: walk the tree.
     pub(crate) code: Option<crate::eval::Code>,
+    /// How [`crate::eval::eval_fast`] evaluates it (kept in step with `kind`
+    /// and `code`).
+    pub(crate) fast: crate::eval::Fast,
 }
 
 /// [`CExpr`] shapes.
@@ -50,16 +53,20 @@ impl CExpr {
             span,
             has_len: false,
             code: None,
+            fast: crate::eval::Fast::Int(v),
         }
     }
 
     fn new(kind: CK, span: SpanId, has_len: bool) -> Self {
-        Self {
+        let mut e = Self {
             kind,
             span,
             has_len,
             code: None,
-        }
+            fast: crate::eval::Fast::None,
+        };
+        e.fast = crate::eval::Fast::of(&e);
+        e
     }
 
     /// Generates the evaluation code of this root: for the whole expression,
@@ -68,6 +75,7 @@ impl CExpr {
     fn attach_code(&mut self) {
         if !self.has_len {
             self.code = crate::eval::codegen(self);
+            self.fast = crate::eval::Fast::of(self);
             return;
         }
         match &mut self.kind {
@@ -142,6 +150,9 @@ pub(crate) enum CRKind<'s> {
 pub(crate) struct Block<'s> {
     pub(crate) stmts: Vec<CStmt<'s>>,
     pub(crate) handles: Vec<u32>,
+    /// The body of a `batch` made of `send` and `recv` statements only (the
+    /// unroller's straight path).
+    pub(crate) flat: bool,
 }
 
 /// A compiled statement; `id` indexes [`Prog::stmts`].
@@ -161,6 +172,9 @@ pub(crate) struct P2pStmt<'s> {
     pub(crate) reduce: Option<Op>,
     /// The handle slot of `isend`/`irecv`.
     pub(crate) handle: Option<u32>,
+    /// Whether `peer` reads only `rank`, `world` and scalars (its value is
+    /// the same all through one rank's unrolling).
+    pub(crate) peer_fixed: bool,
 }
 
 /// The collectives, flattened.
@@ -855,7 +869,14 @@ impl<'s> Compiler<'s> {
                     })
                     .collect(),
             ),
-            StmtKind::Batch { body } => CKind::Batch(self.block(body, true)),
+            StmtKind::Batch { body } => {
+                let mut b = self.block(body, true);
+                b.flat = b
+                    .stmts
+                    .iter()
+                    .all(|s| matches!(&s.kind, CKind::P2p(p) if p.handle.is_none()));
+                CKind::Batch(b)
+            }
             StmtKind::Copy { src, dst } => {
                 let (src, _) = self.region(src);
                 let (dst, _) = self.region(dst);
@@ -962,6 +983,10 @@ impl<'s> Compiler<'s> {
             });
             slot
         });
+        let mut slots = Vec::new();
+        peer.slots(&mut slots);
+        let first_var = FIRST_SCALAR + self.s.scalars.len() as u32;
+        let peer_fixed = !peer.has_len && slots.iter().all(|&s| s < first_var);
         P2pStmt {
             send,
             region,
@@ -969,6 +994,7 @@ impl<'s> Compiler<'s> {
             tag,
             reduce,
             handle,
+            peer_fixed,
         }
     }
 

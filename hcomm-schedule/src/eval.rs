@@ -281,8 +281,9 @@ const AFFINE_TERMS: usize = 4;
 /// can fail, exactly as in the step-by-step evaluation. Otherwise the
 /// register code runs.
 #[derive(Clone, Copy, Debug)]
-struct Affine {
-    terms: [(u32, i64); AFFINE_TERMS],
+pub(crate) struct Affine {
+    slots: [u32; AFFINE_TERMS],
+    coeffs: [i64; AFFINE_TERMS],
     nterms: u8,
     konst: i64,
     post: Post,
@@ -290,8 +291,11 @@ struct Affine {
 
 /// The final operation of an [`Affine`] expression.
 #[derive(Clone, Copy, Debug)]
-enum Post {
+pub(crate) enum Post {
     None,
+    /// `% slot`.
+    RemSlot(u32),
+    /// `% m` with a constant `m`.
     Rem(Opnd),
     Div(Opnd),
 }
@@ -302,7 +306,8 @@ const AFFINE_VAL: i64 = 1 << 31;
 impl Affine {
     fn of(e: &CExpr) -> Option<Self> {
         let mut a = Affine {
-            terms: [(0, 0); AFFINE_TERMS],
+            slots: [0; AFFINE_TERMS],
+            coeffs: [0; AFFINE_TERMS],
             nterms: 0,
             konst: 0,
             post: Post::None,
@@ -315,7 +320,11 @@ impl Affine {
                     CK::Slot(s) => Opnd::Slot(s),
                     _ => return None,
                 };
-                a.post = if *op == BinOp::Rem { Post::Rem(m) } else { Post::Div(m) };
+                a.post = match (op, m) {
+                    (BinOp::Rem, Opnd::Slot(s)) => Post::RemSlot(s),
+                    (BinOp::Rem, _) => Post::Rem(m),
+                    _ => Post::Div(m),
+                };
                 x
             }
             _ => e,
@@ -357,27 +366,76 @@ impl Affine {
     }
 
     fn push(&mut self, slot: u32, coeff: i64) -> Option<()> {
-        let t = self.terms.get_mut(usize::from(self.nterms))?;
-        *t = (slot, coeff);
+        let i = usize::from(self.nterms);
+        *self.slots.get_mut(i)? = slot;
+        *self.coeffs.get_mut(i)? = coeff;
         self.nterms += 1;
         Some(())
     }
 
     /// The value, or `None` when a slot value is out of the safe range or
     /// the final `%` / `/` fails (the register code then gives the error).
-    #[inline]
+    #[inline(always)]
+    #[allow(clippy::inline_always)] // the unroller's hot path (measured)
     fn eval(&self, env: &[i64]) -> Option<i64> {
+        let n = usize::from(self.nterms).min(AFFINE_TERMS);
         let mut x = self.konst;
-        for &(s, k) in &self.terms[..usize::from(self.nterms)] {
+        // one test for all terms: a value out of the safe range sends the
+        // expression to the register code (the sum is then discarded, so
+        // wrapping is harmless)
+        let mut big = false;
+        for (&s, &k) in self.slots[..n].iter().zip(&self.coeffs[..n]) {
             let v = *env.get(s as usize)?;
-            if !(-AFFINE_VAL..=AFFINE_VAL).contains(&v) {
-                return None;
-            }
-            x += k * v;
+            big |= !small(v);
+            x = x.wrapping_add(k.wrapping_mul(v));
         }
-        match self.post {
+        if big {
+            return None;
+        }
+        self.post.apply(x, env)
+    }
+}
+
+/// Whether a slot value is in the safe range of [`Affine`] expressions.
+#[inline(always)]
+#[allow(clippy::inline_always)] // the unroller's hot path (measured)
+fn small(v: i64) -> bool {
+    v.unsigned_abs() <= AFFINE_VAL.unsigned_abs()
+}
+
+impl Post {
+    /// The final `%` / `/` of an [`Affine`] expression whose sum is `x`.
+    #[inline(always)]
+    #[allow(clippy::inline_always)] // the unroller's hot path (measured)
+    fn apply(self, x: i64, env: &[i64]) -> Option<i64> {
+        match self {
             Post::None => Some(x),
-            Post::Rem(m) => rem_euclid(x, plain_val(m, env)).ok(),
+            Post::RemSlot(m) => {
+                let m = *env.get(m as usize)?;
+                // the idioms `(rank + k) % world` and `(rank - k) % world`
+                if m > 0 {
+                    if (x as u64) < (m as u64) {
+                        return Some(x);
+                    }
+                    if x < 0 && x >= -m {
+                        return Some(x + m);
+                    }
+                }
+                rem_euclid(x, m).ok()
+            }
+            Post::Rem(m) => {
+                let m = plain_val(m, env);
+                // the idioms `(rank + k) % world` and `(rank - k) % world`
+                if m > 0 {
+                    if (0..m).contains(&x) {
+                        return Some(x);
+                    }
+                    if x < 0 && x >= -m {
+                        return Some(x + m);
+                    }
+                }
+                rem_euclid(x, m).ok()
+            }
             Post::Div(m) => div_floor(x, plain_val(m, env)).ok(),
         }
     }
@@ -386,13 +444,114 @@ impl Affine {
 /// The value of `e` when it is quickly known to evaluate without error
 /// (a constant, a slot, or an [`Affine`] expression in its safe range);
 /// `None`: use [`eval_c`], which gives the same value or the error.
-#[inline]
+#[inline(always)]
+#[allow(clippy::inline_always)] // the unroller's hot path (measured)
 pub(crate) fn eval_fast(e: &CExpr, env: &[i64]) -> Option<i64> {
-    match (&e.code, &e.kind) {
-        (Some(Code { affine: Some(a), .. }), _) => a.eval(env),
-        (_, CK::Int(v)) => Some(*v),
-        (_, CK::Slot(s)) => env.get(*s as usize).copied(),
-        _ => None,
+    // the chunk index of the ring idiom, `(rank - s) % world`, first
+    if let Fast::Lin2 {
+        slots,
+        coeffs,
+        konst,
+        post,
+    } = &e.fast
+    {
+        return lin2(slots, coeffs, *konst, *post, env);
+    }
+    match &e.fast {
+        Fast::Lin1 {
+            slot,
+            coeff,
+            konst,
+            post,
+        } => {
+            let v = *env.get(*slot as usize)?;
+            if !small(v) {
+                return None;
+            }
+            post.apply(konst.wrapping_add(coeff.wrapping_mul(v)), env)
+        }
+        Fast::Lin2 {
+            slots,
+            coeffs,
+            konst,
+            post,
+        } => lin2(slots, coeffs, *konst, *post, env),
+        Fast::Int(v) => Some(*v),
+        Fast::Slot(s) => env.get(*s as usize).copied(),
+        Fast::Affine(a) => a.eval(env),
+        Fast::None => None,
+    }
+}
+
+/// [`eval_fast`] of [`Fast::Lin2`].
+#[inline(always)]
+#[allow(clippy::inline_always)] // the unroller's hot path (measured)
+fn lin2(slots: &[u32; 2], coeffs: &[i64; 2], konst: i64, post: Post, env: &[i64]) -> Option<i64> {
+    let v0 = *env.get(slots[0] as usize)?;
+    let v1 = *env.get(slots[1] as usize)?;
+    // both in `-2^31..2^31` (a narrower test than `small`, so also
+    // a safe one; the rare value it turns away takes the general
+    // path, which gives the same result)
+    let off = AFFINE_VAL as u64;
+    if ((v0 as u64).wrapping_add(off) | (v1 as u64).wrapping_add(off)) >> 32 != 0 {
+        return None;
+    }
+    let x = konst
+        .wrapping_add(coeffs[0].wrapping_mul(v0))
+        .wrapping_add(coeffs[1].wrapping_mul(v1));
+    post.apply(x, env)
+}
+
+/// How [`eval_fast`] evaluates an expression, decided when it is compiled.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Fast {
+    /// No quick way: [`eval_c`] evaluates it.
+    None,
+    /// A constant.
+    Int(i64),
+    /// A slot.
+    Slot(u32),
+    /// An [`Affine`] expression of one term: `konst + coeff * slot`.
+    Lin1 {
+        slot: u32,
+        coeff: i64,
+        konst: i64,
+        post: Post,
+    },
+    /// An [`Affine`] expression of two terms.
+    Lin2 {
+        slots: [u32; 2],
+        coeffs: [i64; 2],
+        konst: i64,
+        post: Post,
+    },
+    /// Any other [`Affine`] expression (root of register code).
+    Affine(Affine),
+}
+
+impl Fast {
+    /// The quick evaluation of `e` (after its code is attached).
+    pub(crate) fn of(e: &CExpr) -> Self {
+        match (&e.code, &e.kind) {
+            (Some(Code { affine: Some(a), .. }), _) => match a.nterms {
+                1 => Fast::Lin1 {
+                    slot: a.slots[0],
+                    coeff: a.coeffs[0],
+                    konst: a.konst,
+                    post: a.post,
+                },
+                2 => Fast::Lin2 {
+                    slots: [a.slots[0], a.slots[1]],
+                    coeffs: [a.coeffs[0], a.coeffs[1]],
+                    konst: a.konst,
+                    post: a.post,
+                },
+                _ => Fast::Affine(*a),
+            },
+            (_, CK::Int(v)) => Fast::Int(*v),
+            (_, CK::Slot(s)) => Fast::Slot(*s),
+            _ => Fast::None,
+        }
     }
 }
 

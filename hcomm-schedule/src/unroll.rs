@@ -217,6 +217,11 @@ struct Regs {
     chunks: Vec<Option<ChunkMemo>>,
     /// Per whole-parameter node: its id, or [`NONE`].
     whole: Vec<u32>,
+    /// Per node `param.chunk(i)` (a chunk of a whole parameter into `world`
+    /// parts, at most [`DENSE_CHUNKS`]): ids by chunk index, [`NONE`] when
+    /// not computed yet; empty for other nodes. The base and the count are
+    /// the same for the whole unrolling, so the index alone is the key.
+    simple: Vec<Vec<u32>>,
 }
 
 /// Chunk ids of one region node for one base region and count.
@@ -238,6 +243,23 @@ impl Regs {
             memo: FxHashMap::default(),
             chunks: (0..nodes).map(|_| None).collect(),
             whole: vec![NONE; nodes],
+            simple: vec![Vec::new(); nodes],
+        }
+    }
+
+    /// Records `rid` as chunk `index` of the `param.chunk(i)` node `node`
+    /// with `parts == world` chunks.
+    fn remember_simple(&mut self, node: u32, index: i64, parts: i64, rid: u32) {
+        if !(1..=DENSE_CHUNKS).contains(&parts) {
+            return;
+        }
+        if let Some(t) = self.simple.get_mut(node as usize) {
+            if t.is_empty() {
+                *t = vec![NONE; parts as usize];
+            }
+            if let Some(slot) = usize::try_from(index).ok().and_then(|i| t.get_mut(i)) {
+                *slot = rid;
+            }
         }
     }
 
@@ -377,6 +399,7 @@ pub(crate) fn unroll<'p, 's>(
         return Err(step1.into_vec());
     }
     let mut hint = (0, 0, 0);
+    let mut fixed = vec![(NONE, 0_u32); prog.stmts.len()];
     un.ranks.reserve(nranks as usize);
     for r in 0..nranks {
         let mut env_r = env.clone();
@@ -409,6 +432,7 @@ pub(crate) fn unroll<'p, 's>(
             step1: &mut step1,
             step2: &mut step2,
             scalars,
+            fixed: &mut fixed,
         };
         // An evaluation error ends this rank's unrolling; others go on so
         // that every statement at fault is reported once.
@@ -469,6 +493,9 @@ struct RankUnroller<'a, 'p, 's> {
     step1: &'a mut Sink,
     step2: &'a mut Sink,
     scalars: &'a [i64],
+    /// Per statement: (rank, range-checked value) of a `peer_fixed` peer
+    /// evaluated by that rank ([`NONE`]: none yet).
+    fixed: &'a mut Vec<(u32, u32)>,
 }
 
 /// Unrolling of this rank stops (an evaluation error was recorded).
@@ -513,17 +540,30 @@ impl RankUnroller<'_, '_, '_> {
         eval_lin(e, &self.env).map_err(|f| self.fail(stmt, f))
     }
 
+    #[inline(always)]
+    #[allow(clippy::inline_always)] // the unroller's hot path (measured)
     fn ctx(&mut self) -> u32 {
         if self.last_gen != self.ctx_gen {
             self.last_gen = self.ctx_gen;
             self.last_ctx = self.out.ctx.len() as u32;
-            self.out.ctx.extend_from_slice(&self.loop_vals);
+            if let [v] = self.loop_vals[..] {
+                self.out.ctx.push(v);
+            } else {
+                self.out.ctx.extend_from_slice(&self.loop_vals);
+            }
         }
         self.last_ctx
     }
 
+    #[inline]
     fn push_event(&mut self, kind: EvKind, stmt: u32) -> u32 {
         let ctx = self.ctx();
+        self.push_event_at(kind, stmt, ctx)
+    }
+
+    /// [`Self::push_event`] with the loop context already known.
+    #[inline]
+    fn push_event_at(&mut self, kind: EvKind, stmt: u32, ctx: u32) -> u32 {
         let idx = self.out.events.len() as u32;
         self.out.events.push(Event { kind, stmt, ctx });
         idx
@@ -531,8 +571,41 @@ impl RankUnroller<'_, '_, '_> {
 
     fn block(&mut self, b: &Block<'_>, in_batch: bool) -> Result<(), Abort> {
         for st in &b.stmts {
-            self.stmt(st, in_batch)?;
+            match &st.kind {
+                // the straight path of `stmt`, without the call
+                CKind::Batch(body) if self.flat_ok(body) => {
+                    self.flat_batch(st.id, body)?;
+                }
+                _ => self.stmt(st, in_batch)?,
+            }
         }
+        Ok(())
+    }
+
+    /// Whether `b` is a flat batch body none of whose statements (nor the
+    /// `batch` itself) can reach the step limit.
+    #[inline(always)]
+    #[allow(clippy::inline_always)] // the unroller's hot path (measured)
+    fn flat_ok(&self, b: &Block<'_>) -> bool {
+        b.flat && self.out.events.len() + self.out.ops.len() + b.stmts.len().max(1) <= MAX_STEPS
+    }
+
+    /// A `batch` of `send`s and `recv`s (`b.flat`) when no statement of it
+    /// can reach the step limit: its operations push no event of their own,
+    /// so each records the index of the batch's event when it is pushed.
+    #[inline(always)]
+    #[allow(clippy::inline_always)] // the unroller's hot path (measured)
+    fn flat_batch(&mut self, id: u32, b: &Block<'_>) -> Result<(), Abort> {
+        let first = self.out.ops.len() as u32;
+        // the loop context is the same for every operation of the batch
+        let ctx = self.ctx();
+        for st in &b.stmts {
+            if let CKind::P2p(p) = &st.kind {
+                self.batch_op(st.id, p, ctx)?;
+            }
+        }
+        let end = self.out.ops.len() as u32;
+        self.push_event_at(EvKind::Batch(first, end), id, ctx);
         Ok(())
     }
 
@@ -600,13 +673,15 @@ impl RankUnroller<'_, '_, '_> {
                 Ok(())
             }
             CKind::Batch(b) => {
+                if self.flat_ok(b) {
+                    return self.flat_batch(id, b);
+                }
+                // A batch's operations push no event of their own (only
+                // `send`/`recv`, `let`, `for` and `if` stand in it), so each
+                // records the index of the batch's event when it is pushed.
                 let first = self.out.ops.len() as u32;
-                let ev = self.out.events.len() as u32;
                 self.block(b, true)?;
                 let end = self.out.ops.len() as u32;
-                for o in &mut self.out.ops[first as usize..end as usize] {
-                    o.ev = ev;
-                }
                 self.push_event(EvKind::Batch(first, end), id);
                 Ok(())
             }
@@ -681,15 +756,29 @@ impl RankUnroller<'_, '_, '_> {
                 self.iters = total as u64;
                 self.loop_vals.push(0);
                 let depth = self.loop_vals.len() - 1;
-                let mut k: i128 = 0;
+                // when there is an iteration, `a <= last <= b`: both fit,
+                // and so does every value between them
+                let (a, last) = (a, i64::try_from(last).unwrap_or(0));
+                let count = count as i64;
+                let mut k: i64 = 0;
                 while k < count {
-                    let v = if *reverse { last - k } else { i128::from(a) + k };
-                    // `v` lies between `a` and `b`, so it fits.
-                    let v = i64::try_from(v).unwrap_or(0);
+                    let v = if *reverse { last - k } else { a + k };
                     self.loop_vals[depth] = v;
                     self.ctx_gen += 1;
                     if let Some(s) = self.env.get_mut(*slot as usize) {
                         *s = v;
+                    }
+                    // a body that is one flat `batch` (it defines no handle)
+                    if let [CStmt {
+                        id: bid,
+                        kind: CKind::Batch(bb),
+                    }] = &body.stmts[..]
+                    {
+                        if self.flat_ok(bb) {
+                            self.flat_batch(*bid, bb)?;
+                            k += 1;
+                            continue;
+                        }
                     }
                     let r = self.block(body, in_batch);
                     self.end_block(body);
@@ -786,6 +875,66 @@ impl RankUnroller<'_, '_, '_> {
         Ok(())
     }
 
+    /// [`Self::p2p`] for a `send` or `recv` of a batch.
+    #[inline(always)]
+    #[allow(clippy::inline_always)] // the unroller's hot path (measured)
+    fn batch_op(&mut self, id: u32, p: &P2pStmt<'_>, ctx: u32) -> Result<(), Abort> {
+        // A `peer_fixed` peer has one value all through the rank: evaluated
+        // and range-checked at its first operation, then taken from
+        // `fixed` (a range error would be recorded under the statement's
+        // key again, which the sink ignores).
+        let known = if p.peer_fixed {
+            match self.fixed.get(id as usize) {
+                Some(&(stamp, peer_u)) if stamp == self.rank => Some(peer_u),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        let peer = match known {
+            Some(_) => 0,
+            None => self.eval(id, &p.peer)?,
+        };
+        let tag = match &p.tag {
+            Some(t) => self.eval(id, t)?,
+            None => 0,
+        };
+        let reg = self.region_id(id, &p.region)?;
+        let peer_u = if let Some(peer_u) = known {
+            peer_u
+        } else {
+            let peer_u = if peer >= 0 && peer < self.world {
+                peer as u32
+            } else {
+                let d = ranges::peer_out_of_range(&self.situation(id), self.rank, p, peer);
+                self.range_error(id, d);
+                self.rank
+            };
+            if p.peer_fixed {
+                if let Some(slot) = self.fixed.get_mut(id as usize) {
+                    *slot = (self.rank, peer_u);
+                }
+            }
+            peer_u
+        };
+        self.out.ops.push(P2p {
+            send: p.send,
+            mode: Mode::Batch,
+            peer: peer_u,
+            tag,
+            reg,
+            reduce: p.reduce,
+            stmt: id,
+            ctx,
+            ev: self.out.events.len() as u32,
+            done: NONE,
+            handle: NONE,
+            partner: (NONE, NONE),
+            partner_ev: NONE,
+        });
+        Ok(())
+    }
+
     fn region(&mut self, id: u32, r: &CRegion<'_>) -> Result<Reg, Abort> {
         match &r.kind {
             CRKind::Whole => {
@@ -878,7 +1027,8 @@ impl RankUnroller<'_, '_, '_> {
     /// The interned id of a region. Chunks with integer index and count are
     /// memoized on (region, base, index, count): a schedule names few
     /// distinct chunks, so most operations skip the region arithmetic.
-    #[inline]
+    #[inline(always)]
+    #[allow(clippy::inline_always)] // the unroller's hot path (measured)
     fn region_id(&mut self, id: u32, r: &CRegion<'_>) -> Result<u32, Abort> {
         // the common case, inline: `param.chunk(i)` with a memoized chunk
         if let CRKind::Chunk {
@@ -888,14 +1038,10 @@ impl RankUnroller<'_, '_, '_> {
         } = &r.kind
         {
             if let (CRKind::Whole, BufSlot::Param(_), Some(i)) = (&base.kind, base.buf, eval_fast(index, &self.env)) {
-                let b = self.regs.whole.get(base.id as usize).copied().unwrap_or(NONE);
-                if let Some(Some(m)) = self.regs.chunks.get(r.id as usize) {
-                    if b != NONE && m.base == b && m.parts == self.world {
-                        if let Some(&rid) = usize::try_from(i).ok().and_then(|i| m.ids.get(i)) {
-                            if rid != NONE {
-                                return Ok(rid);
-                            }
-                        }
+                // a negative index becomes a huge one, which is not there
+                if let Some(&rid) = self.regs.simple.get(r.id as usize).and_then(|t| t.get(i as usize)) {
+                    if rid != NONE {
+                        return Ok(rid);
                     }
                 }
             }
@@ -920,13 +1066,18 @@ impl RankUnroller<'_, '_, '_> {
                     None => self.world,
                 };
                 let i = self.eval(id, index)?;
-                if let Some(rid) = self.regs.chunk(r.id, b, i, k) {
-                    return Ok(rid);
+                let rid = if let Some(rid) = self.regs.chunk(r.id, b, i, k) {
+                    rid
+                } else {
+                    let base_reg = self.regs.list.get(b as usize).cloned().ok_or(Abort)?;
+                    let reg = self.chunk_of(id, r, &base_reg, Lin::constant(i), k)?;
+                    let rid = self.regs.intern(reg);
+                    self.regs.remember_chunk(r.id, b, i, k, rid);
+                    rid
+                };
+                if parts.is_none() && matches!((&base.kind, base.buf), (CRKind::Whole, BufSlot::Param(_))) {
+                    self.regs.remember_simple(r.id, i, k, rid);
                 }
-                let base_reg = self.regs.list.get(b as usize).cloned().ok_or(Abort)?;
-                let reg = self.chunk_of(id, r, &base_reg, Lin::constant(i), k)?;
-                let rid = self.regs.intern(reg);
-                self.regs.remember_chunk(r.id, b, i, k, rid);
                 Ok(rid)
             }
             CRKind::Whole if matches!(r.buf, BufSlot::Param(_)) => {
