@@ -175,6 +175,7 @@ fn run_typed(
         5 => run_case::<i64>(collective, algorithm, world, n, op, root),
         6 => run_case::<u64>(collective, algorithm, world, n, op, root),
         7 => run_case::<f16>(collective, algorithm, world, n, op, root),
+        8 => run_case::<u32>(collective, algorithm, world, n, op, root),
         _ => run_case::<bf16>(collective, algorithm, world, n, op, root),
     }
 }
@@ -185,7 +186,7 @@ fn case(collective: Collective) -> impl Strategy<Value = (Algorithm, usize, usiz
         proptest::sample::select(algos),
         1usize..=8,
         prop_oneof![Just(0usize), Just(1usize), 2usize..=37],
-        0usize..9,
+        0usize..10,
         proptest::sample::select(ReduceOp::ALL.to_vec()),
         0usize..8,
     )

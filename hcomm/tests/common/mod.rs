@@ -27,6 +27,7 @@ test_elem!(
     i8: |v| v as i8,
     u8: |v| v as u8,
     i32: |v| v as i32,
+    u32: |v| v as u32,
     i64: |v| v,
     u64: |v| v as u64,
     f32: |v| v as f32,
