@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::{Mutex, OnceLock};
 
-use hcomm_schedule::ir::{Schedule, WorldSet};
+use hcomm_schedule::ir::Schedule;
+use hcomm_schedule::VerifyCache;
 use smallvec::SmallVec;
 
 use super::int;
@@ -189,26 +190,17 @@ impl<'a, T: Element> Exec<'a, T> {
     /// (schedule, size, scalars), cached.
     pub fn verify(&self, scalars: &[i64]) -> Result<()> {
         let world = self.world();
-        if verified_at_compile_time(&self.schedule.verify.world, world) {
+        if self.schedule.verify_set_contains(world) {
             return Ok(());
         }
-        let key = (std::ptr::from_ref(self.schedule) as usize, world, scalars.to_vec());
-        let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-        let cached = cache.lock().ok().and_then(|c| c.get(&key).cloned());
-        let verdict = cached.unwrap_or_else(|| {
-            let span = tracing::debug_span!("verify", schedule = self.schedule.name.as_str(), world);
-            let _e = span.enter();
-            let diagnostics = hcomm_schedule::check_world(self.schedule, world, scalars);
-            let verdict = diagnostics.first().map_or(Ok(()), |d| Err(d.to_string()));
-            if let Ok(mut c) = cache.lock() {
-                c.insert(key, verdict.clone());
-            }
-            verdict
-        });
-        verdict.map_err(|message| Error::Schedule {
-            schedule: self.schedule.name.clone(),
-            message,
-        })
+        let span = tracing::debug_span!("verify", schedule = self.schedule.name.as_str(), world);
+        let _e = span.enter();
+        verify_cache(self.schedule)
+            .check(self.schedule, world, scalars)
+            .map_err(|message| Error::Schedule {
+                schedule: self.schedule.name.clone(),
+                message,
+            })
     }
 
     /// Registers a read-only buffer (a slice, or a device buffer of the
@@ -580,23 +572,24 @@ impl<T: Element> Drop for Exec<'_, T> {
     }
 }
 
-/// Run-time verdicts by (schedule address, world size, scalars).
-type VerdictCache = Mutex<HashMap<(usize, i64, Vec<i64>), Result<(), String>>>;
-
-static CACHE: OnceLock<VerdictCache> = OnceLock::new();
+/// The run-time verdict cache of `schedule` (one per schedule, kept for the
+/// life of the process like the schedule itself).
+fn verify_cache(schedule: &'static Schedule) -> &'static VerifyCache {
+    static CACHES: OnceLock<Mutex<HashMap<usize, &'static VerifyCache>>> = OnceLock::new();
+    let mut caches = CACHES
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    caches
+        .entry(std::ptr::from_ref(schedule) as usize)
+        .or_insert_with(|| Box::leak(Box::new(VerifyCache::new())))
+}
 
 fn same_len(a: usize, b: usize, what: &str) -> Result<()> {
     if a == b {
         Ok(())
     } else {
         Err(Error::buffer_length(what, b, a))
-    }
-}
-
-fn verified_at_compile_time(set: &WorldSet, world: i64) -> bool {
-    match set {
-        WorldSet::Range { lo, hi, inclusive } => world >= *lo && (world < *hi || (*inclusive && world == *hi)),
-        WorldSet::List(sizes) => sizes.contains(&world),
     }
 }
 
