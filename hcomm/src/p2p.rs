@@ -42,6 +42,22 @@ impl Comm {
 
     /// Receives into `buf` from `peer` on `tag`.
     pub fn recv_tagged<B: BufferMut + ?Sized>(&self, buf: &mut B, peer: usize, tag: Tag) -> Result<()> {
+        self.blocking_recv(buf, peer, tag, None)
+    }
+
+    /// Receives from `peer` on `tag` and combines the incoming data into
+    /// `buf` with `op`, in one pass, without a staging buffer.
+    pub fn recv_reduce<B: BufferMut + ?Sized>(&self, buf: &mut B, peer: usize, tag: Tag, op: ReduceOp) -> Result<()> {
+        self.blocking_recv(buf, peer, tag, Some(op))
+    }
+
+    fn blocking_recv<B: BufferMut + ?Sized>(
+        &self,
+        buf: &mut B,
+        peer: usize,
+        tag: Tag,
+        reduce: Option<ReduceOp>,
+    ) -> Result<()> {
         self.check_blocking_peer(peer, "recv")?;
         let span = tracing::trace_span!(
             "recv",
@@ -51,18 +67,12 @@ impl Comm {
             bytes = buf.elems() * size_of::<B::Elem>()
         );
         let _e = span.enter();
+        let view = self.view_mut(buf)?;
         let mut x = crate::collective::Xfer::p2p(self);
-        x.recv(self.view_mut(buf)?, peer, i64::from(tag));
-        // SAFETY: `buf` is borrowed exclusively for the whole call.
-        unsafe { x.run("recv") }
-    }
-
-    /// Receives from `peer` on `tag` and combines the incoming data into
-    /// `buf` with `op`, in one pass, without a staging buffer.
-    pub fn recv_reduce<B: BufferMut + ?Sized>(&self, buf: &mut B, peer: usize, tag: Tag, op: ReduceOp) -> Result<()> {
-        self.check_blocking_peer(peer, "recv")?;
-        let mut x = crate::collective::Xfer::p2p(self);
-        x.recv_reduce(self.view_mut(buf)?, peer, i64::from(tag), op);
+        match reduce {
+            None => x.recv(view, peer, i64::from(tag)),
+            Some(op) => x.recv_reduce(view, peer, i64::from(tag), op),
+        };
         // SAFETY: `buf` is borrowed exclusively for the whole call.
         unsafe { x.run("recv") }
     }
