@@ -69,10 +69,7 @@ impl Comm {
         let _e = span.enter();
         let view = self.view_mut(buf)?;
         let mut x = crate::collective::Xfer::p2p(self);
-        match reduce {
-            None => x.recv(view, peer, i64::from(tag)),
-            Some(op) => x.recv_reduce(view, peer, i64::from(tag), op),
-        };
+        x.recv_with(view, peer, i64::from(tag), reduce);
         // SAFETY: `buf` is borrowed exclusively for the whole call.
         unsafe { x.run("recv") }
     }

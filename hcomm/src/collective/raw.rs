@@ -189,6 +189,19 @@ impl<'c> Xfer<'c> {
         self
     }
 
+    /// Adds a receive into `buf` from `peer`, combining with `reduce` when
+    /// given.
+    pub(crate) fn recv_with<T: Element>(
+        &mut self,
+        buf: RawBuf<T>,
+        peer: usize,
+        tag: i64,
+        reduce: Option<ReduceOp>,
+    ) -> &mut Self {
+        self.push(Dir::Recv, buf, peer, tag, reduce);
+        self
+    }
+
     /// Adds a receive that combines the incoming data into `buf` with `op`.
     pub(crate) fn recv_reduce<T: Element>(&mut self, buf: RawBuf<T>, peer: usize, tag: i64, op: ReduceOp) -> &mut Self {
         self.push(Dir::Recv, buf, peer, tag, Some(op));
@@ -267,10 +280,7 @@ impl<'c> Ctx<'c> {
         let mut x = self.xfer();
         for k in 0..segments {
             x.send(send.part(segments, k), to, 0);
-            match op {
-                None => x.recv(recv.part(segments, k), from, 0),
-                Some(op) => x.recv_reduce(recv.part(segments, k), from, 0, op),
-            };
+            x.recv_with(recv.part(segments, k), from, 0, op);
             // SAFETY: forwarded from the caller.
             unsafe { x.run(what)? };
         }

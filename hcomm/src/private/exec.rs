@@ -320,10 +320,7 @@ impl<'a, T: Element> Exec<'a, T> {
         let v = self.view(r, true)?;
         self.hazard(r, true, "`recv`")?;
         let mut x = Xfer::p2p(self.comm);
-        match reduce {
-            None => x.recv(v, p, tag),
-            Some(op) => x.recv_reduce(v, p, tag, op),
-        };
+        x.recv_with(v, p, tag, reduce);
         // SAFETY: the region is in bounds of a writable buffer borrowed for
         // `'a` and no in-flight operation uses it.
         unsafe { x.run("recv") }
@@ -362,10 +359,7 @@ impl<'a, T: Element> Exec<'a, T> {
         let v = self.view(r, true)?;
         self.hazard(r, true, "`irecv`")?;
         let mut x = Xfer::p2p(self.comm);
-        match reduce {
-            None => x.recv(v, p, tag),
-            Some(op) => x.recv_reduce(v, p, tag, op),
-        };
+        x.recv_with(v, p, tag, reduce);
         self.post(r, true, &x)
     }
 
@@ -639,8 +633,7 @@ impl<T: Element> Batch<'_, '_, T> {
             let v = exec.view(r, writes)?;
             match op {
                 BatchOp::Send => x.send(v, peer, tag),
-                BatchOp::Recv(None) => x.recv(v, peer, tag),
-                BatchOp::Recv(Some(red)) => x.recv_reduce(v, peer, tag, red),
+                BatchOp::Recv(reduce) => x.recv_with(v, peer, tag, reduce),
             };
         }
         // SAFETY: every region is in bounds of a buffer borrowed for `'a`,
