@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use crate::backend::host::{self as backend, HostWorld, Presence};
+use crate::backend::host::{self as backend, HostWorld};
+use crate::backend::liveness::Presence;
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::launch::ranks::{guard_rank, run_rank_threads};
@@ -45,7 +46,7 @@ where
         guard_rank(rank, |e| presence.fail(e), || f(&comm))
     })
     // The failure recorded first in time that is a root cause.
-    .map_err(|e| host_world.first_failure().map_or(e, |(_, root)| root))
+    .map_err(|e| host_world.liveness.first_failure().map_or(e, |(_, root)| root))
 }
 
 /// Communicators for `world` in-process ranks, to be driven by threads of

@@ -10,6 +10,7 @@
 pub(crate) mod device;
 pub(crate) mod hccl;
 pub(crate) mod host;
+pub(crate) mod liveness;
 pub(crate) mod nccl;
 
 use std::sync::Arc;

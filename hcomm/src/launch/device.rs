@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use super::ranks::{guard_rank, run_rank_threads};
 use crate::backend::device::memory::DeviceCtx;
-use crate::backend::device::world::{DeviceWorld, Presence};
+use crate::backend::device::world::DeviceWorld;
 use crate::backend::device::{CommHandle, DeviceBackend, Driver, Parts, Raw};
+use crate::backend::liveness::Presence;
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::options::CommOptions;
@@ -87,7 +88,7 @@ pub(crate) fn init_all<L: DeviceLibrary>(lib: &Arc<L>, devices: &[i32], options:
     raws.into_iter()
         .enumerate()
         .map(|(rank, raw)| {
-            let presence = Presence::new(&dw, rank);
+            let presence = Presence::new(&dw.liveness, rank);
             world_comm(lib, raw, world, rank, devices[rank], options, Some((&dw, presence)))
         })
         .collect()
@@ -108,7 +109,7 @@ where
     let id = lib.new_id()?;
     let dw = DeviceWorld::new(world);
     run_rank_threads(std::iter::repeat_n((), world), |rank, ()| {
-        let presence = Presence::new(&dw, rank);
+        let presence = Presence::new(&dw.liveness, rank);
         guard_rank(
             rank,
             |e| presence.fail(e),
@@ -121,7 +122,7 @@ where
             },
         )
     })
-    .map_err(|e| dw.first_failure().unwrap_or(e))
+    .map_err(|e| dw.liveness.first_failure().map_or(e, |(_, root)| root))
 }
 
 /// Checks that `world` ranks fit on `count` devices (one device per rank).

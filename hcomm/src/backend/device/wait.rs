@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use super::driver::Poll;
 use super::memory::DevMem;
 use super::state::{SlotState, State};
-use super::world::RankState;
 use super::DeviceBackend;
+use crate::backend::liveness::RankState;
 use crate::backend::OpId;
 use crate::error::{Error, Result};
 
@@ -70,16 +70,16 @@ impl DeviceBackend {
         // because of it.
         let mut found: Option<(u8, Error)> = None;
         for r in peers() {
-            let (rank_order, e) = match world.state(self.global[r]) {
+            let state = world.liveness.state(self.global[r]);
+            let rank_order = match &state {
                 RankState::Running => continue,
-                RankState::Failed { reason, secondary } => (u8::from(secondary), Error::PeerFailed { rank: r, reason }),
-                RankState::Finished => (
-                    2,
-                    Error::PeerFailed {
-                        rank: r,
-                        reason: "it finished while this rank waited on it (a missing matching operation?)".into(),
-                    },
-                ),
+                RankState::Failed { secondary, .. } => u8::from(*secondary),
+                RankState::Finished => 2,
+            };
+            let Some(e) = state.blocking_error(r, || {
+                "it finished while this rank waited on it (a missing matching operation?)".into()
+            }) else {
+                continue;
             };
             if found.as_ref().is_none_or(|(o, _)| rank_order < *o) {
                 found = Some((rank_order, e));

@@ -1,63 +1,20 @@
-//! What the ranks of one in-process device world share: who runs, finished or
-//! failed (with the host backend's semantics: the first root cause wins), a
-//! rendezvous for ids that must reach every member of a new communicator, and
-//! per-group state (abort, the point-to-point order ledger).
+//! What the ranks of one in-process device world share: their liveness
+//! (the same as the host backend's, read by polling waits), a rendezvous for
+//! ids that must reach every member of a new communicator, and per-group
+//! state (abort, the point-to-point order ledger).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use super::lock;
+use crate::backend::liveness::Liveness;
 use crate::element::DataType;
 use crate::error::{Error, Result};
 
-/// What is known about one rank of the world.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum RankState {
-    Running,
-    /// Every handle of the rank is gone (its closure returned).
-    Finished,
-    /// The rank panicked or returned an error (`secondary`: itself the
-    /// consequence of another rank's failure).
-    Failed {
-        reason: String,
-        secondary: bool,
-    },
-}
-
-/// Marks a rank finished when its last communicator handle is gone.
-pub(crate) struct Presence {
-    world: Arc<DeviceWorld>,
-    rank: usize,
-}
-
-impl Presence {
-    pub(crate) fn new(world: &Arc<DeviceWorld>, rank: usize) -> Arc<Presence> {
-        Arc::new(Presence {
-            world: Arc::clone(world),
-            rank,
-        })
-    }
-
-    /// Records that this rank failed with `error`.
-    pub(crate) fn fail(&self, error: &Error) {
-        self.world.fail(self.rank, error);
-    }
-}
-
-impl Drop for Presence {
-    fn drop(&mut self) {
-        let mut states = lock(&self.world.states);
-        if let Some(s @ RankState::Running) = states.get_mut(self.rank) {
-            *s = RankState::Finished;
-        }
-    }
-}
-
 /// Shared by every rank and communicator of one in-process device world.
 pub(crate) struct DeviceWorld {
-    states: Mutex<Vec<RankState>>,
-    first_failure: Mutex<Option<Error>>,
+    pub(crate) liveness: Arc<Liveness>,
     groups: Mutex<HashMap<String, Weak<GroupShared>>>,
     ids: Mutex<HashMap<String, (Vec<u8>, usize)>>,
     ids_cv: Condvar,
@@ -66,39 +23,11 @@ pub(crate) struct DeviceWorld {
 impl DeviceWorld {
     pub(crate) fn new(size: usize) -> Arc<DeviceWorld> {
         Arc::new(DeviceWorld {
-            states: Mutex::new(vec![RankState::Running; size]),
-            first_failure: Mutex::new(None),
+            liveness: Liveness::new(size),
             groups: Mutex::new(HashMap::new()),
             ids: Mutex::new(HashMap::new()),
             ids_cv: Condvar::new(),
         })
-    }
-
-    pub(crate) fn state(&self, rank: usize) -> RankState {
-        lock(&self.states).get(rank).cloned().unwrap_or(RankState::Running)
-    }
-
-    /// Marks a rank failed; the first root cause (an error that is not
-    /// itself a consequence of another failure) is kept for `run`.
-    pub(crate) fn fail(&self, rank: usize, error: &Error) {
-        if let Some(s) = lock(&self.states).get_mut(rank) {
-            if matches!(s, RankState::Failed { .. }) {
-                return;
-            }
-            *s = RankState::Failed {
-                reason: error.to_string(),
-                secondary: error.is_secondary(),
-            };
-        }
-        let mut first = lock(&self.first_failure);
-        if first.as_ref().is_none_or(|e| e.is_secondary() && !error.is_secondary()) {
-            *first = Some(error.clone());
-        }
-    }
-
-    /// The first root-cause failure, else the first failure.
-    pub(crate) fn first_failure(&self) -> Option<Error> {
-        lock(&self.first_failure).clone()
     }
 
     /// The shared state of group `key` (created by its first member).
@@ -279,21 +208,8 @@ mod tests {
     }
 
     #[test]
-    fn first_root_cause_wins_and_ids_reach_every_member() {
+    fn ids_reach_every_member() {
         let w = DeviceWorld::new(3);
-        let p0 = Presence::new(&w, 0);
-        w.fail(
-            1,
-            &Error::PeerFailed {
-                rank: 2,
-                reason: "x".into(),
-            },
-        );
-        p0.fail(&Error::Config { message: "root".into() });
-        assert!(matches!(w.first_failure(), Some(Error::Config { .. })));
-        assert!(matches!(w.state(1), RankState::Failed { secondary: true, .. }));
-        drop(Presence::new(&w, 2));
-        assert_eq!(w.state(2), RankState::Finished);
         let ids: Vec<Vec<u8>> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..3)
                 .map(|i| {

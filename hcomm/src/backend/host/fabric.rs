@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use super::world::{lock, HostWorld, RankState};
+use super::world::HostWorld;
+use crate::backend::liveness::{lock, RankState, Watcher};
 use crate::backend::{Context, Dir, OpId, OpIds, P2pOp};
 use crate::collective::CollHeader;
 use crate::element::{DataType, ReduceOp};
@@ -375,22 +376,16 @@ impl Fabric {
             return None;
         }
         let peer = slot.peer as usize;
-        let global = self.members[peer];
-        match self.world.state(global) {
-            RankState::Running => None,
-            RankState::Failed(reason) => Some(Error::PeerFailed { rank: peer, reason }),
-            RankState::Finished => Some(Error::PeerFailed {
-                rank: peer,
-                reason: format!(
-                    "it finished without posting the matching {} (tag {})",
-                    match slot.dir {
-                        Dir::Send => "receive",
-                        Dir::Recv => "send",
-                    },
-                    slot.key.tag
-                ),
-            }),
-        }
+        self.world.liveness.state(self.members[peer]).blocking_error(peer, || {
+            format!(
+                "it finished without posting the matching {} (tag {})",
+                match slot.dir {
+                    Dir::Send => "receive",
+                    Dir::Recv => "send",
+                },
+                slot.key.tag
+            )
+        })
     }
 
     /// Records that rank `me` enters the collective `header`; fails every
@@ -443,15 +438,11 @@ impl Fabric {
             let Some(missing) = missing else {
                 return Ok(());
             };
-            match self.world.state(self.members[missing]) {
-                RankState::Running => {}
-                RankState::Failed(reason) => return Err(Error::PeerFailed { rank: missing, reason }),
-                RankState::Finished => {
-                    return Err(Error::PeerFailed {
-                        rank: missing,
-                        reason: format!("it finished without calling collective #{} ({header})", header.seq),
-                    })
-                }
+            let state = self.world.liveness.state(self.members[missing]);
+            if let Some(e) = state.blocking_error(missing, || {
+                format!("it finished without calling collective #{} ({header})", header.seq)
+            }) {
+                return Err(e);
             }
             let now = Instant::now();
             let left = deadline.map_or(Duration::from_secs(3600), |d| d.saturating_duration_since(now));
@@ -468,6 +459,12 @@ impl Fabric {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .0;
         }
+    }
+}
+
+impl Watcher for Fabric {
+    fn rank_changed(&self, _rank: usize, _state: &RankState) {
+        self.wake_all();
     }
 }
 

@@ -10,37 +10,12 @@ use std::time::{Duration, Instant};
 pub(crate) use fabric::Fabric;
 pub(crate) use world::HostWorld;
 
+use super::liveness::Presence;
 use super::{Backend, OpId, OpIds, P2pOp};
 use crate::buffer::Memory;
 use crate::collective::CollHeader;
 use crate::error::{Error, Result};
 use crate::topology::Topology;
-
-/// Marks a rank finished when its last handle is gone.
-pub(crate) struct Presence {
-    world: Arc<HostWorld>,
-    global_rank: usize,
-}
-
-impl Presence {
-    pub(crate) fn new(world: &Arc<HostWorld>, global_rank: usize) -> Arc<Presence> {
-        Arc::new(Presence {
-            world: Arc::clone(world),
-            global_rank,
-        })
-    }
-
-    /// Records that this rank failed with `error`.
-    pub(crate) fn fail(&self, error: &Error) {
-        self.world.fail(self.global_rank, error);
-    }
-}
-
-impl Drop for Presence {
-    fn drop(&mut self) {
-        self.world.finish(self.global_rank);
-    }
-}
 
 /// One rank's view of a host group.
 pub(crate) struct HostBackend {
@@ -155,7 +130,7 @@ pub(crate) fn world(size: usize, topology: &Topology) -> (Arc<HostWorld>, Vec<Ra
     let fabric = Fabric::new(&world, (0..size).collect());
     let ranks = (0..size)
         .map(|r| {
-            let presence = Presence::new(&world, r);
+            let presence = Presence::new(&world.liveness, r);
             let backend = Arc::new(HostBackend::new(
                 Arc::clone(&fabric),
                 r,

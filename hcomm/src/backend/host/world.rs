@@ -1,22 +1,11 @@
-//! The ranks of one in-process world: who is running, who finished, who
-//! failed, and the registry through which members of a subgroup find the one
-//! shared fabric.
+//! What the ranks of one in-process world share: their liveness and the
+//! registry through which members of a subgroup find the one shared fabric.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use super::fabric::Fabric;
-use crate::error::Error;
-
-/// What is known about one global rank.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum RankState {
-    Running,
-    /// Every handle of the rank is gone (its closure returned).
-    Finished,
-    /// The rank panicked or returned an error.
-    Failed(String),
-}
+use crate::backend::liveness::{lock, Liveness, Watcher};
 
 struct PendingGroup {
     fabric: Arc<Fabric>,
@@ -31,83 +20,22 @@ struct Registry {
 
 /// Shared by every rank and every communicator of one in-process world.
 pub(crate) struct HostWorld {
-    states: Mutex<Vec<RankState>>,
-    first_failure: Mutex<Option<(usize, Error)>>,
-    fabrics: Mutex<Vec<Weak<Fabric>>>,
+    pub(crate) liveness: Arc<Liveness>,
     registry: Mutex<Registry>,
-}
-
-/// Locks a mutex, recovering the data if a panicking thread poisoned it: the
-/// state guarded here is updated in single steps and stays consistent.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl HostWorld {
     pub(crate) fn new(size: usize) -> Arc<HostWorld> {
         Arc::new(HostWorld {
-            states: Mutex::new(vec![RankState::Running; size]),
-            first_failure: Mutex::new(None),
-            fabrics: Mutex::new(Vec::new()),
+            liveness: Liveness::new(size),
             registry: Mutex::new(Registry::default()),
         })
     }
 
-    pub(crate) fn state(&self, global_rank: usize) -> RankState {
-        lock(&self.states)
-            .get(global_rank)
-            .cloned()
-            .unwrap_or(RankState::Running)
-    }
-
+    /// Has `fabric` woken whenever a rank's state changes.
     pub(crate) fn register(&self, fabric: &Arc<Fabric>) {
-        let mut fabrics = lock(&self.fabrics);
-        fabrics.retain(|f| f.strong_count() > 0);
-        fabrics.push(Arc::downgrade(fabric));
-    }
-
-    /// Marks a rank failed (first cause wins) and wakes every waiter.
-    pub(crate) fn fail(&self, global_rank: usize, error: &Error) {
-        {
-            let mut states = lock(&self.states);
-            if let Some(state) = states.get_mut(global_rank) {
-                if matches!(state, RankState::Failed(_)) {
-                    return;
-                }
-                *state = RankState::Failed(error.to_string());
-            }
-        }
-        {
-            let mut first = lock(&self.first_failure);
-            if first.is_none() || (first.as_ref().is_some_and(|(_, e)| e.is_secondary()) && !error.is_secondary()) {
-                *first = Some((global_rank, error.clone()));
-            }
-        }
-        self.wake_all();
-    }
-
-    /// Marks a rank finished (unless it failed) and wakes every waiter.
-    pub(crate) fn finish(&self, global_rank: usize) {
-        {
-            let mut states = lock(&self.states);
-            if let Some(state @ RankState::Running) = states.get_mut(global_rank) {
-                *state = RankState::Finished;
-            }
-        }
-        self.wake_all();
-    }
-
-    /// The first failure that is a root cause (not itself a consequence of
-    /// another rank's failure), else the first failure.
-    pub(crate) fn first_failure(&self) -> Option<(usize, Error)> {
-        lock(&self.first_failure).clone()
-    }
-
-    fn wake_all(&self) {
-        let fabrics: Vec<Arc<Fabric>> = lock(&self.fabrics).iter().filter_map(Weak::upgrade).collect();
-        for fabric in fabrics {
-            fabric.wake_all();
-        }
+        let watcher: Weak<dyn Watcher> = Arc::downgrade(&(Arc::clone(fabric) as Arc<dyn Watcher>));
+        self.liveness.watch(watcher);
     }
 
     /// The fabric of subgroup `members` of `parent`, creating it on the first
