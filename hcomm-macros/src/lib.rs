@@ -7,6 +7,7 @@
 //! become `compile_error!`s on the user's tokens (`errors`), plus a fallback
 //! item with the function's signature so that callers see one error, not a
 //! cascade.
+#![forbid(unsafe_code)]
 
 mod errors;
 mod expand;

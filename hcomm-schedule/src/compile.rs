@@ -57,7 +57,7 @@ impl CExpr {
         }
     }
 
-    fn new(kind: CK, span: SpanId, has_len: bool) -> Self {
+    pub(crate) fn new(kind: CK, span: SpanId, has_len: bool) -> Self {
         let mut e = Self {
             kind,
             span,
@@ -72,7 +72,7 @@ impl CExpr {
     /// Generates the evaluation code of this root: for the whole expression,
     /// or, when it has a length variable (evaluated as a linear form), for
     /// each largest subtree without one.
-    fn attach_code(&mut self) {
+    pub(crate) fn attach_code(&mut self) {
         if !self.has_len {
             self.code = crate::eval::codegen(self);
             self.fast = crate::eval::Fast::of(self);

@@ -1,4 +1,4 @@
-//! Exact integer semantics of schedule expressions (spec section 4).
+//! Exact integer semantics of schedule expressions.
 //!
 //! The checker evaluates on mathematical integers and reports any
 //! intermediate result outside `i64` as an `evaluation error`; the run time
@@ -82,7 +82,8 @@ pub fn rem_euclid(a: i64, b: i64) -> Result<i64, EvalError> {
     a.checked_rem_euclid(b).ok_or(EvalError::Overflow)
 }
 
-/// `a << k` as `a * 2^k` (overflow is an error, not a truncation).
+/// `a << k` as `a * 2^k`, exact: an error when the product leaves `i64`
+/// (`-1 << 63` is `i64::MIN`, `0 << k` is `0` for every `k >= 0`).
 pub fn shl(a: i64, k: i64) -> Result<i64, EvalError> {
     if k < 0 {
         return Err(EvalError::NegativeShift(k));
@@ -90,10 +91,11 @@ pub fn shl(a: i64, k: i64) -> Result<i64, EvalError> {
     if a == 0 {
         return Ok(0);
     }
-    if k >= 63 {
+    if k >= 64 {
         return Err(EvalError::Overflow);
     }
-    a.checked_mul(1_i64 << k).ok_or(EvalError::Overflow)
+    // |a| <= 2^63 and k <= 63: the product fits in i128.
+    i64::try_from(i128::from(a) << k).map_err(|_| EvalError::Overflow)
 }
 
 /// `a >> k` as `floor(a / 2^k)`.
@@ -853,6 +855,11 @@ mod tests {
         assert_eq!(shl(3, 62), Err(EvalError::Overflow));
         assert_eq!(shl(0, 100), Ok(0));
         assert_eq!(shl(-1, 62), Ok(-(1 << 62)));
+        assert_eq!(shl(-1, 63), Ok(i64::MIN));
+        assert_eq!(shl(-2, 62), Ok(i64::MIN));
+        assert_eq!(shl(0, 64), Ok(0));
+        assert_eq!(shl(1, 64), Err(EvalError::Overflow));
+        assert_eq!(shl(-1, 64), Err(EvalError::Overflow));
         assert_eq!(pow2(63), Err(EvalError::Overflow));
         assert_eq!(pow2(62), Ok(1 << 62));
     }

@@ -88,6 +88,7 @@
 //! * **World sizes.** A verify set containing a size below 1 is an
 //!   `evaluation error` of step 0. Scalar ranges may use `world` only; their
 //!   lower bound is raised to 0 (scalars are `usize`).
+#![forbid(unsafe_code)]
 
 pub mod diag;
 pub mod eval;

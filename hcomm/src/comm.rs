@@ -229,7 +229,11 @@ impl Comm {
         let mut ids = OpIds::new();
         // SAFETY: forwarded from the caller.
         unsafe { self.inner.backend.post(ops, &mut ids)? };
-        self.inner.backend.wait(&ids, self.timeout(), what)
+        let posted = Posted { comm: self, ids: &ids };
+        let result = self.inner.backend.wait(posted.ids, self.timeout(), what);
+        // `wait` released every op; only a panic out of it needs the guard.
+        std::mem::forget(posted);
+        result
     }
 
     /// Posts `ops` and returns their ids; they must be waited or cancelled.
@@ -339,4 +343,18 @@ impl Comm {
 
 fn duration_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Posted operations that a panic unwinding out of their wait would leave in
+/// flight: dropping this cancels them (a transfer already copying finishes
+/// first), so the caller's buffers are released on every path.
+struct Posted<'a> {
+    comm: &'a Comm,
+    ids: &'a [OpId],
+}
+
+impl Drop for Posted<'_> {
+    fn drop(&mut self) {
+        self.comm.cancel_ids(self.ids);
+    }
 }

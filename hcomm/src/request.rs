@@ -6,6 +6,14 @@
 //! scope completes (or cancels) every request that was not waited, even one
 //! that was leaked with [`std::mem::forget`].
 //!
+//! Unwinding is covered too. A request dropped while its thread panics is
+//! cancelled rather than waited (a panic never blocks on a peer), and when a
+//! panic leaves the scope's closure the scope cancels every request still
+//! pending — a transfer that is already copying finishes first — before the
+//! panic resumes, so no buffer is written after the stack that owns it is
+//! gone. A cancelled receive consumes no message: the peer's message waits
+//! for the next matching receive.
+//!
 //! ```compile_fail
 //! hcomm::host::run(2, |comm| {
 //!     let mut buf = [1.0f32; 4];
@@ -20,6 +28,7 @@
 
 use std::cell::RefCell;
 use std::marker::PhantomData;
+use std::panic::{self, AssertUnwindSafe};
 
 use smallvec::SmallVec;
 
@@ -42,7 +51,8 @@ pub struct Scope<'s, 'env: 's> {
 /// Runs `f` with a scope for non-blocking requests. When `f` returns, every
 /// request it did not complete is waited (or, past the timeout, cancelled)
 /// before the borrowed buffers are released; an error from those waits is
-/// returned if `f` itself succeeded.
+/// returned if `f` itself succeeded. When `f` panics, every request still
+/// pending is cancelled and the panic resumes.
 pub fn scope<'env, R>(f: impl for<'s> FnOnce(&'s Scope<'s, 'env>) -> Result<R>) -> Result<R> {
     let scope = Scope {
         pending: RefCell::new(SmallVec::new()),
@@ -50,7 +60,15 @@ pub fn scope<'env, R>(f: impl for<'s> FnOnce(&'s Scope<'s, 'env>) -> Result<R>) 
         _lifetime: PhantomData,
         _env: PhantomData,
     };
-    let out = f(&scope);
+    // The panic is resumed below once nothing borrowed is in use, so no
+    // broken state of `f`'s captures can be observed afterwards.
+    let out = match panic::catch_unwind(AssertUnwindSafe(|| f(&scope))) {
+        Ok(out) => out,
+        Err(payload) => {
+            scope.cancel_all();
+            panic::resume_unwind(payload);
+        }
+    };
     let leftover = scope.complete_all();
     let recorded = scope.errors.borrow_mut().take();
     match (out, leftover.or(recorded)) {
@@ -75,12 +93,23 @@ impl Scope<'_, '_> {
         self.errors.borrow_mut().get_or_insert(e);
     }
 
+    fn take_pending(&self) -> SmallVec<[(Comm, OpId); 8]> {
+        self.pending.borrow_mut().drain(..).collect()
+    }
+
+    /// Cancels every op still registered (a panic left the scope's closure):
+    /// queued ones are withdrawn, one already copying finishes first.
+    fn cancel_all(&self) {
+        for (comm, id) in self.take_pending() {
+            comm.cancel_ids(&[id]);
+        }
+    }
+
     /// Waits every op still registered (requests dropped without `wait`, or
     /// leaked), so no buffer is in use when the scope returns.
     fn complete_all(&self) -> Option<Error> {
-        let pending: SmallVec<[(Comm, OpId); 8]> = self.pending.borrow_mut().drain(..).collect();
         let mut first = None;
-        for (comm, id) in pending {
+        for (comm, id) in self.take_pending() {
             if let Err(e) = comm.wait_ids(&[id], "request left pending at the end of its scope") {
                 first.get_or_insert(e);
             }
@@ -90,7 +119,8 @@ impl Scope<'_, '_> {
 }
 
 /// A posted non-blocking operation; complete it with [`Request::wait`] or
-/// [`Request::test`]. Dropping it waits for it.
+/// [`Request::test`]. Dropping it waits for it; dropping it while the thread
+/// panics cancels it.
 #[must_use = "a request must be waited; dropping it blocks until it completes"]
 pub struct Request<'s, 'env: 's> {
     scope: &'s Scope<'s, 'env>,
@@ -139,7 +169,10 @@ impl Drop for Request<'_, '_> {
     fn drop(&mut self) {
         if let Some(id) = self.id.take() {
             self.scope.unregister(id);
-            if let Err(e) = self.comm.wait_ids(&[id], "request dropped without wait") {
+            if std::thread::panicking() {
+                // Unwinding: never block on a peer; withdraw the operation.
+                self.comm.cancel_ids(&[id]);
+            } else if let Err(e) = self.comm.wait_ids(&[id], "request dropped without wait") {
                 self.scope.record(e);
             }
         }

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::ir::*;
 
+mod eval_props;
 mod fail;
 mod pass;
 mod props;

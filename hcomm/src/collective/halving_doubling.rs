@@ -9,6 +9,11 @@ use crate::error::Result;
 
 /// Recursive-halving reduce-scatter over `p` (a power of two) virtual ranks:
 /// virtual rank `v` ends with the reduction of part `v` of `buf`.
+///
+/// # Safety
+///
+/// `buf` valid and writable for the whole call, and not accessed by anything
+/// else meanwhile (each step receives into one half while sending the other).
 unsafe fn halving<T: Element>(
     c: &Ctx<'_>,
     buf: RawBuf<T>,
@@ -44,6 +49,11 @@ unsafe fn halving<T: Element>(
 
 /// Recursive-doubling all-gather over `p` (a power of two) virtual ranks:
 /// virtual rank `v` holds part `v` of `blocks` parts and ends with all.
+///
+/// # Safety
+///
+/// `buf` valid and writable for the whole call, and not accessed by anything
+/// else meanwhile (each step receives into the parts it does not send).
 unsafe fn doubling<T: Element>(
     c: &Ctx<'_>,
     buf: RawBuf<T>,

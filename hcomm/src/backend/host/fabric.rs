@@ -147,6 +147,14 @@ impl Fabric {
     }
 
     /// Posts `ops` for rank `me`; see [`crate::backend::Backend::post`].
+    ///
+    /// # Safety
+    ///
+    /// The contract of [`crate::backend::Backend::post`]: every op's buffer
+    /// valid for `count` elements of `dtype` (receive buffers writable and
+    /// used by nothing else) until the op is released by `wait`, `test` or
+    /// `cancel` on this fabric. A peer that matches the op copies into or out
+    /// of it from its own thread until then.
     pub(crate) unsafe fn post(&self, me: usize, ops: &[P2pOp], ids: &mut OpIds) -> Result<()> {
         let size = self.size();
         for op in ops {
