@@ -47,6 +47,28 @@ struct Sim<'u, 'p, 's> {
 /// events complete in its own order). Replaying it is an execution of the
 /// schedule, which the postcondition check uses.
 pub(crate) fn check(un: &Unrolled<'_, '_>) -> Result<Vec<u32>, Vec<Diagnostic>> {
+    let end = simulate(un);
+    if end.diags.is_empty() {
+        Ok(end.order)
+    } else {
+        Err(end.diags)
+    }
+}
+
+/// Where the simulation stopped (read by the drawing in `timeline`).
+pub(crate) struct End {
+    /// The rank of each completed event, in the order of completion.
+    pub(crate) order: Vec<u32>,
+    /// Per rank: the event it stands at (its event count once finished).
+    pub(crate) pc: Vec<u32>,
+    /// The ranks of the reported wait-for cycle, from its lowest rank.
+    pub(crate) cycle: Vec<u32>,
+    /// The step-4 diagnostics (empty when every rank finished).
+    pub(crate) diags: Vec<Diagnostic>,
+}
+
+/// Runs the simulation to its end.
+pub(crate) fn simulate(un: &Unrolled<'_, '_>) -> End {
     let n = un.ranks.len();
     let mut sim = Sim {
         un,
@@ -59,17 +81,23 @@ pub(crate) fn check(un: &Unrolled<'_, '_>) -> Result<Vec<u32>, Vec<Diagnostic>> 
         colls: FxHashMap::default(),
         order: Vec::with_capacity(un.ranks.iter().map(|t| t.events.len()).sum()),
     };
+    let mut diags = Vec::new();
+    let mut cycle = Vec::new();
     while let Some(r) = sim.queue.pop_front() {
         sim.queued[r as usize] = false;
         if let Err(d) = sim.run(r) {
-            return Err(vec![d]);
+            diags.push(d);
+            break;
         }
     }
-    let d = sim.stuck();
-    if d.is_empty() {
-        Ok(sim.order)
-    } else {
-        Err(d)
+    if diags.is_empty() {
+        (diags, cycle) = sim.stuck();
+    }
+    End {
+        order: sim.order,
+        pc: sim.pc,
+        cycle,
+        diags,
     }
 }
 
@@ -279,14 +307,14 @@ impl Sim<'_, '_, '_> {
     }
 
     /// Nobody can move: report a collective some member skipped, else the
-    /// cycle of waiting ranks.
-    fn stuck(&self) -> Vec<Diagnostic> {
+    /// cycle of waiting ranks (also returned).
+    fn stuck(&self) -> (Vec<Diagnostic>, Vec<u32>) {
         const SHOWN: usize = 6;
         let un = self.un;
         let finished = |r: u32| self.pc[r as usize] as usize >= un.ranks[r as usize].events.len();
         let blocked: Vec<u32> = (0..un.ranks.len() as u32).filter(|&r| !finished(r)).collect();
         if blocked.is_empty() {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         }
         // members of a rank's current collective that are not standing at it
         let missing = |r: u32| -> Vec<u32> {
@@ -332,7 +360,7 @@ impl Sim<'_, '_, '_> {
                     ),
                 )
                 .with_hint("every rank of a group must call the same collectives in the same order");
-                return vec![d];
+                return (vec![d], Vec::new());
             }
         }
         // wait-for edges, then the cycle reached from the lowest blocked rank
@@ -420,7 +448,7 @@ impl Sim<'_, '_, '_> {
                 d = d.with_note(sp, format!("{desc} here"));
             }
         }
-        vec![d]
+        (vec![d], cycle)
     }
 }
 

@@ -126,8 +126,23 @@ fn matches(reds: &[Red], v: &Val, e: &Expected) -> bool {
 
 /// Checks the postcondition; returns the step-7 diagnostics.
 pub(crate) fn check(un: &Unrolled<'_, '_>, order: &[u32]) -> Vec<Diagnostic> {
+    check_located(un, order).0
+}
+
+/// The first wrong output element of a failing postcondition (read by the
+/// drawing in `timeline`).
+pub(crate) struct Wrong {
+    pub(crate) rank: u32,
+    /// "output block 2", as the message says.
+    pub(crate) place: String,
+    /// The statement that last wrote it, or [`NONE`].
+    pub(crate) writer: u32,
+}
+
+/// [`check`], with the wrong element when one is found.
+pub(crate) fn check_located(un: &Unrolled<'_, '_>, order: &[u32]) -> (Vec<Diagnostic>, Option<Wrong>) {
     let Some(post) = &un.prog.post else {
-        return Vec::new();
+        return (Vec::new(), None);
     };
     let nvars = un.prog.len_names.len();
     let mut points = vec![vec![1_i64; nvars]];
@@ -135,14 +150,14 @@ pub(crate) fn check(un: &Unrolled<'_, '_>, order: &[u32]) -> Vec<Diagnostic> {
         points.push((0..nvars as i64).map(|i| i + 2).collect());
     }
     if let Some(d) = shapes(un, post) {
-        return vec![d];
+        return (vec![d], None);
     }
     for point in &points {
-        if let Some(d) = run_at(un, post, point, order) {
-            return vec![d];
+        if let Some((d, w)) = run_at(un, post, point, order) {
+            return (vec![d], Some(w));
         }
     }
-    Vec::new()
+    (Vec::new(), None)
 }
 
 /// Whether every length and region bound is a multiple of the one length
@@ -247,7 +262,7 @@ struct Skip;
 
 /// Runs at one point; a violation found without tracking writers is
 /// recomputed with tracking, to name the statement that wrote the element.
-fn run_at(un: &Unrolled<'_, '_>, post: &CPost<'_>, point: &[i64], order: &[u32]) -> Option<Diagnostic> {
+fn run_at(un: &Unrolled<'_, '_>, post: &CPost<'_>, point: &[i64], order: &[u32]) -> Option<(Diagnostic, Wrong)> {
     run_tracked(un, post, point, order, false)?;
     run_tracked(un, post, point, order, true)
 }
@@ -258,7 +273,7 @@ fn run_tracked(
     point: &[i64],
     order: &[u32],
     track: bool,
-) -> Option<Diagnostic> {
+) -> Option<(Diagnostic, Wrong)> {
     let mut total = 0_usize;
     let n = un.ranks.len();
     let mut bufs = Vec::with_capacity(un.ranks.iter().map(|t| t.bufs.len()).sum());
@@ -646,7 +661,7 @@ impl Exec<'_, '_, '_> {
     }
 
     /// Compares the final outputs with the postcondition.
-    fn compare(&self, post: &CPost<'_>) -> Option<Diagnostic> {
+    fn compare(&self, post: &CPost<'_>) -> Option<(Diagnostic, Wrong)> {
         let un = self.un;
         let w = un.ranks.len();
         let inp = post.input;
@@ -747,7 +762,7 @@ impl Exec<'_, '_, '_> {
         exp: &Expected,
         len_in: usize,
         len_out: usize,
-    ) -> Diagnostic {
+    ) -> (Diagnostic, Wrong) {
         let un = self.un;
         let w = un.ranks.len();
         let t0 = &un.ranks[0];
@@ -812,18 +827,23 @@ impl Exec<'_, '_, '_> {
             .copied()
             .unwrap_or(NONE);
         let span: SpanId = if writer == NONE { post.span } else { un.span(writer) };
+        let at = place(&out_name, e, out_block);
         let mut d = Diagnostic::new(
             DiagKind::PostconditionViolated,
             span,
-            format!(
-                "{sit}, rank {r} ends with {} = {actual}, expected {expected}",
-                place(&out_name, e, out_block)
-            ),
+            format!("{sit}, rank {r} ends with {at} = {actual}, expected {expected}"),
         );
         if writer != NONE {
             d = d.with_note(post.span, "the postcondition is declared here");
         }
-        d
+        (
+            d,
+            Wrong {
+                rank: r,
+                place: at,
+                writer,
+            },
+        )
     }
 }
 

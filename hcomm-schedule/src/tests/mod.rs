@@ -12,6 +12,7 @@ mod eval_props;
 mod fail;
 mod pass;
 mod props;
+mod timeline;
 
 static NEXT_SPAN: AtomicU32 = AtomicU32::new(1000);
 
