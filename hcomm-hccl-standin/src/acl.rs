@@ -1,4 +1,4 @@
-//! Exported ACL runtime symbols (abi.md §2).
+//! Exported ACL runtime symbols: devices, memory and streams.
 
 #![allow(non_snake_case)]
 

@@ -1,71 +1,51 @@
-//! hcomm errors as HCCL and ACL codes: the one place that maps them.
+//! Failures of enqueued operations as ACL codes: the one place that maps them.
 
-use hcomm::Error;
-use hcomm_sys::{aclError, HcclResult};
+use std::time::Duration;
+
+use hcomm_sys::aclError;
 
 use crate::stream::AsyncError;
 
-/// The code an HCCL call returns when hcomm fails synchronously (communicator
-/// and sub-communicator creation).
-pub(crate) fn hccl_code(e: &Error) -> HcclResult {
-    match e {
-        Error::BufferLength { .. } | Error::Precondition { .. } | Error::Mismatch { .. } | Error::Config { .. } => {
-            HcclResult::HCCL_E_PARA
-        }
-        Error::Timeout { .. } => HcclResult::HCCL_E_TIMEOUT,
-        _ => HcclResult::HCCL_E_INTERNAL,
+/// The stream failure of `symbol` when its peers did not arrive in time:
+/// HCCL's execution timeout, reported as the ACL task timeout.
+pub(crate) fn timed_out(symbol: &str, what: &str, rank: usize, waited: Duration, limit: Duration) -> AsyncError {
+    AsyncError {
+        code: aclError::ACL_ERROR_RT_TASK_TIMEOUT,
+        message: format!(
+            "{symbol}: execution timeout: {what} on rank {rank}: waited {waited:?} (execution timeout {limit:?})"
+        ),
     }
 }
 
-/// The stream failure an enqueued operation `symbol` reports when hcomm
-/// failed while running it: a timeout is the ACL task timeout (HCCL's
-/// execution timeout), anything else (ranks that disagree, a failed or aborted
-/// peer) a runtime failure.
-pub(crate) fn stream_failure(symbol: &str, e: &Error) -> AsyncError {
-    match e {
-        Error::Timeout {
-            operation,
-            rank,
-            waited,
-            limit,
-        } => AsyncError {
-            code: aclError::ACL_ERROR_RT_TASK_TIMEOUT,
-            message: format!(
-                "{symbol}: execution timeout: {operation} on rank {rank}: waited {waited:?} (execution timeout {limit:?})"
-            ),
-        },
-        _ => AsyncError {
-            code: aclError::ACL_ERROR_RT_FAILURE,
-            message: format!("{symbol}: {e}"),
-        },
+/// The stream failure of `symbol` for anything else (ranks that disagree, a
+/// buffer freed while the operation was pending): a runtime failure.
+pub(crate) fn failed(symbol: &str, message: &str) -> AsyncError {
+    AsyncError {
+        code: aclError::ACL_ERROR_RT_FAILURE,
+        message: format!("{symbol}: {message}"),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn timeouts_are_task_timeouts_and_the_rest_failures() {
-        let t = Error::Timeout {
-            operation: "send".into(),
-            rank: 1,
-            waited: Duration::from_secs(2),
-            limit: Duration::from_secs(2),
-        };
-        let f = stream_failure("HcclSend", &t);
-        assert_eq!(f.code, aclError::ACL_ERROR_RT_TASK_TIMEOUT);
-        assert!(
-            f.message.starts_with("HcclSend: execution timeout: send on rank 1"),
-            "{}",
-            f.message
+        let t = timed_out(
+            "HcclSend",
+            "send to rank 0",
+            1,
+            Duration::from_secs(2),
+            Duration::from_secs(2),
         );
-        assert_eq!(hccl_code(&t), HcclResult::HCCL_E_TIMEOUT);
-        let m = Error::Mismatch { message: "x".into() };
-        assert_eq!(stream_failure("HcclRecv", &m).code, aclError::ACL_ERROR_RT_FAILURE);
-        assert_eq!(hccl_code(&m), HcclResult::HCCL_E_PARA);
-        let a = Error::Aborted { reason: "r".into() };
-        assert_eq!(hccl_code(&a), HcclResult::HCCL_E_INTERNAL);
+        assert_eq!(t.code, aclError::ACL_ERROR_RT_TASK_TIMEOUT);
+        assert_eq!(
+            t.message,
+            "HcclSend: execution timeout: send to rank 0 on rank 1: waited 2s (execution timeout 2s)"
+        );
+        let f = failed("HcclRecv", "collective mismatch: x");
+        assert_eq!(f.code, aclError::ACL_ERROR_RT_FAILURE);
+        assert_eq!(f.message, "HcclRecv: collective mismatch: x");
     }
 }

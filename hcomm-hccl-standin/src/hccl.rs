@@ -1,4 +1,5 @@
-//! Exported HCCL symbols (abi.md §1.5, §1.6).
+//! Exported HCCL symbols: communicator management, collectives and
+//! point-to-point operations.
 
 #![allow(non_snake_case)]
 
@@ -13,10 +14,10 @@ use hcomm_sys::{
 };
 
 use crate::acl::STREAMS;
-use crate::codes::hccl_code;
-use crate::exec::{self, extent, Desc, Item, Kind};
+use crate::exec;
 use crate::inject::injected;
 use crate::memory;
+use crate::op::{extent, Desc, Item, Kind};
 use crate::reduce::reducible;
 use crate::runtime::{connect_timeout, current_device, default_exec_timeout, set_recent, Registry};
 use crate::stream::{AsyncError, Stream};
@@ -163,21 +164,19 @@ impl Drop for InFlight {
     }
 }
 
-/// Registers rank `world_rank`'s handle of `comm` (of `group` in `world`), whose
-/// waits end after `timeout` (`None`: never).
+/// Registers the handle of world rank `world_rank` (rank `rank` of `group`
+/// in `world`), whose waits end after `timeout` (`None`: never).
 fn new_comm(
     (world, world_rank): (Arc<World>, usize),
-    (comm, group): (hcomm::Comm, Arc<Group>),
+    (group, rank): (Arc<Group>, usize),
     device: i32,
     timeout: Option<Duration>,
     name: String,
 ) -> HcclComm {
-    comm.set_timeout(timeout.unwrap_or(Duration::MAX));
     COMMS.insert(Arc::new(CommHandle {
         world,
         group,
-        rank: comm.rank(),
-        comm,
+        rank,
         world_rank,
         device,
         exec_timeout: timeout,
@@ -258,10 +257,9 @@ unsafe fn init_root_info(
     let joined = join_world(world, nRanks, rank, connect_timeout()).or_else(|e| match e {
         JoinError::Para(m) => err(HcclResult::HCCL_E_PARA, m),
         JoinError::Timeout(m) => err(HcclResult::HCCL_E_TIMEOUT, m),
-        JoinError::Comm(e) => err(hccl_code(&e), e.to_string()),
     })?;
     let name = name.unwrap_or_else(|| format!("standin_world_{world}"));
-    let member = joined.member(rank as usize);
+    let member = (Arc::clone(&joined.group), rank as usize);
     let h = new_comm((joined, rank as usize), member, device, timeout, name);
     // SAFETY: non-null and writable per the contract.
     unsafe { comm.write(h) };
@@ -375,11 +373,11 @@ pub unsafe extern "C" fn HcclCommInitAll(ndev: u32, devices: *mut i32, comms: *m
                 );
             }
         }
-        let world = World::new(ndev as usize).or_else(|e| err(hccl_code(&e), e.to_string()))?;
+        let world = World::new(ndev as usize);
         let timeout = default_exec_timeout();
         let id = fresh_id();
         for (i, &d) in devs.iter().enumerate() {
-            let member = world.member(i);
+            let member = (Arc::clone(&world.group), i);
             let h = new_comm((Arc::clone(&world), i), member, d, timeout, format!("standin_all_{id}"));
             // SAFETY: `comms` has room for `ndev` handles per the contract.
             unsafe { comms.add(i).write(h) };
@@ -443,10 +441,10 @@ pub unsafe extern "C" fn HcclCreateSubCommConfig(
         // SAFETY: forwarded contract.
         let (timeout, name) = unsafe { read_config(config) }?;
         let timeout = if config.is_null() { parent.exec_timeout } else { timeout };
-        let member = parent
-            .world
-            .sub(parent.world_rank, subCommId, &ids)
-            .or_else(|e| err(hccl_code(&e), e.to_string()))?;
+        let member = (
+            parent.world.sub(parent.world_rank, subCommId, &ids),
+            subCommRankId as usize,
+        );
         let name = name.unwrap_or_else(|| format!("{}_sub_{subCommId}", parent.name));
         let world = (Arc::clone(&parent.world), parent.world_rank);
         let h = new_comm(world, member, parent.device, timeout, name);

@@ -2,7 +2,7 @@
 //!
 //! Built as a `cdylib`, this crate exports the HCCL and ACL runtime symbols that
 //! `hcomm-sys` binds, with the exact C signatures, enum values and struct layouts
-//! of `shared/spec/abi.md`, so the HCCL code path of `hcomm` can be exercised end
+//! of the CANN headers (`hccl.h`, `hccl_types.h`, `acl_rt.h`), so the HCCL code path of `hcomm` can be exercised end
 //! to end — through `dlopen` — on a machine without Ascend hardware. It is not a
 //! communication library: never ship it, never put it on a production
 //! `LD_LIBRARY_PATH`.
@@ -26,19 +26,37 @@
 //!   the 4108 bytes; `HcclCommInitRootInfo` joins that world and blocks until all
 //!   `nRanks` joined (or `HCCL_CONNECT_TIMEOUT` seconds, default 120, passed).
 //!   Worlds are process-local: root info from another process never completes.
-//!   Each world is a world of `hcomm`'s host backend (`hcomm::host::comms`),
-//!   created when its first rank joins; each rank's stream workers drive that
-//!   rank's host communicator.
+//!   A rank that destroyed its communicator stays a member: peers waiting on
+//!   it time out.
 //! * **Operations** are checked synchronously for what real HCCL rejects at call
 //!   time (null pointers: `HCCL_E_PTR`; bad data type, reduce op, rank or root,
 //!   `recvBuf == sendBuf` for all-to-all(V), all-gather-V, reduce-scatter-V, two
 //!   sends or two receives to one peer in one `HcclBatchSendRecv`: `HCCL_E_PARA`;
 //!   reductions of int128/fp8/hif8: `HCCL_E_NOT_SUPPORT`), then enqueued.
-//!   They run as `hcomm` operations on slices of the registered memory, typed by
-//!   the HCCL data type (types `hcomm` has no element for move as bytes; int16
-//!   and uint16 reduce in the stand-in). A collective's ranks first exchange
-//!   their arguments, so ranks that disagree all fail and the communicator stays
-//!   usable. Execution waits for the peers at most the communicator's execution
+//! * **Data path.** The stand-in moves and reduces data with its own code, so
+//!   tests of a library built on HCCL check it against something independent
+//!   of that library:
+//!   * *Streams* are ordered queues, one worker thread each: an operation
+//!     starts when the previous one on its stream ended.
+//!   * *Point-to-point* (`HcclSend`, `HcclRecv`, `HcclBatchSendRecv`): every
+//!     communicator has a mailbox per (source, destination) rank pair. A send
+//!     posts an offer of its buffer; a receive takes the oldest offer of its
+//!     channel and copies it (sizes must agree, else both ends fail), so a
+//!     pair's messages match in stream order. A send completes when its offer
+//!     was taken (synchronous, like HCCL's); the items of one batch are all
+//!     posted first and progress together.
+//!   * *Collectives*: a rank's n-th collective on a communicator blocks its
+//!     stream until every rank of the communicator called its n-th one; then
+//!     the calls are checked for agreement (ranks that disagree all fail, and
+//!     the communicator stays usable) and the collective runs once, serially,
+//!     for all ranks: every input is read, then every output written.
+//!     Reductions fold in rank order; integers wrap; fp16 and bf16 accumulate
+//!     in f32 and round once.
+//!   * Buffers are read and written only while the memory registry confirms
+//!     they are live; a buffer freed while its operation was pending fails
+//!     the operation instead of being touched.
+//!
+//!   Execution waits for the peers at most the communicator's execution
 //!   timeout (`HcclCommConfig.hcclExecTimeOut`, else `HCCL_EXEC_TIMEOUT`, else
 //!   1836 s; 0 = never); a timeout or a cross-rank disagreement fails the stream
 //!   (`ACL_ERROR_RT_TASK_TIMEOUT` / `ACL_ERROR_RT_FAILURE` from the synchronisation,
@@ -68,13 +86,17 @@
 /// `dlopen`, which is the point of this crate).
 pub mod acl;
 mod codes;
+mod collective;
 mod exec;
 /// The exported HCCL symbols (listed for documentation; call them through `dlopen`).
 pub mod hccl;
 /// The exported error-injection hooks.
 pub mod inject;
+mod mailbox;
 mod memory;
+mod op;
 mod reduce;
+mod rendezvous;
 mod runtime;
 mod stream;
 mod world;

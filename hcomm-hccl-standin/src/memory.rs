@@ -42,9 +42,71 @@ pub(crate) fn free(ptr: *mut u8) -> bool {
 
 /// The allocation containing `[ptr, ptr + len)`, if any.
 pub(crate) fn find(ptr: *const u8, len: usize) -> Option<Alloc> {
-    let addr = ptr as usize;
-    let map = lock(&ALLOCS);
+    holder(&lock(&ALLOCS), ptr as usize, len)
+}
+
+fn holder(map: &BTreeMap<usize, Alloc>, addr: usize, len: usize) -> Option<Alloc> {
     let (&start, a) = map.range(..=addr).next_back()?;
     let end = start.checked_add(a.size)?;
     (addr.checked_add(len)? <= end).then_some(*a)
+}
+
+fn contains(map: &BTreeMap<usize, Alloc>, addr: usize, len: usize) -> bool {
+    holder(map, addr, len).is_some()
+}
+
+/// Why a device range cannot be used any more.
+fn gone(addr: usize, len: usize) -> String {
+    format!("{len} bytes at {addr:#x} are no longer device memory (freed while the operation was pending?)")
+}
+
+/// A copy of the `len` bytes at `addr`, which must lie in a live allocation.
+/// The registry stays locked during the copy, so no `aclrtFree` races it.
+pub(crate) fn read(addr: usize, len: usize) -> Result<Vec<u8>, String> {
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    let map = lock(&ALLOCS);
+    if !contains(&map, addr, len) {
+        return Err(gone(addr, len));
+    }
+    let mut out = vec![0u8; len];
+    // SAFETY: `[addr, addr + len)` lies in a live allocation, which cannot
+    // be freed while the registry is locked; `out` holds `len` bytes.
+    unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr(), len) };
+    Ok(out)
+}
+
+/// Writes `bytes` at `addr`, which must lie in a live allocation.
+pub(crate) fn write(addr: usize, bytes: &[u8]) -> Result<(), String> {
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    let map = lock(&ALLOCS);
+    if !contains(&map, addr, bytes.len()) {
+        return Err(gone(addr, bytes.len()));
+    }
+    // SAFETY: `[addr, addr + len)` lies in a live allocation, which cannot be
+    // freed while the registry is locked; `bytes` is host memory, never
+    // device memory (copies are always taken first), so they do not overlap.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, bytes.len()) };
+    Ok(())
+}
+
+/// Copies `len` bytes from `src` to `dst`, both in live allocations (they may
+/// overlap).
+pub(crate) fn copy(dst: usize, src: usize, len: usize) -> Result<(), String> {
+    if len == 0 {
+        return Ok(());
+    }
+    let map = lock(&ALLOCS);
+    for addr in [src, dst] {
+        if !contains(&map, addr, len) {
+            return Err(gone(addr, len));
+        }
+    }
+    // SAFETY: both ranges lie in live allocations, which cannot be freed
+    // while the registry is locked; `copy` tolerates overlap.
+    unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) };
+    Ok(())
 }

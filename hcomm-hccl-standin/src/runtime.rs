@@ -4,8 +4,8 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 thread_local! {
     static DEVICE: Cell<Option<i32>> = const { Cell::new(None) };
@@ -15,6 +15,26 @@ thread_local! {
 /// Locks, ignoring poisoning (no code here panics while holding a lock).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Waits on `cv` until notified or `deadline` (`None`: no deadline) passed.
+pub(crate) fn wait_until<'a, T>(
+    cv: &Condvar,
+    guard: MutexGuard<'a, T>,
+    deadline: Option<Instant>,
+) -> MutexGuard<'a, T> {
+    match deadline {
+        None => cv.wait(guard).unwrap_or_else(PoisonError::into_inner),
+        Some(d) => {
+            let left = d.saturating_duration_since(Instant::now());
+            cv.wait_timeout(guard, left).unwrap_or_else(PoisonError::into_inner).0
+        }
+    }
+}
+
+/// `timeout` from now (`None`: never, also when it does not fit an `Instant`).
+pub(crate) fn deadline(timeout: Option<Duration>) -> Option<Instant> {
+    timeout.and_then(|t| Instant::now().checked_add(t))
 }
 
 pub(crate) fn device_count() -> i32 {

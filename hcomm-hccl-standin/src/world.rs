@@ -1,18 +1,21 @@
-//! Worlds and communicators over hcomm's host backend.
+//! Communicators and ranks: which ranks share a communicator, its mailboxes
+//! and its collective meetings.
 //!
-//! Every HCCL world is one world of in-process host ranks (`hcomm::host::comms`),
-//! created when its first rank joins; the stream workers of each rank drive that
-//! rank's host communicator. Sub-communicators are host subgroups.
+//! A world is the communicator every rank got from one `HcclCommInitAll` or
+//! one root info; its sub-communicators are communicators of their own
+//! (own mailboxes, own collective order), as HCCL's are. A rank that
+//! destroyed its handle stays a member: peers waiting on it time out, as
+//! under HCCL, instead of seeing it finish.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use hcomm::{Comm, CommOptions};
-
-use crate::runtime::lock;
+use crate::mailbox::Mailbox;
+use crate::rendezvous::Rendezvous;
+use crate::runtime::{lock, wait_until};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -21,13 +24,12 @@ pub(crate) fn fresh_id() -> u64 {
     NEXT_ID.fetch_add(1, Ordering::Relaxed)
 }
 
-/// What the ranks of one communicator share besides their host communicators.
+/// What the ranks of one communicator share.
 pub(crate) struct Group {
     pub(crate) size: usize,
     pub(crate) is_sub: bool,
-    /// How many collectives each rank entered: names the ranks a timed-out
-    /// collective waited for.
-    entered: Mutex<Vec<u64>>,
+    pub(crate) mailbox: Mailbox,
+    pub(crate) rendezvous: Rendezvous,
 }
 
 impl Group {
@@ -35,21 +37,9 @@ impl Group {
         Arc::new(Group {
             size,
             is_sub,
-            entered: Mutex::new(vec![0; size]),
+            mailbox: Mailbox::default(),
+            rendezvous: Rendezvous::new(size),
         })
-    }
-
-    /// Records that `rank` enters its next collective; returns its number.
-    pub(crate) fn enter(&self, rank: usize) -> u64 {
-        let mut entered = lock(&self.entered);
-        entered[rank] += 1;
-        entered[rank] - 1
-    }
-
-    /// The ranks that have not entered collective `seq`.
-    pub(crate) fn missing(&self, seq: u64) -> Vec<usize> {
-        let entered = lock(&self.entered);
-        (0..self.size).filter(|&r| entered[r] <= seq).collect()
     }
 }
 
@@ -59,21 +49,9 @@ type SubKey = (u64, Vec<u32>, u64);
 /// (world rank, sub-communicator id, member ranks).
 type MadeKey = (usize, u64, Vec<u32>);
 
-/// One HCCL world.
-///
-/// Every HCCL communicator, the world's own included, is a host subgroup of
-/// one host world: a subgroup is a communicator of its own (own collective
-/// order, own channels), as an HCCL sub-communicator of every rank is.
-///
-/// The world keeps every rank's host communicator until its last handle is
-/// gone, so a rank that destroyed its `HcclComm` stays present: peers waiting on
-/// it time out, as under HCCL, instead of seeing it finish.
+/// One world and the sub-communicators made from it.
 pub(crate) struct World {
-    /// `roots[r]`: rank `r`'s communicator of the host world.
-    roots: Vec<Comm>,
-    /// `members[r]`: rank `r`'s communicator of the HCCL world.
-    members: Vec<Comm>,
-    group: Arc<Group>,
+    pub(crate) group: Arc<Group>,
     /// Sub-communicators being created: their group and how many members took it.
     subs: Mutex<HashMap<SubKey, (Arc<Group>, usize)>>,
     /// How many sub-communicators each rank made, per (rank, id, members).
@@ -82,38 +60,23 @@ pub(crate) struct World {
 
 impl World {
     /// A world of `size` ranks.
-    pub(crate) fn new(size: usize) -> hcomm::Result<Arc<World>> {
-        let roots = hcomm::host::comms(size, &CommOptions::default())?;
-        let all: Vec<usize> = (0..size).collect();
-        let members = roots
-            .iter()
-            .map(|root| root.subgroup("hccl-world", &all))
-            .collect::<hcomm::Result<Vec<_>>>()?;
-        Ok(Arc::new(World {
-            roots,
-            members,
+    pub(crate) fn new(size: usize) -> Arc<World> {
+        Arc::new(World {
             group: Group::new(size, false),
             subs: Mutex::new(HashMap::new()),
             made: Mutex::new(HashMap::new()),
-        }))
-    }
-
-    /// Rank `rank`'s communicator of the world and the world's group.
-    pub(crate) fn member(&self, rank: usize) -> (Comm, Arc<Group>) {
-        (self.members[rank].clone(), Arc::clone(&self.group))
+        })
     }
 
     /// The sub-communicator `id` of world ranks `ids` (sorted), for world rank
-    /// `rank`: every member that makes it gets the same group.
-    pub(crate) fn sub(&self, rank: usize, id: u64, ids: &[u32]) -> hcomm::Result<(Comm, Arc<Group>)> {
+    /// `rank`: the members that make it for the k-th time share one group.
+    pub(crate) fn sub(&self, rank: usize, id: u64, ids: &[u32]) -> Arc<Group> {
         let made = {
             let mut made = lock(&self.made);
             let n = made.entry((rank, id, ids.to_vec())).or_insert(0);
             *n += 1;
             *n - 1
         };
-        let members: Vec<usize> = ids.iter().map(|&r| r as usize).collect();
-        let comm = self.roots[rank].subgroup(&format!("hccl-sub-{id}#{made}"), &members)?;
         let mut subs = lock(&self.subs);
         let key = (id, ids.to_vec(), made);
         let entry = subs
@@ -124,7 +87,7 @@ impl World {
         if entry.1 == ids.len() {
             subs.remove(&key);
         }
-        Ok((comm, group))
+        group
     }
 }
 
@@ -132,8 +95,6 @@ impl World {
 pub(crate) struct CommHandle {
     pub(crate) world: Arc<World>,
     pub(crate) group: Arc<Group>,
-    /// This rank's host communicator of the group.
-    pub(crate) comm: Comm,
     /// Rank in the group.
     pub(crate) rank: usize,
     /// Rank in the world.
@@ -143,22 +104,6 @@ pub(crate) struct CommHandle {
     pub(crate) name: String,
     /// Operations enqueued and not finished (destroy is `HCCL_E_AGAIN` meanwhile).
     pub(crate) in_flight: AtomicUsize,
-}
-
-fn wait_until<'a, T>(cv: &Condvar, guard: MutexGuard<'a, T>, deadline: Option<Instant>) -> (MutexGuard<'a, T>, bool) {
-    match deadline {
-        None => (cv.wait(guard).unwrap_or_else(std::sync::PoisonError::into_inner), false),
-        Some(d) => {
-            let now = Instant::now();
-            if now >= d {
-                return (guard, true);
-            }
-            let (g, _) = cv
-                .wait_timeout(guard, d - now)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            (g, Instant::now() >= d)
-        }
-    }
 }
 
 // --- worlds being joined through HcclCommInitRootInfo -----------------------
@@ -181,12 +126,10 @@ pub(crate) enum JoinError {
     Para(String),
     /// Not every rank joined in time.
     Timeout(String),
-    /// The host world could not be made.
-    Comm(hcomm::Error),
 }
 
 /// Joins world `world` as `rank` of `size`; blocks until all ranks joined. The
-/// first rank to join creates the host world.
+/// first rank to join creates the world.
 pub(crate) fn join_world(world: u64, size: u32, rank: u32, timeout: Duration) -> Result<Arc<World>, JoinError> {
     let deadline = Instant::now().checked_add(timeout);
     let mut guard = lock(&PENDING);
@@ -198,7 +141,7 @@ pub(crate) fn join_world(world: u64, size: u32, rank: u32, timeout: Duration) ->
                 size,
                 joined: vec![false; size as usize],
                 count: 0,
-                world: World::new(size as usize).map_err(JoinError::Comm)?,
+                world: World::new(size as usize),
                 complete: false,
                 taken: 0,
             }),
@@ -236,9 +179,8 @@ pub(crate) fn join_world(world: u64, size: u32, rank: u32, timeout: Duration) ->
             }
             return Ok(w);
         }
-        let (g, timed_out) = wait_until(&PENDING_CV, guard, deadline);
-        guard = g;
-        if timed_out {
+        guard = wait_until(&PENDING_CV, guard, deadline);
+        if deadline.is_some_and(|d| Instant::now() >= d) {
             let map = guard.get_or_insert_with(HashMap::new);
             if let Some(p) = map.get_mut(&world) {
                 if !p.complete {

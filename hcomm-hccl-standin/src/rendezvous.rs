@@ -1,0 +1,103 @@
+//! Where the ranks of one communicator meet for a collective: each rank's
+//! n-th collective joins meeting n, which blocks until every rank joined;
+//! the last to join runs the collective for all, and each returns its
+//! outcome. A rank that gives up (execution timeout) withdraws its call, so
+//! its buffers are never touched afterwards.
+
+use std::collections::HashMap;
+use std::sync::{Condvar, Mutex};
+use std::time::Instant;
+
+use crate::op::Desc;
+use crate::runtime::{lock, wait_until};
+
+/// Why a rank left a meeting without a result.
+#[derive(Debug)]
+pub(crate) enum Missed {
+    /// The collective ran and failed (on every rank).
+    Failed(String),
+    /// The deadline passed before these ranks joined collective `seq`.
+    TimedOut { seq: u64, missing: Vec<usize> },
+}
+
+struct Meeting {
+    /// Each rank's call, until the collective runs.
+    calls: Vec<Option<Desc>>,
+    outcome: Option<Result<(), String>>,
+    /// How many ranks took the outcome.
+    collected: usize,
+}
+
+struct Meetings {
+    /// How many collectives each rank joined.
+    joined: Vec<u64>,
+    open: HashMap<u64, Meeting>,
+}
+
+/// The collective meetings of one communicator of `size` ranks.
+pub(crate) struct Rendezvous {
+    size: usize,
+    meetings: Mutex<Meetings>,
+    cv: Condvar,
+}
+
+impl Rendezvous {
+    pub(crate) fn new(size: usize) -> Rendezvous {
+        Rendezvous {
+            size,
+            meetings: Mutex::new(Meetings {
+                joined: vec![0; size],
+                open: HashMap::new(),
+            }),
+            cv: Condvar::new(),
+        }
+    }
+
+    /// Joins `rank`'s next collective with `call`; blocks until every rank
+    /// joined (then the last one runs `run` on all calls, in rank order) or
+    /// `deadline` passed.
+    pub(crate) fn meet(
+        &self,
+        rank: usize,
+        call: Desc,
+        deadline: Option<Instant>,
+        run: impl FnOnce(&[Desc]) -> Result<(), String>,
+    ) -> Result<(), Missed> {
+        let size = self.size;
+        let mut m = lock(&self.meetings);
+        let seq = m.joined[rank];
+        m.joined[rank] += 1;
+        let meeting = m.open.entry(seq).or_insert_with(|| Meeting {
+            calls: vec![None; size],
+            outcome: None,
+            collected: 0,
+        });
+        meeting.calls[rank] = Some(call);
+        if meeting.calls.iter().all(Option::is_some) {
+            let calls: Vec<Desc> = meeting.calls.iter_mut().filter_map(Option::take).collect();
+            meeting.outcome = Some(run(&calls));
+            self.cv.notify_all();
+        }
+        loop {
+            let Some(meeting) = m.open.get_mut(&seq) else {
+                return Err(Missed::Failed(format!("collective #{seq} vanished")));
+            };
+            if let Some(outcome) = meeting.outcome.clone() {
+                meeting.collected += 1;
+                if meeting.collected == size {
+                    m.open.remove(&seq);
+                }
+                return outcome.map_err(Missed::Failed);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                let missing = (0..size).filter(|&r| meeting.calls[r].is_none()).collect();
+                meeting.calls[rank] = None;
+                if meeting.calls.iter().all(Option::is_none) {
+                    m.open.remove(&seq);
+                }
+                return Err(Missed::TimedOut { seq, missing });
+            }
+            m = wait_until(&self.cv, m, deadline);
+        }
+    }
+}
