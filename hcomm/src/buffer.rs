@@ -27,8 +27,9 @@ pub(crate) mod sealed {
     label = "expected a slice, `Vec`, array or `DeviceBuffer` of an `hcomm::Element` type"
 )]
 ///
-/// Implemented for `[T]`, `Vec<T>` and `[T; N]` of an [`Element`] type, and
-/// for the device buffers of device backends. Sealed: backends move these
+/// Implemented for `[T]`, `Vec<T>` and `[T; N]` of an [`Element`] type, for
+/// `ndarray` arrays and views in standard (row-major, contiguous) layout,
+/// and for the device buffers of device backends. Sealed: backends move these
 /// buffers by address.
 pub trait Buffer: sealed::Sealed {
     /// The element type.
@@ -44,6 +45,13 @@ pub trait Buffer: sealed::Sealed {
     /// Length in elements.
     fn elems(&self) -> usize {
         self.raw_parts().1
+    }
+
+    /// Why the memory cannot be used as one contiguous run of elements, if
+    /// it cannot (an `ndarray` array that is not in standard layout).
+    #[doc(hidden)]
+    fn layout_problem(&self) -> Option<String> {
+        None
     }
 }
 
@@ -120,4 +128,62 @@ impl<T: Element> BufferMut for Box<[T]> {
     fn raw_parts_mut(&mut self) -> (*mut T, usize) {
         (self.as_mut_ptr(), self.len())
     }
+}
+
+/// `ndarray` arrays and views (owned, shared, borrowed, copy-on-write) are
+/// buffers when they are in standard layout: row-major and contiguous, so
+/// their elements in logical order are one run of memory. Any other layout
+/// (a transposed or Fortran-order array, a strided slice) is rejected by every
+/// operation with an [`Error::Precondition`](crate::Error::Precondition) that
+/// names the shape and strides; make a contiguous copy first with
+/// `x.as_standard_layout()`. The array is never copied behind the caller's back.
+impl<S, D> sealed::Sealed for ndarray::ArrayBase<S, D>
+where
+    S: ndarray::Data,
+    S::Elem: Element,
+    D: ndarray::Dimension,
+{
+}
+
+impl<S, D> Buffer for ndarray::ArrayBase<S, D>
+where
+    S: ndarray::Data,
+    S::Elem: Element,
+    D: ndarray::Dimension,
+{
+    type Elem = S::Elem;
+
+    fn raw_parts(&self) -> (*const S::Elem, usize) {
+        // A layout that is not one run of memory exposes no elements at all,
+        // so code that skips `layout_problem` can never read past the data.
+        let len = if self.is_standard_layout() { self.len() } else { 0 };
+        (self.as_ptr(), len)
+    }
+
+    fn memory(&self) -> Memory {
+        Memory::Host
+    }
+
+    fn layout_problem(&self) -> Option<String> {
+        (!self.is_standard_layout()).then(|| layout_message(self.shape(), self.strides()))
+    }
+}
+
+impl<S, D> BufferMut for ndarray::ArrayBase<S, D>
+where
+    S: ndarray::DataMut,
+    S::Elem: Element,
+    D: ndarray::Dimension,
+{
+    fn raw_parts_mut(&mut self) -> (*mut S::Elem, usize) {
+        let len = if self.is_standard_layout() { self.len() } else { 0 };
+        (self.as_mut_ptr(), len)
+    }
+}
+
+/// The error text for an array whose layout is not standard.
+pub(crate) fn layout_message(shape: &[usize], strides: &[isize]) -> String {
+    format!(
+        "an array of shape {shape:?} with strides {strides:?} is not in standard (row-major, contiguous) layout; hint: pass `x.as_standard_layout()`"
+    )
 }

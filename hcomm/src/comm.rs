@@ -305,6 +305,7 @@ impl Comm {
     /// A raw view of a buffer this communicator's backend can use.
     pub(crate) fn view<B: Buffer + ?Sized>(&self, b: &B) -> Result<RawBuf<B::Elem>> {
         self.check_memory(b.memory())?;
+        check_layout(b)?;
         let (ptr, len) = b.raw_parts();
         Ok(RawBuf {
             ptr: ptr.cast_mut(),
@@ -315,6 +316,7 @@ impl Comm {
     /// A raw view of a buffer this communicator's backend can write.
     pub(crate) fn view_mut<B: BufferMut + ?Sized>(&self, b: &mut B) -> Result<RawBuf<B::Elem>> {
         self.check_memory(b.memory())?;
+        check_layout(b)?;
         let (ptr, len) = b.raw_parts_mut();
         Ok(RawBuf { ptr, len })
     }
@@ -339,6 +341,10 @@ impl Comm {
         }
         Ok(())
     }
+}
+
+fn check_layout<B: Buffer + ?Sized>(b: &B) -> Result<()> {
+    b.layout_problem().map_or(Ok(()), |m| Err(Error::precondition(m)))
 }
 
 fn duration_nanos(d: Duration) -> u64 {

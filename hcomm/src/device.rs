@@ -49,7 +49,7 @@ impl<T: Element> std::fmt::Debug for DeviceBuffer<T> {
     }
 }
 
-fn ctx_of(comm: &Comm) -> Result<Arc<DeviceCtx>> {
+pub(crate) fn ctx_of(comm: &Comm) -> Result<Arc<DeviceCtx>> {
     comm.inner.backend.device_ctx().ok_or_else(|| {
         Error::precondition(format!(
             "device buffers need a device communicator; this one uses the `{}` backend",

@@ -4,8 +4,8 @@
 //! implementation where the backend has one, else the algorithm, and the
 //! confirmation that every rank called the same collective.
 
-use super::raw::{Ctx, RawBuf};
-use super::{direct, halving_doubling, ring, schedules, tree, Algorithm, CollHeader, Collective};
+use super::raw::{Ctx, RawBuf, Xfer};
+use super::{digest, direct, halving_doubling, ring, schedules, tree, Algorithm, CollHeader, Collective};
 use crate::backend::NativeCall;
 use crate::buffer::{Buffer, BufferMut};
 use crate::comm::Comm;
@@ -197,6 +197,68 @@ impl Comm {
         };
         // SAFETY: forwarded from the caller.
         unsafe { self.collective(&call, |c, algorithm| schedules::all_gather(c, algorithm, send, recv)) }
+    }
+
+    /// All-gather with per-rank counts: rank `r` passes `counts[r]` elements
+    /// in `send`, and every rank receives every rank's elements packed in
+    /// rank order in `recv` (length the sum of `counts`). Every rank passes
+    /// the same `counts`; ranks whose `counts` disagree with what the others
+    /// send all get [`Error::Mismatch`].
+    ///
+    /// The counts are agreed on with an all-gather of this communicator (so
+    /// the call takes its place among this communicator's collectives), then
+    /// the blocks move as one batch of point-to-point messages on a
+    /// subgroup of every rank reserved for it (on device backends one
+    /// `HcclBatchSendRecv` / NCCL group call), never on the user's channels.
+    pub fn all_gatherv<T, S, R>(&self, send: &S, recv: &mut R, counts: &[usize]) -> Result<()>
+    where
+        T: Element,
+        S: Buffer<Elem = T> + ?Sized,
+        R: BufferMut<Elem = T> + ?Sized,
+    {
+        let (send, recv) = (self.view(send)?, self.view_mut(recv)?);
+        let (w, me) = (self.world(), self.rank());
+        check_len("counts", counts.len(), w)?;
+        check_len("send", send.len, counts[me])?;
+        let total: usize = counts.iter().sum();
+        if recv.len != total {
+            return Err(Error::buffer_length(
+                "recv",
+                recv.len,
+                format_args!("{total} (the sum of counts)"),
+            ));
+        }
+        let span = tracing::debug_span!(
+            "collective",
+            op = "all_gatherv",
+            comm.rank = me,
+            comm.world = w,
+            bytes = send.len * size_of::<T>(),
+        );
+        let _e = span.enter();
+        let mine = [send.len as u64, digest(counts)];
+        let mut all = vec![0u64; 2 * w];
+        self.all_gather(&mine, &mut all)?;
+        let actual: Vec<usize> = (0..w).map(|r| all[2 * r] as usize).collect();
+        let want = digest(&actual);
+        let wrong: Vec<usize> = (0..w).filter(|&r| all[2 * r + 1] != want).collect();
+        if !wrong.is_empty() {
+            return Err(Error::mismatch(format!(
+                "all_gatherv: ranks {wrong:?} pass counts that differ from what the ranks send ({actual:?})"
+            )));
+        }
+        let every: Vec<usize> = (0..w).collect();
+        let side = self.subgroup("hcomm.all_gatherv", &every)?;
+        side.set_timeout(self.timeout());
+        let mut x = Xfer::p2p(&side);
+        let mut start = 0;
+        for (peer, &n) in counts.iter().enumerate() {
+            x.send(send, peer, 0).recv(recv.sub(start, n), peer, 0);
+            start += n;
+        }
+        // SAFETY: `send` and `recv` are distinct borrows that outlive the
+        // call; the receive views are disjoint parts of `recv`.
+        unsafe { x.run("all_gatherv") }
     }
 
     /// Reduces `send` (length `n * world`) over every rank; rank `r` gets

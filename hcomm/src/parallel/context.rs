@@ -1,0 +1,145 @@
+//! The parallel context: one rank's tensor-, pipeline-, data- and
+//! expert-parallel communicators.
+
+use super::layout::{Coords, ParallelConfig};
+use crate::comm::Comm;
+use crate::error::{Error, Result};
+
+/// One rank's place in a model-parallel layout and the communicators of its
+/// groups.
+///
+/// The layout is Megatron-LM's: the tensor-parallel index varies fastest,
+/// then (with [`Order::TpDpPp`](super::Order::TpDpPp), the default) the
+/// data-parallel one, then the pipeline stage,
+/// `rank = tp_i + tp * (dp_i + dp * pp_i)`. For tp = 2, pp = 2, dp = 2 over
+/// 8 ranks the tensor-parallel groups are {0,1} {2,3} {4,5} {6,7}, the
+/// data-parallel groups {0,2} {1,3} {4,6} {5,7} and the pipeline groups
+/// {0,4} {1,5} {2,6} {3,7}. A group's ranks are ordered by their index on
+/// its axis, so `ctx.pp().rank()` is the pipeline stage and `ctx.tp().rank()`
+/// the tensor-parallel rank.
+///
+/// Expert-parallel groups are carved out of the data-parallel axis: the
+/// group of a rank holds the `ep` ranks with its tensor and pipeline indices
+/// whose data-parallel indices share `dp_i / ep`.
+///
+/// The groups are subgroups of the communicator the context was built from
+/// and are cached on it: a second context with the same layout reuses them,
+/// and they live while the context, a clone of one of them, or an operation
+/// in flight on them uses them.
+#[derive(Clone, Debug)]
+pub struct Context {
+    world: Comm,
+    config: ParallelConfig,
+    coords: Coords,
+    tp: Comm,
+    pp: Comm,
+    dp: Comm,
+    ep: Comm,
+}
+
+impl Context {
+    /// Lays out `comm`'s ranks as `config` says. Collective over `comm`:
+    /// every rank calls it with the same configuration.
+    ///
+    /// Every rank gets [`Error::Mismatch`] when ranks pass different
+    /// configurations, and [`Error::Precondition`] when a size is 0,
+    /// `tp * pp * dp` is not the communicator's size, or `ep` does not
+    /// divide `dp`.
+    pub fn init(comm: &Comm, config: ParallelConfig) -> Result<Context> {
+        let span = tracing::debug_span!(
+            "parallel_context",
+            comm.rank = comm.rank(),
+            tp = config.tp,
+            pp = config.pp,
+            dp = config.dp,
+            ep = config.ep
+        );
+        let _e = span.enter();
+        let mine = config.words();
+        let mut all = vec![0u64; mine.len() * comm.world()];
+        comm.all_gather(&mine, &mut all)?;
+        let configs: Vec<&[u64]> = all.chunks(mine.len()).collect();
+        if let Some(other) = configs.iter().position(|c| *c != configs[0]) {
+            return Err(Error::mismatch(format!(
+                "parallel layout: rank 0 passes {} but rank {other} passes {}; every rank must pass the same configuration",
+                describe(configs[0]),
+                describe(configs[other])
+            )));
+        }
+        config.validate(comm.world())?;
+        let rank = comm.rank();
+        let [tp, pp, dp, ep] = config.groups(rank);
+        Ok(Context {
+            world: comm.clone(),
+            config,
+            coords: config.coords(rank),
+            tp: comm.subgroup("hcomm.parallel.tp", &tp)?,
+            pp: comm.subgroup("hcomm.parallel.pp", &pp)?,
+            dp: comm.subgroup("hcomm.parallel.dp", &dp)?,
+            ep: comm.subgroup("hcomm.parallel.ep", &ep)?,
+        })
+    }
+
+    /// The tensor-parallel group of this rank.
+    pub fn tp(&self) -> &Comm {
+        &self.tp
+    }
+
+    /// The pipeline group: the ranks of the same model shard, one per stage.
+    pub fn pp(&self) -> &Comm {
+        &self.pp
+    }
+
+    /// The data-parallel group.
+    pub fn dp(&self) -> &Comm {
+        &self.dp
+    }
+
+    /// The expert-parallel group.
+    pub fn ep(&self) -> &Comm {
+        &self.ep
+    }
+
+    /// The communicator the context was built from.
+    pub fn world(&self) -> &Comm {
+        &self.world
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> ParallelConfig {
+        self.config
+    }
+
+    /// This rank's pipeline stage.
+    pub fn stage(&self) -> usize {
+        self.coords.pp
+    }
+
+    /// Whether this rank runs the first pipeline stage.
+    pub fn is_first_stage(&self) -> bool {
+        self.coords.pp == 0
+    }
+
+    /// Whether this rank runs the last pipeline stage.
+    pub fn is_last_stage(&self) -> bool {
+        self.coords.pp + 1 == self.config.pp
+    }
+
+    /// This rank's index on the tensor-parallel axis.
+    pub fn tp_index(&self) -> usize {
+        self.coords.tp
+    }
+
+    /// This rank's index on the data-parallel axis.
+    pub fn dp_index(&self) -> usize {
+        self.coords.dp
+    }
+}
+
+fn describe(words: &[u64]) -> String {
+    let order = if words[4] == 0 { "TpDpPp" } else { "TpPpDp" };
+    format!(
+        "tp {} pp {} dp {} ep {} order {order}",
+        words[0], words[1], words[2], words[3]
+    )
+}

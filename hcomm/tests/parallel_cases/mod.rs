@@ -1,0 +1,294 @@
+//! Tensor- and expert-parallel cases shared by the host tests and the
+//! tests on the HCCL stand-in: each runs on one rank and asserts the exact
+//! data against a serial reference computed on that rank.
+#![allow(dead_code, unreachable_pub)]
+
+use hcomm::ndarray::{Array, Array2, ArrayView2, Axis, Dimension, IxDyn, ShapeBuilder};
+use hcomm::{moe, tp, Comm, Error};
+
+/// What rank `r` holds at index `idx` (small integers, exact in f64).
+fn val(r: usize, idx: &[usize]) -> f64 {
+    let mut v = r as f64 * 1000.0;
+    for (i, &x) in idx.iter().enumerate() {
+        v += (x as f64 + 1.0) * 10f64.powi(i as i32);
+    }
+    v
+}
+
+fn local(r: usize, shape: &[usize]) -> Array<f64, IxDyn> {
+    Array::from_shape_fn(IxDyn(shape), |idx| val(r, idx.slice()))
+}
+
+fn with(idx: &[usize], d: usize, x: usize) -> Vec<usize> {
+    let mut v = idx.to_vec();
+    v[d] = x;
+    v
+}
+
+fn expect_precondition(e: &Error, words: &[&str]) {
+    match e {
+        Error::Precondition { message } => {
+            for w in words {
+                assert!(message.contains(w), "`{message}` should mention `{w}`");
+            }
+        }
+        other => panic!("expected a precondition error, got {other}"),
+    }
+}
+
+/// Every tensor-parallel op on 1-, 2- and 3-dimensional arrays along every
+/// dimension (positive and negative), against serial references.
+pub fn tensor_parallel(comm: &Comm) -> hcomm::Result<()> {
+    let (r, w) = (comm.rank(), comm.world());
+    for shape in [vec![3], vec![2, 3], vec![2, 3, 2]] {
+        let n = shape.len();
+        // all_reduce
+        let mut x = local(r, &shape);
+        tp::all_reduce(comm, x.view_mut())?;
+        let want = Array::from_shape_fn(IxDyn(&shape), |i| (0..w).map(|q| val(q, i.slice())).sum::<f64>());
+        assert_eq!(x, want, "all_reduce of shape {shape:?}");
+        for d in 0..n {
+            for dim in [d as isize, d as isize - n as isize] {
+                // all_gather: concatenation along d in rank order.
+                let got = tp::all_gather(comm, local(r, &shape).view(), dim)?;
+                let mut big = shape.clone();
+                big[d] *= w;
+                let len = shape[d];
+                let want = Array::from_shape_fn(IxDyn(&big), |i| {
+                    let i = i.slice();
+                    val(i[d] / len, &with(i, d, i[d] % len))
+                });
+                assert_eq!(got, want, "all_gather of {shape:?} along {dim}");
+                // reduce_scatter and split of an array w times longer along d.
+                let mut full = shape.clone();
+                full[d] = 2 * w;
+                let got = tp::reduce_scatter(comm, local(r, &full).view(), dim)?;
+                let mut part = full.clone();
+                part[d] = 2;
+                let want = Array::from_shape_fn(IxDyn(&part), |i| {
+                    let i = i.slice();
+                    (0..w).map(|q| val(q, &with(i, d, r * 2 + i[d]))).sum::<f64>()
+                });
+                assert_eq!(got, want, "reduce_scatter of {full:?} along {dim}");
+                let mine = local(r, &full);
+                let got = tp::split(comm, mine.view(), dim)?;
+                let want = Array::from_shape_fn(IxDyn(&part), |i| {
+                    let i = i.slice();
+                    val(r, &with(i, d, r * 2 + i[d]))
+                });
+                assert_eq!(got, want, "split of {full:?} along {dim}");
+            }
+        }
+    }
+    // Static dimensions and a transposed (column-major) input.
+    let x = Array2::from_shape_fn((3, 2).f(), |(i, j)| val(r, &[i, j]));
+    let got = tp::all_gather(comm, x.view(), 1)?;
+    let want = Array2::from_shape_fn((3, 2 * w), |(i, j)| val(j / 2, &[i, j % 2]));
+    assert_eq!(got, want, "all_gather of a column-major array");
+    let mut t = Array2::from_shape_fn((2, 3), |(i, j)| val(r, &[i, j]));
+    tp::all_reduce(comm, t.view_mut().reversed_axes())?;
+    let want = Array2::from_shape_fn((2, 3), |(i, j)| (0..w).map(|q| val(q, &[i, j])).sum::<f64>());
+    assert_eq!(t, want, "all_reduce of a transposed view");
+    let err = comm
+        .all_reduce_in_place(&mut x.clone(), hcomm::ReduceOp::Sum)
+        .unwrap_err();
+    expect_precondition(&err, &["[3, 2]", "strides", "standard"]);
+
+    // Errors on every rank, naming the dimension.
+    let x = local(r, &[2, 4]);
+    expect_precondition(
+        &tp::all_gather(comm, x.view(), 2).unwrap_err(),
+        &["dim 2", "2 dimensions"],
+    );
+    expect_precondition(&tp::all_gather(comm, x.view(), -3).unwrap_err(), &["dim -3"]);
+    expect_precondition(&tp::split(comm, x.view(), -3).unwrap_err(), &["dim -3"]);
+    if w > 1 {
+        let odd = local(r, &[2, 2 * w + 1]);
+        expect_precondition(
+            &tp::reduce_scatter(comm, odd.view(), -1).unwrap_err(),
+            &["dimension 1", &format!("length {}", 2 * w + 1)],
+        );
+        expect_precondition(&tp::split(comm, odd.view(), 1).unwrap_err(), &["dimension 1"]);
+        let uneven = local(r, &[2, if r == w - 1 { 5 } else { 4 }]);
+        let e = tp::all_gather(comm, uneven.view(), 0).unwrap_err();
+        expect_precondition(
+            &e,
+            &["dimension 1 differs", "rank 0 has 4", &format!("rank {} has 5", w - 1)],
+        );
+        let e = tp::all_reduce(comm, uneven.clone().view_mut()).unwrap_err();
+        expect_precondition(&e, &["dimension 1 differs"]);
+        let ndims = if r == 0 { local(r, &[8]) } else { local(r, &[2, 4]) };
+        let e = tp::reduce_scatter(comm, ndims.view(), 0).unwrap_err();
+        expect_precondition(&e, &["number of dimensions"]);
+    }
+    // The group still works after the errors.
+    let got = tp::all_gather(comm, local(r, &[1]).view(), 0)?;
+    assert_eq!(got.len(), w);
+    Ok(())
+}
+
+/// One expert: `y = (x * scale + shift)` row-wise, with `scale` and
+/// `shift` depending on the expert id.
+fn expert(e: usize, row: &[f64]) -> Vec<f64> {
+    let scale = (e + 2) as f64;
+    row.iter()
+        .enumerate()
+        .map(|(h, &x)| x * scale + (e * 10 + h) as f64)
+        .collect()
+}
+
+/// Deterministic routing: `k` distinct-or-not expert ids per token, with
+/// loads skewed towards low expert ids and some experts never chosen.
+fn routing(r: usize, t: usize, k: usize, experts: usize, skip: usize) -> Array2<usize> {
+    Array2::from_shape_fn((t, k), |(i, j)| {
+        let raw = (i * 7 + j * 3 + r * 5) % (experts * 2);
+        let e = if raw >= experts { raw % 3 % experts } else { raw };
+        // With three experts or more, never route to `skip`: that expert
+        // stays empty on every rank.
+        if e == skip && experts >= 3 {
+            (e + 1) % experts
+        } else {
+            e
+        }
+    })
+}
+
+/// Weights summing to one exactly (powers of two).
+fn weights(t: usize, k: usize) -> Array2<f32> {
+    Array2::from_shape_fn((t, k), |(i, j)| {
+        let first = if i % 2 == 0 { 0.75 } else { 0.5 };
+        match (k, j) {
+            (1, _) => 1.0,
+            (2, 0) => first,
+            (2, _) => 1.0 - first,
+            _ => 1.0 / k as f32,
+        }
+    })
+}
+
+fn tokens(r: usize, t: usize, h: usize) -> Array2<f64> {
+    Array2::from_shape_fn((t, h), |(i, c)| (r * 100 + i * 4 + c) as f64 * 0.5)
+}
+
+/// Expert dispatch → experts → combine against a dense reference.
+pub fn expert_parallel(comm: &Comm) -> hcomm::Result<()> {
+    let (r, w) = (comm.rank(), comm.world());
+    let h = 3;
+    for experts_per_rank in [1, 2] {
+        let experts = experts_per_rank * w;
+        for k in [1, 2, 8] {
+            // Uneven loads: rank r has 2 + 3r tokens (rank 0 of a big world
+            // may have few), one rank has none at all.
+            let t = if w > 1 && r == 1 { 0 } else { 2 + 3 * r };
+            let x = tokens(r, t, h);
+            let ids = routing(r, t, k, experts, experts - 1);
+            let wts = weights(t, k);
+            let d = moe::dispatch(comm, x.view(), ids.view(), wts.view(), experts)?;
+            assert_eq!(d.tokens_per_expert.len(), experts_per_rank);
+            assert_eq!(d.tokens_per_expert.iter().sum::<usize>(), d.tokens.nrows());
+            check_arrivals(comm, &d, k, experts, h);
+            // Identity experts give the input back exactly.
+            let out = moe::combine(comm, d.tokens.view(), &d)?;
+            assert_eq!(out, x, "identity experts, k = {k}, {experts} experts");
+            // Real experts against the dense reference.
+            let y = apply_experts(r, experts_per_rank, &d.tokens.view(), &d.tokens_per_expert);
+            let out = moe::combine(comm, y.view(), &d)?;
+            let want = Array2::from_shape_fn((t, h), |(i, c)| {
+                let mut acc = 0.0;
+                for j in 0..k {
+                    let e = ids[[i, j]];
+                    acc += f64::from(wts[[i, j]]) * expert(e, x.row(i).as_slice().unwrap())[c];
+                }
+                acc
+            });
+            assert_eq!(out, want, "dense reference, k = {k}, {experts} experts");
+        }
+    }
+    // An out-of-range expert id on the last rank fails every rank.
+    let x = tokens(r, 4, h);
+    let mut ids = routing(r, 4, 2, 2 * w, 0);
+    if r == w - 1 {
+        ids[[3, 1]] = 2 * w;
+    }
+    let e = moe::dispatch(comm, x.view(), ids.view(), weights(4, 2).view(), 2 * w).unwrap_err();
+    expect_precondition(
+        &e,
+        &[
+            &format!("rank {}", w - 1),
+            &format!("expert id {}", 2 * w),
+            "token 3",
+            "out of range",
+        ],
+    );
+    // The group still works afterwards.
+    let ids = routing(r, 4, 2, 2 * w, 0);
+    let d = moe::dispatch(comm, x.view(), ids.view(), weights(4, 2).view(), 2 * w)?;
+    assert_eq!(moe::combine(comm, d.tokens.view(), &d)?, x);
+    Ok(())
+}
+
+/// Every row that arrived is a token some rank routed to that expert: the
+/// count per expert matches the global routing.
+fn check_arrivals(comm: &Comm, d: &moe::Dispatch<f64>, k: usize, experts: usize, h: usize) {
+    let (r, w) = (comm.rank(), comm.world());
+    let local = experts / w;
+    let mut at = 0;
+    for (e_local, &n) in d.tokens_per_expert.iter().enumerate() {
+        let e = r * local + e_local;
+        let mut want = Vec::new();
+        for src in 0..w {
+            let t = if w > 1 && src == 1 { 0 } else { 2 + 3 * src };
+            let ids = routing(src, t, k, experts, experts - 1);
+            let x = tokens(src, t, h);
+            for ((i, _), &id) in ids.indexed_iter() {
+                if id == e {
+                    want.push(x.row(i).to_owned());
+                }
+            }
+        }
+        assert_eq!(n, want.len(), "rows for expert {e}");
+        for (row, want) in d.tokens.axis_iter(Axis(0)).skip(at).take(n).zip(&want) {
+            assert_eq!(row, want.view(), "row for expert {e}");
+        }
+        at += n;
+    }
+}
+
+fn apply_experts(r: usize, local: usize, x: &ArrayView2<'_, f64>, per_expert: &[usize]) -> Array2<f64> {
+    let mut y = Array2::zeros(x.dim());
+    let mut at = 0;
+    for (e_local, &n) in per_expert.iter().enumerate() {
+        for i in at..at + n {
+            let out = expert(r * local + e_local, x.row(i).as_slice().unwrap());
+            y.row_mut(i).assign(&hcomm::ndarray::ArrayView1::from(&out[..]));
+        }
+        at += n;
+    }
+    y
+}
+
+/// `all_gatherv` with uneven and empty blocks, and counts that disagree.
+pub fn all_gatherv(comm: &Comm) -> hcomm::Result<()> {
+    let (r, w) = (comm.rank(), comm.world());
+    let counts: Vec<usize> = (0..w).map(|q| (q * 3) % 4).collect();
+    let mine: Vec<i32> = (0..counts[r]).map(|i| (r * 10 + i) as i32).collect();
+    let mut all = vec![0i32; counts.iter().sum()];
+    comm.all_gatherv(&mine, &mut all, &counts)?;
+    let want: Vec<i32> = (0..w)
+        .flat_map(|q| (0..counts[q]).map(move |i| (q * 10 + i) as i32))
+        .collect();
+    assert_eq!(all, want);
+    if w > 1 {
+        // The last rank believes rank 0 sends one more element than it does.
+        let mut wrong = counts.clone();
+        if r == w - 1 {
+            wrong[0] += 1;
+            wrong[r] = mine.len();
+        }
+        let mut all = vec![0i32; wrong.iter().sum()];
+        let e = comm.all_gatherv(&mine, &mut all, &wrong).unwrap_err();
+        assert!(matches!(e, Error::Mismatch { .. }), "{e}");
+        assert!(e.to_string().contains(&format!("ranks [{}]", w - 1)), "{e}");
+    }
+    Ok(())
+}
