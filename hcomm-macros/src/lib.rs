@@ -58,6 +58,14 @@ mod tests;
 /// its range, and verifies the schedule at run time when `comm.world()` is
 /// outside the `#[verify]` set; then it runs the body's steps in order.
 ///
+/// Run-time verification happens once per process for each (world size,
+/// scalars): the first rank thread to call checks, the other rank threads of
+/// the process wait for its verdict, and all of them verify before their
+/// first communication, so no rank waits on a peer (and no operation timeout
+/// runs) while the check does. Ranks in other processes verify the same key
+/// concurrently; their start differs by the difference between the two
+/// checks' durations, which the operation timeout must cover.
+///
 /// # Choices the specification leaves open
 ///
 /// * `fn NAME<T>(..)` is accepted; `T` is always the generic element type.

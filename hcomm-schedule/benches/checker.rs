@@ -154,6 +154,12 @@ fn bench(c: &mut Criterion) {
     g.bench_function("ring_all_gather 1..=16", |b| {
         b.iter(|| verify(black_box(&small)));
     });
+    for world in [512, 4096] {
+        let one = ring_all_gather(world);
+        g.bench_function(format!("ring_all_gather at {world} (run time)"), |b| {
+            b.iter(|| hcomm_schedule::check_world(black_box(&one), world, &[]));
+        });
+    }
     g.finish();
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::check::{completion, deadlock, hazards, matching, postcondition, Situation};
 use crate::compile::{compile, Prog};
@@ -323,12 +323,22 @@ impl Schedule {
 type Verdict = Result<(), String>;
 
 /// Run-time verification cache for one schedule: the generated code keeps
-/// one in a `static` and calls [`VerifyCache::check`] when `comm.world()` is
-/// outside the verify set, so each (world size, scalars) is checked once per
-/// process.
+/// one per schedule for the life of the process and calls
+/// [`VerifyCache::check`] when `comm.world()` is outside the verify set, so
+/// each (world size, scalars) is checked once per process.
+///
+/// Ranks that run as threads of one process share the check: the first
+/// caller of a key runs it and the others wait for its verdict (a panic
+/// while checking lets the next waiter run it again). The generated code
+/// verifies before the schedule's first communication, so no rank of the
+/// process has started waiting on a peer while the check runs; ranks in
+/// other processes check the same key at the same time, and their start
+/// differs only by the difference between the two checks' durations.
 #[derive(Debug)]
 pub struct VerifyCache {
-    map: Mutex<BTreeMap<(i64, Vec<i64>), Verdict>>,
+    map: Mutex<BTreeMap<(i64, Vec<i64>), Arc<OnceLock<Verdict>>>>,
+    /// How many checks ran (for tests).
+    runs: AtomicUsize,
 }
 
 impl VerifyCache {
@@ -336,29 +346,38 @@ impl VerifyCache {
     pub const fn new() -> Self {
         Self {
             map: Mutex::new(BTreeMap::new()),
+            runs: AtomicUsize::new(0),
         }
     }
 
+    /// How many checks this cache has run.
+    #[cfg(test)]
+    pub(crate) fn runs(&self) -> usize {
+        self.runs.load(Ordering::Relaxed)
+    }
+
     /// Checks `s` at `world` with `scalars` (steps 0-7, as
-    /// [`check_world`]), once per distinct argument pair. `Err` carries the
+    /// [`check_world`]), once per distinct argument pair; concurrent callers
+    /// with the same pair wait for the one that checks. `Err` carries the
     /// first diagnostic's full text, the message the compiler would have
     /// printed.
     pub fn check(&self, s: &Schedule, world: i64, scalars: &[i64]) -> Result<(), String> {
-        let key = (world, scalars.to_vec());
-        if let Some(v) = self.map.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
-            return v.clone();
-        }
-        // checked without the lock held: a second thread may repeat the work,
-        // but never waits behind it
-        let verdict: Verdict = match check_world(s, world, scalars).first() {
-            Some(d) => Err(d.to_string()),
-            None => Ok(()),
-        };
-        self.map
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, verdict.clone());
-        verdict
+        let cell = Arc::clone(
+            self.map
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry((world, scalars.to_vec()))
+                .or_default(),
+        );
+        // checked without the map's lock held: other keys do not wait
+        cell.get_or_init(|| {
+            self.runs.fetch_add(1, Ordering::Relaxed);
+            match check_world(s, world, scalars).first() {
+                Some(d) => Err(d.to_string()),
+                None => Ok(()),
+            }
+        })
+        .clone()
     }
 }
 

@@ -863,6 +863,22 @@ fn runtime_cache_reports_the_same_text() {
         "{err}"
     );
     assert!(err.contains("\nhint: "));
+    assert_eq!(cache.runs(), 2);
+}
+
+#[test]
+fn runtime_cache_checks_each_key_once_while_other_callers_wait() {
+    let s = ring_all_gather(1, 4);
+    let cache = crate::VerifyCache::new();
+    std::thread::scope(|scope| {
+        for _ in 0..8 {
+            scope.spawn(|| {
+                assert_eq!(cache.check(&s, 64, &[]), Ok(()));
+                assert_eq!(cache.check(&s, 65, &[]), Ok(()));
+            });
+        }
+    });
+    assert_eq!(cache.runs(), 2);
 }
 
 #[test]
