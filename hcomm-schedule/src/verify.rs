@@ -322,6 +322,9 @@ impl Schedule {
 /// A cached verdict: `Err` holds the full text of the first diagnostic.
 type Verdict = Result<(), String>;
 
+/// The verdicts by (world size, scalars); each key's cell is filled once.
+type Verdicts = BTreeMap<(i64, Vec<i64>), Arc<OnceLock<Verdict>>>;
+
 /// Run-time verification cache for one schedule: the generated code keeps
 /// one per schedule for the life of the process and calls
 /// [`VerifyCache::check`] when `comm.world()` is outside the verify set, so
@@ -336,7 +339,7 @@ type Verdict = Result<(), String>;
 /// differs only by the difference between the two checks' durations.
 #[derive(Debug)]
 pub struct VerifyCache {
-    map: Mutex<BTreeMap<(i64, Vec<i64>), Arc<OnceLock<Verdict>>>>,
+    map: Mutex<Verdicts>,
     /// How many checks ran (for tests).
     runs: AtomicUsize,
 }
