@@ -2,7 +2,7 @@
 //! time with `hcomm-schedule`, and expand it into calls on
 //! `::hcomm::__private`. Use it through `hcomm::comm_schedule`.
 //!
-//! Phases (STYLE.md 4): `parse` (syntax → AST) → `lower` (AST → IR, names) →
+//! Phases: `parse` (syntax → AST) → `lower` (AST → IR, names) →
 //! the checker of `hcomm-schedule` → `expand` (IR → Rust). Errors of any phase
 //! become `compile_error!`s on the user's tokens (`errors`), plus a fallback
 //! item with the function's signature so that callers see one error, not a
@@ -19,9 +19,10 @@ mod tests;
 
 /// Defines communication schedules, checked at compile time.
 ///
-/// The language is specified in the `hcomm` repository
-/// (`spec/comm_schedule.md`); this page lists what the generated code looks
-/// like and the choices the specification leaves open.
+/// The language reference is the page `hcomm::docs::language` (the file
+/// `docs/language.md` of the repository), and `hcomm::docs::guide` walks
+/// through writing, checking and running a schedule; this page lists what the
+/// generated code looks like and the finer points of the language.
 ///
 /// ```ignore
 /// use hcomm::comm_schedule;
@@ -66,7 +67,7 @@ mod tests;
 /// concurrently; their start differs by the difference between the two
 /// checks' durations, which the operation timeout must cover.
 ///
-/// # Choices the specification leaves open
+/// # Finer points
 ///
 /// * `fn NAME<T>(..)` is accepted; `T` is always the generic element type.
 /// * `let`, `for` and `if` may appear inside `batch` around its `send` and

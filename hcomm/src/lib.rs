@@ -94,6 +94,7 @@ mod buffer;
 mod collective;
 mod comm;
 mod device;
+pub mod docs;
 mod element;
 mod error;
 mod external;
@@ -118,6 +119,10 @@ pub use error::{Error, Result};
 pub use external::ExternalDeviceBuffer;
 pub use half::{bf16, f16};
 pub use hcomm_macros::comm_schedule;
+/// The checker behind [`comm_schedule!`]: the schedule IR, the checks and
+/// run-time verification (e.g. `checker::check_world(&NAME::SCHEDULE, 384, &[])`
+/// to check a production world size in a test).
+pub use hcomm_schedule as checker;
 pub use launch::{hccl, nccl, run, run_on, BackendKind};
 pub use ndarray;
 pub use options::{CommOptions, DEFAULT_SEGMENT_BYTES, DEFAULT_TIMEOUT};
