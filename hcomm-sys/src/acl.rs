@@ -1,6 +1,6 @@
 //! The ACL runtime function table (`libascendcl.so`, then `libacl_rt.so`).
 //!
-//! Signatures: abi.md §2.
+//! Signatures: the ACL runtime headers (`acl/acl_rt.h`).
 
 use std::ffi::{c_char, c_void};
 

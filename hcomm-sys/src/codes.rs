@@ -233,7 +233,7 @@ pub(crate) unsafe fn c_string(ptr: *const std::ffi::c_char) -> Option<String> {
 // ---------------------------------------------------------------------------
 
 c_enum! {
-    /// `HcclResult`: return code of every HCCL function (abi.md §1.3).
+    /// `HcclResult`: return code of every HCCL function.
     pub struct HcclResult(i32) {
         /// Success.
         HCCL_SUCCESS = 0,
@@ -299,7 +299,7 @@ impl HcclResult {
 }
 
 c_enum! {
-    /// `HcclDataType` (abi.md §1.3).
+    /// `HcclDataType`.
     pub struct HcclDataType(i32) {
         /// `int8_t`.
         HCCL_DATA_TYPE_INT8 = 0,
@@ -355,7 +355,7 @@ impl HcclDataType {
 }
 
 c_enum! {
-    /// `HcclReduceOp` (abi.md §1.3). There is no average.
+    /// `HcclReduceOp`. There is no average.
     pub struct HcclReduceOp(i32) {
         /// Sum.
         HCCL_REDUCE_SUM = 0,
@@ -416,7 +416,7 @@ c_enum! {
 // ---------------------------------------------------------------------------
 
 c_enum! {
-    /// `aclError`: return code of the ACL runtime (abi.md §2; selected codes).
+    /// `aclError`: return code of the ACL runtime (selected codes).
     pub struct aclError(i32) {
         /// Success (`ACL_ERROR_NONE`).
         ACL_SUCCESS = 0,
@@ -462,7 +462,7 @@ impl AclError {
 }
 
 c_enum! {
-    /// `aclrtMemcpyKind` (abi.md §2).
+    /// `aclrtMemcpyKind`.
     pub struct aclrtMemcpyKind(i32) {
         /// Host to host.
         ACL_MEMCPY_HOST_TO_HOST = 0,
@@ -484,7 +484,7 @@ c_enum! {
 }
 
 c_enum! {
-    /// `aclrtMemMallocPolicy` (abi.md §2); the flags may be OR-ed in.
+    /// `aclrtMemMallocPolicy`; the flags may be OR-ed in.
     pub struct aclrtMemMallocPolicy(i32) {
         /// Huge pages first.
         ACL_MEM_MALLOC_HUGE_FIRST = 0,
@@ -516,7 +516,7 @@ c_enum! {
 // ---------------------------------------------------------------------------
 
 c_enum! {
-    /// `ncclResult_t` (abi.md §4.2).
+    /// `ncclResult_t`.
     pub struct ncclResult_t(i32) {
         /// Success.
         ncclSuccess = 0,
@@ -544,7 +544,7 @@ c_enum! {
 }
 
 c_enum! {
-    /// `ncclDataType_t` (abi.md §4.2); aliases (`ncclChar`, `ncclInt`, ...) omitted.
+    /// `ncclDataType_t`; aliases (`ncclChar`, `ncclInt`, ...) omitted.
     pub struct ncclDataType_t(i32) {
         /// `int8_t`.
         ncclInt8 = 0,
@@ -574,7 +574,7 @@ c_enum! {
 }
 
 c_enum! {
-    /// `ncclRedOp_t` (abi.md §4.2); values from 5 up are dynamic (pre-mul-sum) ops.
+    /// `ncclRedOp_t`; values from 5 up are dynamic (pre-mul-sum) ops.
     pub struct ncclRedOp_t(i32) {
         /// Sum.
         ncclSum = 0,
@@ -634,7 +634,7 @@ impl cudaError_t {
 }
 
 c_enum! {
-    /// `cudaMemcpyKind` (abi.md §4.4).
+    /// `cudaMemcpyKind`.
     pub struct cudaMemcpyKind(i32) {
         /// Host to host.
         cudaMemcpyHostToHost = 0,

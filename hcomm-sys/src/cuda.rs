@@ -1,6 +1,6 @@
 //! The CUDA runtime function table (`libcudart.so`, `libcudart.so.13`, `.12`, `.11`).
 //!
-//! Signatures: abi.md §4.4.
+//! Signatures: the CUDA runtime API (`cuda_runtime_api.h`).
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 

@@ -1,6 +1,6 @@
 //! The HCCL function table (`libhccl.so`, falling back to `libhcomm.so`).
 //!
-//! Signatures: abi.md §1.5 (communicator management) and §1.6 (operators).
+//! Signatures: HCCL's `hccl.h` (communicator management and operators).
 //! Every operator is stream-ordered: it is enqueued on `stream` and complete
 //! after `aclrtSynchronizeStream`.
 
@@ -13,7 +13,7 @@ use crate::types::{aclrtStream, HcclComm, HcclCommConfig, HcclRootInfo, HcclSend
 api_table! {
     /// Function table of HCCL. Fields carry the C names; calling any of them is
     /// `unsafe`: the caller upholds the C contract (valid pointers of the stated
-    /// sizes, live handles, the calling rules of abi.md §1.7) and keeps the table
+    /// sizes, live handles, HCCL's calling rules) and keeps the table
     /// alive for the duration of the call.
     pub struct HcclApi: crate::load::HCCL, HCCL_API;
     required {

@@ -1,6 +1,6 @@
 //! Library search and loading, and the [`LoadError`] users see when it fails.
 //!
-//! Lookup order (runtime.md, "hcomm-sys"):
+//! Lookup order:
 //!
 //! 1. an explicit path (`XxxApi::load(path)`), which is never cached;
 //! 2. the override variable (`HCOMM_HCCL_LIB`, `HCOMM_ACL_LIB`, `HCOMM_NCCL_LIB`,
@@ -483,11 +483,11 @@ macro_rules! api_table {
             fn from_handles(mut lib: $crate::load::Handles) -> Result<Self, $crate::LoadError> {
                 let table = Self {
                     $(
-                        // SAFETY: the field type is the C prototype of this symbol (abi.md).
+                        // SAFETY: the field type is the C prototype of this symbol.
                         $req: unsafe { lib.required(concat!(stringify!($req), "\0"))? },
                     )*
                     $(
-                        // SAFETY: the field type is the C prototype of this symbol (abi.md).
+                        // SAFETY: the field type is the C prototype of this symbol.
                         $opt: unsafe { lib.symbol(concat!(stringify!($opt), "\0")) },
                     )*
                     _lib: lib,

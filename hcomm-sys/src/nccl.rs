@@ -1,6 +1,6 @@
 //! The NCCL function table (`libnccl.so.2`, then `libnccl.so`).
 //!
-//! Signatures: abi.md §4.3. Note the differences to HCCL (§4.5): the
+//! Signatures: NCCL's `nccl.h`. Note the differences to HCCL: the
 //! communicator out-parameter comes first, the unique id is passed by value,
 //! ranks are `int` and counts `size_t`.
 

@@ -1,6 +1,6 @@
 //! Opaque handles and `#[repr(C)]` structs, with compile-time layout checks.
 //!
-//! Layouts are the LP64 (x86-64 / aarch64 Linux) layouts of abi.md §1.4 and §4.2.
+//! Layouts are the LP64 (x86-64 / aarch64 Linux) layouts of `hccl_types.h` and `nccl.h`.
 
 #![allow(non_camel_case_types, non_snake_case)]
 
@@ -39,7 +39,7 @@ pub const HCCL_COMM_RETRY_PARAMS_MAX_LENGTH: usize = 128;
 pub const HCCL_COMM_CONFIG_INFO_BYTES: usize = 24;
 /// `HCCL_COMM_CONFIG_MAGIC_WORD`.
 pub const HCCL_COMM_CONFIG_MAGIC_WORD: u32 = 0xF0F0_F0F0;
-/// `HCCL_COMM_CONFIG_VERSION` of the layout declared here (hcomm HEAD, abi.md §1.4).
+/// `HCCL_COMM_CONFIG_VERSION` of the layout declared here (HCCL's `hccl_types.h`).
 pub const HCCL_COMM_CONFIG_VERSION: u32 = 11;
 /// `HCCL_COMM_DEFAULT_BUFFSIZE` in MB (what "not set" resolves to without env).
 pub const HCCL_COMM_DEFAULT_BUFFSIZE: u32 = 200;
@@ -137,7 +137,7 @@ pub struct HcclCommConfigHeader {
     pub reserved: u64,
 }
 
-/// `HcclCommConfig`, version 11 layout (2248 bytes, align 8; abi.md §1.4).
+/// `HcclCommConfig`, version 11 layout (2248 bytes, align 8).
 ///
 /// Build it with [`HcclCommConfig::new`], which does what the header's
 /// `static inline HcclCommConfigInit` does (that function is not an exported
@@ -357,7 +357,7 @@ impl Default for ncclConfig_t {
     }
 }
 
-// --- compile-time layout checks (abi.md §1.4, §4.2) ------------------------
+// --- compile-time layout checks ----------------------------------------------
 
 const _: () = {
     assert!(size_of::<HcclRootInfo>() == 4108);
