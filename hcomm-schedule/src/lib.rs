@@ -6,7 +6,8 @@
 //! set, checks it at run time through a [`VerifyCache`].
 //!
 //! Modules: [`ir`] (the data), [`diag`] (diagnostics), [`eval`] (integer
-//! semantics shared with the run time), [`timeline`] (a space-time model of
+//! semantics shared with the run time), [`predict`] (the final buffers the
+//! symbolic execution computes), [`timeline`] (a space-time model of
 //! a schedule for drawings), and internally `compile` (name
 //! resolution and step 0), `unroll` (per-rank events; steps 1-2), `check::*`
 //! (steps 3-7), `verify` (the loop over world sizes and scalars).
@@ -94,6 +95,7 @@
 pub mod diag;
 pub mod eval;
 pub mod ir;
+pub mod predict;
 pub mod timeline;
 
 mod check;

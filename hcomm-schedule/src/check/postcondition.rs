@@ -23,6 +23,7 @@ use crate::diag::{DiagKind, Diagnostic};
 use crate::eval::eval_c;
 use crate::ir::{Op, PostKind, SpanId};
 use crate::lin::Lin;
+use crate::predict::{Contents, Reduction, Value};
 use crate::unroll::{EvKind, Reg, Unrolled, NONE};
 
 /// Symbolic runs are skipped above this many elements in all (the run-time
@@ -274,6 +275,51 @@ fn run_tracked(
     order: &[u32],
     track: bool,
 ) -> Option<(Diagnostic, Wrong)> {
+    replayed(un, point, order, track)?.compare(post)
+}
+
+/// The final contents of every rank's parameter buffers at `point` (see
+/// [`crate::predict`]); `None` when the run is skipped.
+pub(crate) fn final_contents(un: &Unrolled<'_, '_>, point: &[i64], order: &[u32]) -> Option<Contents> {
+    let ex = replayed(un, point, order, false)?;
+    let value = |v: &Val| match *v {
+        Val::Init { rank, buf, idx } => Value::Initial {
+            rank,
+            buffer: buf,
+            index: idx,
+        },
+        Val::Undef => Value::Uninit,
+        Val::Red(i) => Value::Reduction(i),
+    };
+    let reductions = ex
+        .reds
+        .iter()
+        .map(|r| Reduction {
+            op: r.op,
+            a: value(&r.a),
+            b: value(&r.b),
+        })
+        .collect();
+    let buffers = (0..un.ranks.len() as u32)
+        .map(|r| {
+            let t = &un.ranks[r as usize];
+            (0..t.bufs.len())
+                .filter(|&b| t.bufs[b].param.is_some())
+                .map(|b| ex.buf_slice(r, b).unwrap_or(&[]).iter().map(value).collect())
+                .collect()
+        })
+        .collect();
+    Some(Contents { buffers, reductions })
+}
+
+/// Builds the symbolic state at `point` and replays `order` on it; `None`
+/// when the run is skipped.
+fn replayed<'u, 'p, 's>(
+    un: &'u Unrolled<'p, 's>,
+    point: &'u [i64],
+    order: &[u32],
+    track: bool,
+) -> Option<Exec<'u, 'p, 's>> {
     let mut total = 0_usize;
     let n = un.ranks.len();
     let mut bufs = Vec::with_capacity(un.ranks.iter().map(|t| t.bufs.len()).sum());
@@ -359,7 +405,7 @@ fn run_tracked(
     if (0..n).any(|r| (ex.pc[r] as usize) < un.ranks[r].events.len()) {
         return None;
     }
-    ex.compare(post)
+    Some(ex)
 }
 
 impl Exec<'_, '_, '_> {

@@ -1,0 +1,119 @@
+//! Schedules printed in the language's syntax, for failure messages.
+
+use std::fmt::Write as _;
+
+use hcomm_schedule::ir::{Collective as C, Expr, Op, Schedule, Stmt, StmtKind as K};
+
+/// The schedule in the language's syntax (for failure messages).
+pub fn render(s: &Schedule) -> String {
+    fn tag(t: Option<&Expr>) -> String {
+        t.map(|t| format!(" tag {t}")).unwrap_or_default()
+    }
+    fn red(r: Option<Op>) -> String {
+        r.map(|o| format!(" reduce {}", o.as_str())).unwrap_or_default()
+    }
+    fn block(body: &[Stmt], depth: usize, out: &mut String) {
+        let pad = "    ".repeat(depth);
+        for st in body {
+            let line = match &st.kind {
+                K::Send { region, peer, tag: t } => format!("send {region} to {peer}{};", tag(t.as_ref())),
+                K::Recv {
+                    region,
+                    peer,
+                    tag: t,
+                    reduce,
+                } => format!("recv {region} from {peer}{}{};", tag(t.as_ref()), red(*reduce)),
+                K::Isend {
+                    handle,
+                    region,
+                    peer,
+                    tag: t,
+                } => format!("let {} = isend {region} to {peer}{};", handle.name, tag(t.as_ref())),
+                K::Irecv {
+                    handle,
+                    region,
+                    peer,
+                    tag: t,
+                    reduce,
+                } => format!(
+                    "let {} = irecv {region} from {peer}{}{};",
+                    handle.name,
+                    tag(t.as_ref()),
+                    red(*reduce)
+                ),
+                K::Wait { handles } => format!(
+                    "wait {};",
+                    handles.iter().map(|h| h.name.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+                K::Copy { src, dst } => format!("copy {src} -> {dst};"),
+                K::Accumulate { src, dst, op } => format!("accumulate {src} -> {dst}, {};", op.as_str()),
+                K::Let { name, value } => format!("let {} = {value};", name.name),
+                K::Scratch { name, len } => format!("let {} = scratch[T; {len}];", name.name),
+                K::Batch { body } => {
+                    let _ = writeln!(out, "{pad}batch {{");
+                    block(body, depth + 1, out);
+                    let _ = writeln!(out, "{pad}}}");
+                    continue;
+                }
+                K::For {
+                    var,
+                    start,
+                    end,
+                    inclusive,
+                    reverse,
+                    body,
+                } => {
+                    let dots = if *inclusive { "..=" } else { ".." };
+                    let range = if *reverse {
+                        format!("({start}{dots}{end}).rev()")
+                    } else {
+                        format!("{start}{dots}{end}")
+                    };
+                    let _ = writeln!(out, "{pad}for {} in {range} {{", var.name);
+                    block(body, depth + 1, out);
+                    let _ = writeln!(out, "{pad}}}");
+                    continue;
+                }
+                K::If { branches, else_body } => {
+                    for (i, (c, b)) in branches.iter().enumerate() {
+                        let kw = if i == 0 { "if" } else { "} else if" };
+                        let _ = writeln!(out, "{pad}{kw} {c} {{");
+                        block(b, depth + 1, out);
+                    }
+                    if let Some(b) = else_body {
+                        let _ = writeln!(out, "{pad}}} else {{");
+                        block(b, depth + 1, out);
+                    }
+                    let _ = writeln!(out, "{pad}}}");
+                    continue;
+                }
+                K::Collective { kind, over } => {
+                    let call = match kind {
+                        C::AllReduce { src, dst: None, op } => format!("all_reduce({src}, {})", op.as_str()),
+                        C::AllReduce { src, dst: Some(d), op } => format!("all_reduce({src} -> {d}, {})", op.as_str()),
+                        C::AllGather { src, dst } => format!("all_gather({src} -> {dst})"),
+                        C::ReduceScatter { src, dst, op } => format!("reduce_scatter({src} -> {dst}, {})", op.as_str()),
+                        C::AllToAll { src, dst } => format!("all_to_all({src} -> {dst})"),
+                        C::Broadcast { region, root } => format!("broadcast({region}, root = {root})"),
+                        C::Reduce { src, dst, op, root } => {
+                            format!("reduce({src} -> {dst}, {}, root = {root})", op.as_str())
+                        }
+                        C::Barrier => "barrier".to_owned(),
+                    };
+                    match over {
+                        Some(o) => format!("{call} over {o};"),
+                        None => format!("{call};"),
+                    }
+                }
+            };
+            let _ = writeln!(out, "{pad}{line}");
+        }
+    }
+    let mut out = format!(
+        "fn {}(inp: &[T; n * world], out: &mut [T; n * world], acc: &mut [T; n * world]) {{\n",
+        s.name
+    );
+    block(&s.body, 1, &mut out);
+    out.push('}');
+    out
+}

@@ -1,0 +1,267 @@
+//! The schedule checker against execution: random schedules are checked
+//! and run for real through hcomm's schedule executor, on the host backend
+//! and on the HCCL stand-in. Accepted schedules must complete with exactly
+//! the buffers the checker's symbolic execution predicts; rejected ones,
+//! run without the run-time check, must fail (deadlocks and unmatched
+//! operations by hanging until the timeout).
+//!
+//! `cargo test -p hcomm --test schedule_differential` runs a fixed-seed
+//! sample. More:
+//!
+//! ```text
+//! HCOMM_DIFF_CASES=50000 HCOMM_DIFF_SEED=7 cargo test --release -p hcomm \
+//!     --test schedule_differential -- --nocapture
+//! ```
+//!
+//! `HCOMM_DIFF_CASES` sets the number of cases (every rejected one is then
+//! run, each hanging one costing a 200 ms timeout), `HCOMM_DIFF_SEED` the
+//! seed, `HCOMM_DIFF_CASE=i` runs case `i` alone, and
+//! `HCOMM_DIFF_STANDIN_ALL=1` runs every accepted schedule on the stand-in,
+//! including the classes left out by default (tags received in another
+//! order than sent, requests in flight across a collective).
+
+mod differential;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use differential::build::{self as b, ACC, INP, OUT};
+use differential::gen::{self, Case};
+use differential::interp::Prologue;
+use differential::{execute, hangs, initial, judge, prediction, Backend, Verdict, ACCEPTED_TIMEOUT};
+use hcomm_schedule::ir::{Collective, Op};
+use hcomm_schedule::DiagKind;
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+/// Figures of one run.
+#[derive(Default, Debug)]
+struct Figures {
+    /// Cases per checker verdict.
+    verdicts: BTreeMap<String, usize>,
+    /// Runs per (backend, verdict, outcome).
+    outcomes: BTreeMap<(String, String), usize>,
+    hangs_skipped: usize,
+    disagreements: Vec<String>,
+}
+
+/// What runs where.
+#[derive(Clone, Copy)]
+struct Plan {
+    /// At most this many cases that hang (a timeout each) run on each
+    /// backend; the rest are only checked.
+    hang_budget: usize,
+    /// Every accepted schedule runs on the stand-in, also the classes it
+    /// does not serve yet.
+    standin_all: bool,
+}
+
+/// Judges cases `indices` of `seed` on four threads.
+fn sweep(seed: u64, indices: &[u64], plan: Plan) -> Figures {
+    let figures = Mutex::new(Figures::default());
+    let next = AtomicUsize::new(0);
+    let hanging = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&index) = indices.get(i) else { break };
+                let case = gen::case(seed, index);
+                let p = prediction(&case);
+                let label = match p.0 {
+                    Verdict::Accepted => "accepted".to_owned(),
+                    Verdict::Rejected(k) => format!("rejected: {k}"),
+                };
+                let run = !hangs(p.0) || hanging.fetch_add(1, Ordering::Relaxed) < plan.hang_budget;
+                let served = !(case.tag_reorder || case.inflight_collective);
+                let mut backends = Vec::new();
+                if run {
+                    backends.push(Backend::Host);
+                    if plan.standin_all || served {
+                        backends.push(Backend::Standin);
+                    }
+                }
+                let s: &'static _ = Box::leak(Box::new(case.schedule.clone()));
+                let results: Vec<_> = backends.iter().map(|&b| (b, judge(&case, s, &p, b))).collect();
+                let mut f = figures.lock().unwrap();
+                *f.verdicts.entry(label.clone()).or_default() += 1;
+                f.hangs_skipped += usize::from(!run);
+                for (b, r) in results {
+                    match r {
+                        Ok(outcome) => *f.outcomes.entry((format!("{b:?}: {label}"), outcome)).or_default() += 1,
+                        Err(e) => f.disagreements.push(format!("case {index} (seed {seed}): {e}")),
+                    }
+                }
+            });
+        }
+    });
+    figures.into_inner().unwrap()
+}
+
+fn report(f: &Figures) {
+    eprintln!(
+        "differential: {} cases ({} hanging ones only checked), {} disagreements",
+        f.verdicts.values().sum::<usize>(),
+        f.hangs_skipped,
+        f.disagreements.len()
+    );
+    for (v, c) in &f.verdicts {
+        eprintln!("  {v}: {c}");
+    }
+    for ((v, o), c) in &f.outcomes {
+        eprintln!("  {v} -> {o}: {c}");
+    }
+}
+
+#[test]
+fn the_checker_agrees_with_execution() {
+    let seed = env_u64("HCOMM_DIFF_SEED").unwrap_or(0x5eed);
+    let cases = env_u64("HCOMM_DIFF_CASES");
+    let indices: Vec<u64> = match env_u64("HCOMM_DIFF_CASE") {
+        Some(i) => vec![i],
+        None => (0..cases.unwrap_or(2500)).collect(),
+    };
+    let plan = Plan {
+        hang_budget: if cases.is_some() { usize::MAX } else { 60 },
+        standin_all: std::env::var_os("HCOMM_DIFF_STANDIN_ALL").is_some(),
+    };
+    let f = sweep(seed, &indices, plan);
+    report(&f);
+    assert!(
+        f.disagreements.is_empty(),
+        "{} disagreements, first:\n{}",
+        f.disagreements.len(),
+        f.disagreements.join("\n\n")
+    );
+    // the sample exercises every verdict the generator aims at
+    if indices.len() >= 1000 {
+        for kind in [
+            "accepted",
+            "rejected: deadlock",
+            "rejected: unmatched",
+            "rejected: buffer hazard",
+        ] {
+            let n: usize = f
+                .verdicts
+                .iter()
+                .filter(|(v, _)| v.starts_with(kind))
+                .map(|(_, c)| c)
+                .sum();
+            assert!(n * 50 >= indices.len(), "only {n} cases `{kind}..`: {:?}", f.verdicts);
+        }
+    }
+}
+
+/// Every accepted schedule of the sample on the stand-in, including the
+/// classes the default run leaves out there.
+#[test]
+#[ignore = "tags out of order and requests across collectives are not yet served by the stand-in path"]
+fn every_accepted_schedule_runs_on_the_standin() {
+    let seed = env_u64("HCOMM_DIFF_SEED").unwrap_or(0x5eed);
+    let indices: Vec<u64> = (0..env_u64("HCOMM_DIFF_CASES").unwrap_or(1500)).collect();
+    let f = sweep(
+        seed,
+        &indices,
+        Plan {
+            hang_budget: 0,
+            standin_all: true,
+        },
+    );
+    report(&f);
+    assert!(f.disagreements.is_empty(), "{}", f.disagreements.join("\n\n"));
+}
+
+// ---- disagreements found, kept as fixed schedules ----
+
+fn fixed(world: usize, body: Vec<hcomm_schedule::ir::Stmt>) -> Case {
+    Case {
+        schedule: b::schedule("fixed", world as i64, body),
+        world,
+        n: 2,
+        flavor: gen::Flavor::Clean,
+        tag_reorder: false,
+        inflight_collective: false,
+    }
+}
+
+/// Judges `case` on both backends; panics on a disagreement.
+fn agree(case: &Case) -> Verdict {
+    let p = prediction(case);
+    let s: &'static _ = Box::leak(Box::new(case.schedule.clone()));
+    for backend in [Backend::Host, Backend::Standin] {
+        if let Err(e) = judge(case, s, &p, backend) {
+            panic!("{e}");
+        }
+    }
+    p.0
+}
+
+/// `reduce`'s output is used on the root only: a pending receive into the
+/// same region on another rank is no hazard for the checker, but the
+/// executor checks the output for hazards on every rank and fails there.
+#[test]
+#[ignore = "executor: `Exec::reduce` checks `dst` for hazards on non-root ranks"]
+fn reduce_output_off_the_root_is_free_for_pending_receives() {
+    let case = fixed(
+        2,
+        vec![
+            b::irecv(
+                "h1",
+                b::chunk(b::buf(OUT), b::left(b::int(1))),
+                b::left(b::int(1)),
+                0,
+                None,
+            ),
+            b::isend("h2", b::chunk(b::buf(ACC), b::rank()), b::right(b::int(1)), 0),
+            b::coll(
+                Collective::Reduce {
+                    src: b::chunk(b::buf(INP), b::int(0)),
+                    dst: b::chunk(b::buf(OUT), b::int(0)),
+                    op: Op::Prod,
+                    root: b::int(0),
+                },
+                None,
+            ),
+            b::wait(&["h1".to_owned(), "h2".to_owned()]),
+        ],
+    );
+    assert_eq!(agree(&case), Verdict::Accepted);
+}
+
+/// `all_reduce(r -> r)` (out of place, input and output the same region)
+/// is a hazard for the checker; the executor, which receives the in-place
+/// form `all_reduce(r)` as the same two regions, cannot tell them apart and
+/// runs it in place. The checker is the stricter side, as the language
+/// says.
+#[test]
+fn identical_input_and_output_regions_are_rejected_but_run_in_place() {
+    let region = || b::chunk(b::buf(OUT), b::int(1));
+    let case = fixed(
+        4,
+        vec![b::coll(
+            Collective::AllReduce {
+                src: region(),
+                dst: Some(region()),
+                op: Op::Max,
+            },
+            None,
+        )],
+    );
+    let p = prediction(&case);
+    assert_eq!(p.0, Verdict::Rejected(DiagKind::BufferHazard), "{:?}", p.1);
+    let s: &'static _ = Box::leak(Box::new(case.schedule.clone()));
+    let out = execute(Backend::Host, s, 4, 2, ACCEPTED_TIMEOUT, Prologue::Unchecked).unwrap();
+    for (r, bufs) in out.iter().enumerate() {
+        for (i, &v) in bufs[OUT].iter().enumerate() {
+            let want = if (2..4).contains(&i) {
+                (0..4).map(|q| initial(q, OUT as u32, i as u32)).max().unwrap()
+            } else {
+                initial(r as u32, OUT as u32, i as u32)
+            };
+            assert_eq!(v, want, "rank {r} out[{i}]");
+        }
+    }
+}
