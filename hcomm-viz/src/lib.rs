@@ -1,0 +1,34 @@
+//! Space-time drawings of `comm_schedule!` schedules.
+//!
+//! A schedule's IR (`NAME::SCHEDULE`) at one world size and scalar
+//! combination becomes a [`Timeline`] (the model, in `hcomm-schedule`), which
+//! [`render`] draws as SVG: one lane per rank, steps left to right in the
+//! order of the checker's rendezvous simulation, an arrow per message
+//! labelled with its region and length, batches as shaded boxes, collectives
+//! as bars across their group, non-blocking operations as bars from post to
+//! wait. A failing check draws too: a deadlock's wait-for cycle in red, an
+//! unmatched message dangling, the first wrong element of a postcondition
+//! marked, and the diagnostic's text below.
+//!
+//! ```
+//! let svg = hcomm_viz::draw(&hcomm::schedules::ring_all_gather::SCHEDULE, 4, &[]).unwrap();
+//! assert!(svg.contains("rank 3"));
+//! ```
+//!
+//! The `hcomm-viz` binary draws any schedule of the [`catalog`] by name:
+//! `hcomm-viz ring_all_gather --world 4 -o ring.svg`.
+
+pub mod catalog;
+pub mod gallery;
+pub mod render;
+
+pub use hcomm_schedule::timeline::{timeline, Timeline};
+use hcomm_schedule::{ir::Schedule, Diagnostic};
+pub use render::{render, render_string};
+
+/// Draws `schedule` at `world` with `scalars` (in the order of its scalar
+/// parameters) as SVG text. `Err` when there is nothing to draw (see
+/// [`timeline`]).
+pub fn draw(schedule: &Schedule, world: i64, scalars: &[i64]) -> Result<String, Diagnostic> {
+    Ok(render_string(&timeline(schedule, world, scalars)?))
+}

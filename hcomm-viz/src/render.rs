@@ -1,0 +1,520 @@
+//! SVG rendering of a [`Timeline`]: one horizontal lane per rank, columns of
+//! steps left to right.
+//!
+//! Every drawn item carries a `class` naming what it is, so the drawing can
+//! be styled and inspected: `lane`, `step` (with the step kind, e.g.
+//! `step batch`), `message` (`message unmatched` when it dangles),
+//! `collective`, `pending`, `cycle` (a deadlock's wait-for edge), `wrong`
+//! (a wrong postcondition element) and `failure` (the diagnostic's text).
+//! Hovering an item shows its details (`<title>`).
+
+use std::fmt::Write as _;
+
+use hcomm_schedule::timeline::{Mark, Message, Order, Step, StepKind, Timeline};
+use svg::node::element::path::Data;
+use svg::node::element::{Circle, Definitions, Group, Line, Marker, Path, Rectangle, Text, Title};
+use svg::Document;
+
+/// Left margin (lane names).
+const LEFT: f64 = 80.0;
+/// Top margin (title).
+const TOP: f64 = 70.0;
+/// Width of a column.
+const COL: f64 = 170.0;
+/// Height of a lane.
+const LANE: f64 = 96.0;
+/// Half the height of a step box.
+const HALF: f64 = 17.0;
+/// Space right of the last column (wrong-output marks).
+const RIGHT: f64 = 190.0;
+/// Height of one line of the failure text.
+const LINE: f64 = 17.0;
+
+const INK: &str = "#222";
+const RED: &str = "#c62828";
+const FONT: &str = "DejaVu Sans, Helvetica, Arial, sans-serif";
+
+/// The drawing of `t`.
+pub fn render(t: &Timeline) -> Document {
+    let cols = f64::from(t.columns.max(1));
+    let width = LEFT + cols * COL + RIGHT;
+    let caption = t.failure.as_ref().map_or_else(Vec::new, |f| {
+        let mut lines = wrap(&f.diagnostic.headline(), ((width - 40.0) / 7.0) as usize);
+        if let Some(h) = &f.diagnostic.hint {
+            lines.extend(wrap(&format!("hint: {h}"), ((width - 40.0) / 7.0) as usize));
+        }
+        lines
+    });
+    let lanes_bottom = TOP + f64::from(t.world) * LANE;
+    let height = lanes_bottom + 20.0 + caption.len() as f64 * LINE + 10.0;
+    let mut doc = Document::new()
+        .set("viewBox", (0, 0, width, height))
+        .set("width", width)
+        .set("height", height)
+        .set("font-family", FONT)
+        .add(defs())
+        .add(
+            Rectangle::new()
+                .set("width", "100%")
+                .set("height", "100%")
+                .set("fill", "white"),
+        )
+        .add(title(t));
+    doc = doc.add(grid(t, lanes_bottom));
+    for r in 0..t.world {
+        doc = doc.add(lane(r, width));
+    }
+    for p in &t.pending {
+        let x0 = x_mid(p.post_column);
+        let x1 = p.wait_column.map_or(LEFT + cols * COL, x_mid);
+        let y = y_lane(p.rank) + HALF + 5.0;
+        doc = doc.add(
+            Rectangle::new()
+                .set("class", "pending")
+                .set("x", x0)
+                .set("y", y)
+                .set("width", (x1 - x0).max(4.0))
+                .set("height", 6)
+                .set("rx", 3)
+                .set("fill", "#8e7cc3")
+                .add(Title::new(format!("rank {}: {}", p.rank, p.label))),
+        );
+    }
+    for s in &t.steps {
+        if let Some(g) = step(s) {
+            doc = doc.add(g);
+        }
+    }
+    doc = collectives(doc, t);
+    for m in &t.messages {
+        doc = doc.add(message(m));
+    }
+    if let Some(f) = &t.failure {
+        for mark in &f.marks {
+            if let Some(g) = failure_mark(t, mark) {
+                doc = doc.add(g);
+            }
+        }
+        let mut text = Text::new("")
+            .set("class", "failure")
+            .set("x", 20)
+            .set("y", lanes_bottom + 20.0)
+            .set("font-size", 13)
+            .set("fill", RED);
+        for (i, l) in caption.iter().enumerate() {
+            text = text.add(
+                svg::node::element::TSpan::new(l.clone())
+                    .set("x", 20)
+                    .set("dy", if i == 0 { 0.0 } else { LINE }),
+            );
+        }
+        doc = doc.add(text);
+    }
+    doc
+}
+
+/// The drawing of `t` as SVG text.
+pub fn render_string(t: &Timeline) -> String {
+    render(t).to_string()
+}
+
+fn x_col(c: u32) -> f64 {
+    LEFT + f64::from(c) * COL
+}
+
+fn x_mid(c: u32) -> f64 {
+    x_col(c) + COL / 2.0
+}
+
+fn y_lane(r: u32) -> f64 {
+    TOP + f64::from(r) * LANE + LANE / 2.0
+}
+
+fn arrowhead(id: &str, color: &str) -> Marker {
+    Marker::new()
+        .set("id", id)
+        .set("viewBox", "0 0 10 10")
+        .set("refX", 9)
+        .set("refY", 5)
+        .set("markerWidth", 7)
+        .set("markerHeight", 7)
+        .set("orient", "auto-start-reverse")
+        .add(
+            Path::new()
+                .set(
+                    "d",
+                    Data::new().move_to((0, 0)).line_to((10, 5)).line_to((0, 10)).close(),
+                )
+                .set("fill", color),
+        )
+}
+
+fn defs() -> Definitions {
+    Definitions::new()
+        .add(arrowhead("arrow", INK))
+        .add(arrowhead("arrow-red", RED))
+}
+
+fn title(t: &Timeline) -> Group {
+    let mut head = format!("{}   world = {}", t.name, t.world);
+    for (n, v) in &t.scalars {
+        let _ = write!(head, ", {n} = {v}");
+    }
+    let sub = match t.order {
+        Order::Simulated => "steps in the checker's simulated order (rendezvous: a step waits for its partners)",
+        Order::Program => "steps in each rank's own order (unmatched messages leave nothing to simulate)",
+    };
+    Group::new()
+        .set("class", "title")
+        .add(
+            Text::new(head)
+                .set("x", 20)
+                .set("y", 26)
+                .set("font-size", 18)
+                .set("font-weight", "bold")
+                .set("fill", INK),
+        )
+        .add(
+            Text::new(sub)
+                .set("x", 20)
+                .set("y", 46)
+                .set("font-size", 12)
+                .set("fill", "#666"),
+        )
+}
+
+/// Column separators and numbers.
+fn grid(t: &Timeline, bottom: f64) -> Group {
+    let mut g = Group::new().set("class", "grid");
+    for c in 0..t.columns {
+        g = g
+            .add(
+                Line::new()
+                    .set("x1", x_col(c))
+                    .set("x2", x_col(c))
+                    .set("y1", TOP - 8.0)
+                    .set("y2", bottom)
+                    .set("stroke", "#e4e4e4"),
+            )
+            .add(
+                Text::new(format!("step {c}"))
+                    .set("x", x_mid(c))
+                    .set("y", TOP - 10.0)
+                    .set("text-anchor", "middle")
+                    .set("font-size", 11)
+                    .set("fill", "#999"),
+            );
+    }
+    g
+}
+
+fn lane(r: u32, width: f64) -> Group {
+    let y = y_lane(r);
+    Group::new()
+        .set("class", "lane")
+        .add(
+            Line::new()
+                .set("x1", LEFT - 8.0)
+                .set("x2", width - RIGHT + 10.0)
+                .set("y1", y)
+                .set("y2", y)
+                .set("stroke", "#9e9e9e")
+                .set("stroke-width", 1.5),
+        )
+        .add(
+            Text::new(format!("rank {r}"))
+                .set("x", 14)
+                .set("y", y + 5.0)
+                .set("font-size", 14)
+                .set("font-weight", "bold")
+                .set("fill", INK),
+        )
+}
+
+fn step(s: &Step) -> Option<Group> {
+    if s.kind == StepKind::Collective && !s.blocked {
+        return None; // drawn as the collective's bar
+    }
+    let (class, fill, w) = match s.kind {
+        StepKind::Batch => ("step batch", "#cfe2f3", COL - 36.0),
+        StepKind::Send | StepKind::Recv => ("step blocking", "#ffffff", COL - 70.0),
+        StepKind::Post | StepKind::Wait => ("step nonblocking", "#e6e0f3", COL - 70.0),
+        StepKind::Copy => ("step copy", "#eeeeee", COL - 90.0),
+        StepKind::Collective => ("step collective", "#fde3c3", COL - 70.0),
+    };
+    let x = x_mid(s.column) - w / 2.0;
+    let y = y_lane(s.rank);
+    let (stroke, sw) = if s.blocked { (RED, 2.5) } else { ("#5b7fa6", 1.2) };
+    let label = if s.blocked {
+        format!("blocked: {}", s.label)
+    } else {
+        s.label.clone()
+    };
+    let mut tip = format!("rank {}, step {}: {}", s.rank, s.column, s.label);
+    if !s.detail.is_empty() {
+        let _ = write!(tip, " ({})", s.detail);
+    }
+    if s.blocked {
+        tip.push_str(", stuck here");
+    }
+    let mut g = Group::new()
+        .set(
+            "class",
+            if s.blocked {
+                format!("{class} blocked")
+            } else {
+                class.to_owned()
+            },
+        )
+        .add(Title::new(tip))
+        .add(
+            Rectangle::new()
+                .set("x", x)
+                .set("y", y - HALF)
+                .set("width", w)
+                .set("height", 2.0 * HALF)
+                .set("rx", 5)
+                .set("fill", fill)
+                .set("stroke", stroke)
+                .set("stroke-width", sw),
+        )
+        .add(
+            Text::new(label)
+                .set("x", x_mid(s.column))
+                .set("y", y - 2.0)
+                .set("text-anchor", "middle")
+                .set("font-size", 12)
+                .set("fill", if s.blocked { RED } else { INK }),
+        );
+    if !s.detail.is_empty() {
+        g = g.add(
+            Text::new(s.detail.clone())
+                .set("x", x_mid(s.column))
+                .set("y", y + 11.0)
+                .set("text-anchor", "middle")
+                .set("font-size", 10)
+                .set("fill", "#555"),
+        );
+    }
+    Some(g)
+}
+
+/// Collective bars; calls sharing a column stand side by side.
+fn collectives(mut doc: Document, t: &Timeline) -> Document {
+    for c in &t.collectives {
+        let same: Vec<_> = t.collectives.iter().filter(|o| o.column == c.column).collect();
+        let slot = same.iter().position(|o| std::ptr::eq(*o, c)).unwrap_or(0);
+        let x = x_col(c.column) + COL * (slot as f64 + 1.0) / (same.len() as f64 + 1.0);
+        let (Some(&lo), Some(&hi)) = (c.ranks.first(), c.ranks.last()) else {
+            continue;
+        };
+        let members: Vec<String> = c.ranks.iter().map(ToString::to_string).collect();
+        let group = if c.world_group { "all ranks" } else { "`over` group" };
+        let mut g = Group::new()
+            .set("class", "collective")
+            .add(Title::new(format!(
+                "{} at step {} over {group}: ranks {}",
+                c.kind,
+                c.column,
+                members.join(", ")
+            )))
+            .add(
+                Rectangle::new()
+                    .set("x", x - 5.0)
+                    .set("y", y_lane(lo) - HALF)
+                    .set("width", 10)
+                    .set("height", y_lane(hi) - y_lane(lo) + 2.0 * HALF)
+                    .set("rx", 5)
+                    .set("fill", "#f6b26b")
+                    .set("stroke", "#b45f06"),
+            )
+            .add(
+                Text::new(c.kind.clone())
+                    .set("x", x)
+                    .set("y", y_lane(lo) - HALF - 5.0)
+                    .set("text-anchor", "middle")
+                    .set("font-size", 11)
+                    .set("fill", "#783f04"),
+            );
+        for &r in &c.ranks {
+            g = g.add(
+                Circle::new()
+                    .set("cx", x)
+                    .set("cy", y_lane(r))
+                    .set("r", 7)
+                    .set("fill", "#b45f06"),
+            );
+        }
+        doc = doc.add(g);
+    }
+    doc
+}
+
+fn message(m: &Message) -> Group {
+    let down = m.to > m.from;
+    let dir = if down { 1.0 } else { -1.0 };
+    let y0 = y_lane(m.from) + dir * HALF;
+    let y1 = y_lane(m.to) - dir * HALF;
+    let tip = format!("rank {} -> rank {}: {}", m.from, m.to, m.label());
+    let (x0, x1, class, color, marker, dash) = match (m.send_column, m.recv_column) {
+        (Some(s), Some(r)) => (
+            x_col(s) + COL * 0.38,
+            x_col(r) + COL * 0.62,
+            "message",
+            INK,
+            "url(#arrow)",
+            "none",
+        ),
+        (Some(s), None) => {
+            let x = x_col(s) + COL * 0.38;
+            (x, x + COL * 0.2, "message unmatched", RED, "url(#arrow-red)", "6 4")
+        }
+        (None, Some(r)) => {
+            let x = x_col(r) + COL * 0.62;
+            (x - COL * 0.2, x, "message unmatched", RED, "url(#arrow-red)", "6 4")
+        }
+        (None, None) => (0.0, 0.0, "message", INK, "none", "none"),
+    };
+    // a dangling message stops halfway to the peer it names
+    let (ya, yb) = match (m.send_column, m.recv_column) {
+        (Some(_), None) => (y0, y0 + (y1 - y0) * 0.55),
+        (None, Some(_)) => (y1 - (y1 - y0) * 0.55, y1),
+        _ => (y0, y1),
+    };
+    // the label sits a third of the way along, where arrows of one column
+    // part
+    let (lx, ly) = (x0 + (x1 - x0) * 0.33, ya + (yb - ya) * 0.33);
+    let mut label = m.label();
+    if m.unmatched {
+        label.push_str(if m.recv_column.is_none() {
+            ": no recv"
+        } else {
+            ": no send"
+        });
+    }
+    Group::new()
+        .set("class", class)
+        .add(Title::new(tip))
+        .add(
+            Line::new()
+                .set("x1", x0)
+                .set("y1", ya)
+                .set("x2", x1)
+                .set("y2", yb)
+                .set("stroke", color)
+                .set("stroke-width", 1.4)
+                .set("stroke-dasharray", dash)
+                .set("marker-end", marker),
+        )
+        .add(
+            Text::new(label)
+                .set("x", lx + 4.0)
+                .set("y", ly + 4.0)
+                .set("font-size", 10)
+                .set("fill", color)
+                .set("stroke", "white")
+                .set("stroke-width", 3)
+                .set("paint-order", "stroke"),
+        )
+}
+
+fn failure_mark(t: &Timeline, mark: &Mark) -> Option<Group> {
+    match mark {
+        Mark::Waits {
+            rank,
+            column,
+            waits_for,
+        } => {
+            let target = t
+                .steps
+                .iter()
+                .find(|s| s.rank == *waits_for && s.blocked)
+                .map_or(*column, |s| s.column);
+            let (x0, y0) = (x_mid(*column) + 30.0, y_lane(*rank));
+            let (x1, y1) = (x_mid(target) + 30.0, y_lane(*waits_for));
+            // downward edges bulge right, upward ones left, so a two-rank
+            // cycle shows as a loop
+            let bulge = if y1 > y0 { 55.0 } else { -55.0 };
+            let (cx, cy) = (f64::midpoint(x0, x1) + bulge, f64::midpoint(y0, y1));
+            let off = |y: f64, towards: f64| y + (towards - y).signum() * (HALF + 2.0);
+            let d = Data::new()
+                .move_to((x0, off(y0, y1)))
+                .quadratic_curve_to((cx, cy, x1, off(y1, y0)));
+            Some(
+                Group::new()
+                    .set("class", "cycle")
+                    .add(Title::new(format!("rank {rank} waits for rank {waits_for}")))
+                    .add(
+                        Path::new()
+                            .set("d", d)
+                            .set("fill", "none")
+                            .set("stroke", RED)
+                            .set("stroke-width", 2.5)
+                            .set("marker-end", "url(#arrow-red)"),
+                    )
+                    .add(
+                        Text::new(format!("waits for rank {waits_for}"))
+                            .set("x", cx + if bulge > 0.0 { 4.0 } else { -4.0 })
+                            .set("y", cy)
+                            .set("text-anchor", if bulge > 0.0 { "start" } else { "end" })
+                            .set("font-size", 11)
+                            .set("fill", RED)
+                            .set("stroke", "white")
+                            .set("stroke-width", 3)
+                            .set("paint-order", "stroke"),
+                    ),
+            )
+        }
+        // the message is drawn dashed and red already
+        Mark::Unmatched { .. } => None,
+        Mark::WrongOutput { rank, column, place } => {
+            let y = y_lane(*rank);
+            let x = x_col(t.columns.max(1)) + 18.0;
+            let mut g = Group::new()
+                .set("class", "wrong")
+                .add(Title::new(format!("rank {rank} ends with a wrong {place}")))
+                .add(Circle::new().set("cx", x).set("cy", y).set("r", 9).set("fill", RED))
+                .add(
+                    Text::new(format!("wrong {place}"))
+                        .set("x", x + 14.0)
+                        .set("y", y + 4.0)
+                        .set("font-size", 12)
+                        .set("fill", RED),
+                );
+            if let Some(c) = column {
+                g = g.add(
+                    Rectangle::new()
+                        .set("x", x_col(*c) + 8.0)
+                        .set("y", y - HALF - 6.0)
+                        .set("width", COL - 16.0)
+                        .set("height", 2.0 * HALF + 12.0)
+                        .set("rx", 7)
+                        .set("fill", "none")
+                        .set("stroke", RED)
+                        .set("stroke-width", 2)
+                        .set("stroke-dasharray", "5 3"),
+                );
+            }
+            Some(g)
+        }
+    }
+}
+
+/// Splits `s` into lines of at most about `width` characters, at spaces.
+fn wrap(s: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    for word in s.split(' ') {
+        if !cur.is_empty() && cur.len() + 1 + word.len() > width {
+            lines.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(word);
+    }
+    if !cur.is_empty() {
+        lines.push(cur);
+    }
+    lines
+}
