@@ -75,7 +75,7 @@ pub struct Step {
     pub column: u32,
     /// What it does.
     pub kind: StepKind,
-    /// A short label: `batch`, `send`, `wait r`, `all_gather`, ...
+    /// A short label: `batch`, `send to 1`, `wait r`, `all_gather`, ...
     pub label: String,
     /// The enclosing loop values, e.g. `s = 1` (empty outside loops).
     pub detail: String,
@@ -473,8 +473,14 @@ impl<'u, 'p, 's> Layout<'u, 'p, 's> {
                     un.prog.handle_names.get(o.handle as usize).copied().unwrap_or("?")
                 };
                 let (kind, label) = match ev.kind {
-                    EvKind::Blocking(i) if rt.ops[i as usize].send => (StepKind::Send, "send".to_owned()),
-                    EvKind::Blocking(_) => (StepKind::Recv, "recv".to_owned()),
+                    EvKind::Blocking(i) => {
+                        let o = &rt.ops[i as usize];
+                        if o.send {
+                            (StepKind::Send, format!("send to {}", o.peer))
+                        } else {
+                            (StepKind::Recv, format!("recv from {}", o.peer))
+                        }
+                    }
                     EvKind::Batch(..) => (StepKind::Batch, "batch".to_owned()),
                     EvKind::Post(i) => {
                         let kw = if rt.ops[i as usize].send { "isend" } else { "irecv" };

@@ -64,6 +64,7 @@ pub const ALL: &[Entry] = entries! {
     Builtin: builtin::ring_all_reduce_min;
     Example: examples::two_level_all_gather;
     Example: examples::sparse_all_gather;
+    Gallery: gallery::nonblocking_ring;
     Gallery: gallery::shift_by_two;
     Gallery: gallery::blocking_ring;
     Gallery: gallery::send_without_recv;

@@ -1,11 +1,22 @@
-//! Schedules with a mistake that shows only at some world sizes, kept to
-//! show what a failing check looks like. Each compiles because its
-//! `#[verify]` set holds only sizes where it is right; drawn at another size,
-//! the drawing shows the failure.
+//! Schedules kept to be looked at: patterns the built-ins do not use, and
+//! mistakes that show only at some world sizes. Each mistake compiles
+//! because its `#[verify]` set holds only sizes where it is right; drawn at
+//! another size, the drawing shows the failure.
 
 use hcomm::comm_schedule;
 
 comm_schedule! {
+    /// A pipelined ring of non-blocking operations: post the receive of the
+    /// next block, send the current one, and overlap a local copy with both
+    /// before waiting.
+    #[verify(world in 1..=8)]
+    pub fn nonblocking_ring(a: &[T; n], b: &mut [T; n], c: &mut [T; n]) {
+        let r = irecv b from (rank - 1) % world;
+        let s = isend a to (rank + 1) % world;
+        copy a -> c;
+        wait r, s;
+    }
+
     /// Parity ordering (even ranks send first, odd ranks receive first) of a
     /// shift by two: right at odd world sizes, a deadlock at even ones,
     /// where even ranks only talk to even ranks.

@@ -10,7 +10,7 @@
 
 use std::fmt::Write as _;
 
-use hcomm_schedule::timeline::{Mark, Message, Order, Step, StepKind, Timeline};
+use hcomm_schedule::timeline::{Collective, Mark, Message, Order, Step, StepKind, Timeline};
 use svg::node::element::path::Data;
 use svg::node::element::{Circle, Definitions, Group, Line, Marker, Path, Rectangle, Text, Title};
 use svg::Document;
@@ -27,6 +27,8 @@ const LANE: f64 = 96.0;
 const HALF: f64 = 17.0;
 /// Space right of the last column (wrong-output marks).
 const RIGHT: f64 = 190.0;
+/// The narrowest drawing (room for the title and the failure text).
+const MIN_WIDTH: f64 = 680.0;
 /// Height of one line of the failure text.
 const LINE: f64 = 17.0;
 
@@ -37,7 +39,7 @@ const FONT: &str = "DejaVu Sans, Helvetica, Arial, sans-serif";
 /// The drawing of `t`.
 pub fn render(t: &Timeline) -> Document {
     let cols = f64::from(t.columns.max(1));
-    let width = LEFT + cols * COL + RIGHT;
+    let width = (LEFT + cols * COL + RIGHT).max(MIN_WIDTH);
     let caption = t.failure.as_ref().map_or_else(Vec::new, |f| {
         let mut lines = wrap(&f.diagnostic.headline(), ((width - 40.0) / 7.0) as usize);
         if let Some(h) = &f.diagnostic.hint {
@@ -62,12 +64,18 @@ pub fn render(t: &Timeline) -> Document {
         .add(title(t));
     doc = doc.add(grid(t, lanes_bottom));
     for r in 0..t.world {
-        doc = doc.add(lane(r, width));
+        doc = doc.add(lane(t, r));
     }
+    // a rank's pending operations stack below its lane
+    let mut stacked = vec![0_u32; t.world as usize];
     for p in &t.pending {
         let x0 = x_mid(p.post_column);
         let x1 = p.wait_column.map_or(LEFT + cols * COL, x_mid);
-        let y = y_lane(p.rank) + HALF + 5.0;
+        let level = stacked.get_mut(p.rank as usize).map_or(0, |k| {
+            *k += 1;
+            *k - 1
+        });
+        let y = y_lane(p.rank) + HALF + 4.0 + 8.0 * f64::from(level);
         doc = doc.add(
             Rectangle::new()
                 .set("class", "pending")
@@ -130,14 +138,14 @@ fn y_lane(r: u32) -> f64 {
     TOP + f64::from(r) * LANE + LANE / 2.0
 }
 
-fn arrowhead(id: &str, color: &str) -> Marker {
+fn arrowhead(id: &str, color: &str, size: f64) -> Marker {
     Marker::new()
         .set("id", id)
         .set("viewBox", "0 0 10 10")
         .set("refX", 9)
         .set("refY", 5)
-        .set("markerWidth", 7)
-        .set("markerHeight", 7)
+        .set("markerWidth", size)
+        .set("markerHeight", size)
         .set("orient", "auto-start-reverse")
         .add(
             Path::new()
@@ -151,8 +159,9 @@ fn arrowhead(id: &str, color: &str) -> Marker {
 
 fn defs() -> Definitions {
     Definitions::new()
-        .add(arrowhead("arrow", INK))
-        .add(arrowhead("arrow-red", RED))
+        .add(arrowhead("arrow", INK, 7.0))
+        .add(arrowhead("arrow-red", RED, 7.0))
+        .add(arrowhead("arrow-cycle", RED, 4.0))
 }
 
 fn title(t: &Timeline) -> Group {
@@ -208,14 +217,14 @@ fn grid(t: &Timeline, bottom: f64) -> Group {
     g
 }
 
-fn lane(r: u32, width: f64) -> Group {
+fn lane(t: &Timeline, r: u32) -> Group {
     let y = y_lane(r);
     Group::new()
         .set("class", "lane")
         .add(
             Line::new()
                 .set("x1", LEFT - 8.0)
-                .set("x2", width - RIGHT + 10.0)
+                .set("x2", x_col(t.columns.max(1)) + 10.0)
                 .set("y1", y)
                 .set("y2", y)
                 .set("stroke", "#9e9e9e")
@@ -245,10 +254,11 @@ fn step(s: &Step) -> Option<Group> {
     let x = x_mid(s.column) - w / 2.0;
     let y = y_lane(s.rank);
     let (stroke, sw) = if s.blocked { (RED, 2.5) } else { ("#5b7fa6", 1.2) };
-    let label = if s.blocked {
-        format!("blocked: {}", s.label)
-    } else {
-        s.label.clone()
+    let label = s.label.clone();
+    let detail = match (s.blocked, s.detail.is_empty()) {
+        (true, true) => "blocked".to_owned(),
+        (true, false) => format!("blocked, {}", s.detail),
+        (false, _) => s.detail.clone(),
     };
     let mut tip = format!("rank {}, step {}: {}", s.rank, s.column, s.label);
     if !s.detail.is_empty() {
@@ -286,26 +296,47 @@ fn step(s: &Step) -> Option<Group> {
                 .set("font-size", 12)
                 .set("fill", if s.blocked { RED } else { INK }),
         );
-    if !s.detail.is_empty() {
+    if !detail.is_empty() {
         g = g.add(
-            Text::new(s.detail.clone())
+            Text::new(detail)
                 .set("x", x_mid(s.column))
                 .set("y", y + 11.0)
                 .set("text-anchor", "middle")
                 .set("font-size", 10)
-                .set("fill", "#555"),
+                .set("font-weight", if s.blocked { "bold" } else { "normal" })
+                .set("fill", if s.blocked { RED } else { "#555" }),
         );
     }
     Some(g)
 }
 
-/// Collective bars; calls sharing a column stand side by side.
+/// Collective bars; calls of one column whose bars would cross stand side
+/// by side.
 fn collectives(mut doc: Document, t: &Timeline) -> Document {
-    for c in &t.collectives {
-        let same: Vec<_> = t.collectives.iter().filter(|o| o.column == c.column).collect();
-        let slot = same.iter().position(|o| std::ptr::eq(*o, c)).unwrap_or(0);
-        let x = x_col(c.column) + COL * (slot as f64 + 1.0) / (same.len() as f64 + 1.0);
-        let (Some(&lo), Some(&hi)) = (c.ranks.first(), c.ranks.last()) else {
+    let span = |c: &Collective| (c.ranks.first().copied(), c.ranks.last().copied());
+    // per collective: its slot in its column
+    let mut slots: Vec<usize> = Vec::with_capacity(t.collectives.len());
+    for (i, c) in t.collectives.iter().enumerate() {
+        let (lo, hi) = span(c);
+        let taken: Vec<usize> = t.collectives[..i]
+            .iter()
+            .zip(&slots)
+            .filter(|(o, _)| o.column == c.column && span(o).0 <= hi && lo <= span(o).1)
+            .map(|(_, &k)| k)
+            .collect();
+        slots.push((0..=taken.len()).find(|k| !taken.contains(k)).unwrap_or(0));
+    }
+    for (c, &slot) in t.collectives.iter().zip(&slots) {
+        let used = t
+            .collectives
+            .iter()
+            .zip(&slots)
+            .filter(|(o, _)| o.column == c.column)
+            .map(|(_, &k)| k + 1)
+            .max()
+            .unwrap_or(1);
+        let x = x_col(c.column) + COL * (slot as f64 + 1.0) / (used as f64 + 1.0);
+        let (Some(lo), Some(hi)) = span(c) else {
             continue;
         };
         let members: Vec<String> = c.ranks.iter().map(ToString::to_string).collect();
@@ -357,9 +388,10 @@ fn message(m: &Message) -> Group {
     let y1 = y_lane(m.to) - dir * HALF;
     let tip = format!("rank {} -> rank {}: {}", m.from, m.to, m.label());
     let (x0, x1, class, color, marker, dash) = match (m.send_column, m.recv_column) {
-        (Some(s), Some(r)) => (
+        // the data arrives when both sides are posted
+        (Some(s), Some(_)) => (
             x_col(s) + COL * 0.38,
-            x_col(r) + COL * 0.62,
+            x_col(m.column) + COL * 0.62,
             "message",
             INK,
             "url(#arrow)",
@@ -381,9 +413,10 @@ fn message(m: &Message) -> Group {
         (None, Some(_)) => (y1 - (y1 - y0) * 0.55, y1),
         _ => (y0, y1),
     };
-    // the label sits a third of the way along, where arrows of one column
-    // part
-    let (lx, ly) = (x0 + (x1 - x0) * 0.33, ya + (yb - ya) * 0.33);
+    // the label sits just past the sender's box, where the arrows of one
+    // column are apart
+    let f = (24.0 / (yb - ya).abs().max(1.0)).min(0.5);
+    let (lx, ly) = (x0 + (x1 - x0) * f, ya + (yb - ya) * f);
     let mut label = m.label();
     if m.unmatched {
         label.push_str(if m.recv_column.is_none() {
@@ -430,16 +463,16 @@ fn failure_mark(t: &Timeline, mark: &Mark) -> Option<Group> {
                 .iter()
                 .find(|s| s.rank == *waits_for && s.blocked)
                 .map_or(*column, |s| s.column);
-            let (x0, y0) = (x_mid(*column) + 30.0, y_lane(*rank));
-            let (x1, y1) = (x_mid(target) + 30.0, y_lane(*waits_for));
-            // downward edges bulge right, upward ones left, so a two-rank
-            // cycle shows as a loop
-            let bulge = if y1 > y0 { 55.0 } else { -55.0 };
-            let (cx, cy) = (f64::midpoint(x0, x1) + bulge, f64::midpoint(y0, y1));
-            let off = |y: f64, towards: f64| y + (towards - y).signum() * (HALF + 2.0);
-            let d = Data::new()
-                .move_to((x0, off(y0, y1)))
-                .quadratic_curve_to((cx, cy, x1, off(y1, y0)));
+            // from the right edge of one stuck step to the other's, bowing
+            // right past the lanes between; upward edges bow further, so a
+            // two-rank cycle shows as two arcs
+            let (x0, y0) = (x_mid(*column) + 50.0, y_lane(*rank));
+            let (x1, y1) = (x_mid(target) + 52.0, y_lane(*waits_for));
+            let lanes = f64::from(rank.abs_diff(*waits_for));
+            let down = y1 > y0;
+            let bulge = if down { 30.0 } else { 60.0 } + 20.0 * lanes;
+            let (cx, cy) = (x0.max(x1) + bulge, f64::midpoint(y0, y1));
+            let d = Data::new().move_to((x0, y0)).quadratic_curve_to((cx, cy, x1, y1));
             Some(
                 Group::new()
                     .set("class", "cycle")
@@ -450,13 +483,12 @@ fn failure_mark(t: &Timeline, mark: &Mark) -> Option<Group> {
                             .set("fill", "none")
                             .set("stroke", RED)
                             .set("stroke-width", 2.5)
-                            .set("marker-end", "url(#arrow-red)"),
+                            .set("marker-end", "url(#arrow-cycle)"),
                     )
                     .add(
                         Text::new(format!("waits for rank {waits_for}"))
-                            .set("x", cx + if bulge > 0.0 { 4.0 } else { -4.0 })
-                            .set("y", cy)
-                            .set("text-anchor", if bulge > 0.0 { "start" } else { "end" })
+                            .set("x", f64::midpoint(x0.max(x1), cx) + 6.0)
+                            .set("y", cy + if down { -6.0 } else { 14.0 })
                             .set("font-size", 11)
                             .set("fill", RED)
                             .set("stroke", "white")
@@ -465,8 +497,21 @@ fn failure_mark(t: &Timeline, mark: &Mark) -> Option<Group> {
                     ),
             )
         }
-        // the message is drawn dashed and red already
-        Mark::Unmatched { .. } => None,
+        // the message is drawn dashed and red; its step is circled
+        Mark::Unmatched { message } => {
+            let m = t.messages.get(*message)?;
+            let (rank, column) = match (m.send_column, m.recv_column) {
+                (Some(c), None) => (m.from, c),
+                (None, Some(c)) => (m.to, c),
+                _ => return None,
+            };
+            Some(
+                Group::new()
+                    .set("class", "unmatched")
+                    .add(Title::new(format!("rank {rank}: {} has no partner", m.label())))
+                    .add(circle_step(rank, column)),
+            )
+        }
         Mark::WrongOutput { rank, column, place } => {
             let y = y_lane(*rank);
             let x = x_col(t.columns.max(1)) + 18.0;
@@ -482,22 +527,25 @@ fn failure_mark(t: &Timeline, mark: &Mark) -> Option<Group> {
                         .set("fill", RED),
                 );
             if let Some(c) = column {
-                g = g.add(
-                    Rectangle::new()
-                        .set("x", x_col(*c) + 8.0)
-                        .set("y", y - HALF - 6.0)
-                        .set("width", COL - 16.0)
-                        .set("height", 2.0 * HALF + 12.0)
-                        .set("rx", 7)
-                        .set("fill", "none")
-                        .set("stroke", RED)
-                        .set("stroke-width", 2)
-                        .set("stroke-dasharray", "5 3"),
-                );
+                g = g.add(circle_step(*rank, *c));
             }
             Some(g)
         }
     }
+}
+
+/// A dashed red frame around the step of `rank` at `column`.
+fn circle_step(rank: u32, column: u32) -> Rectangle {
+    Rectangle::new()
+        .set("x", x_col(column) + 8.0)
+        .set("y", y_lane(rank) - HALF - 6.0)
+        .set("width", COL - 16.0)
+        .set("height", 2.0 * HALF + 12.0)
+        .set("rx", 7)
+        .set("fill", "none")
+        .set("stroke", RED)
+        .set("stroke-width", 2)
+        .set("stroke-dasharray", "5 3")
 }
 
 /// Splits `s` into lines of at most about `width` characters, at spaces.
