@@ -95,6 +95,7 @@
 pub mod diag;
 pub mod eval;
 pub mod ir;
+pub mod plan;
 pub mod predict;
 pub mod timeline;
 
@@ -108,6 +109,7 @@ mod verify;
 
 pub use diag::{DiagKind, Diagnostic};
 pub use ir::*;
+pub use plan::PlanCache;
 pub use verify::{check_static, check_world, requires_holds, scalar_range, verify, VerifyCache};
 
 #[cfg(test)]

@@ -36,6 +36,8 @@ pub(crate) struct Inner {
     segment_bytes: usize,
     coll_seq: AtomicU64,
     split_seq: AtomicU64,
+    /// `comm_schedule!` calls so far (their entry check's sequence).
+    schedule_seq: AtomicU64,
     /// Subgroups created by `comm_schedule!` `over` clauses, by key.
     groups: Mutex<HashMap<String, Comm>>,
 }
@@ -76,6 +78,7 @@ impl Comm {
                 segment_bytes: options.segment_bytes,
                 coll_seq: AtomicU64::new(0),
                 split_seq: AtomicU64::new(0),
+                schedule_seq: AtomicU64::new(0),
                 groups: Mutex::new(HashMap::new()),
             }),
         }
@@ -196,6 +199,11 @@ impl Comm {
     pub fn abort(&self, reason: &str) {
         tracing::debug!(comm.rank = self.rank(), reason, "abort");
         self.inner.backend.abort(reason);
+    }
+
+    /// The place of a `comm_schedule!` call among this communicator's.
+    pub(crate) fn next_schedule_call(&self) -> u64 {
+        self.inner.schedule_seq.fetch_add(1, Ordering::Relaxed)
     }
 
     /// The header of this rank's next collective, after checking that every

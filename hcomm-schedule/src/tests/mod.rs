@@ -10,7 +10,7 @@ use crate::ir::*;
 
 mod eval_props;
 mod fail;
-mod pass;
+pub(crate) mod pass;
 mod props;
 mod timeline;
 

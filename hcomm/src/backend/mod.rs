@@ -149,6 +149,20 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Fails every pending and future operation of the group.
     fn abort(&self, reason: &str);
 
+    /// Whether `comm_schedule!` calls run through plans: the backend has no
+    /// tags and issues each rank's calls in order (device libraries), so a
+    /// schedule's statements cannot be issued one by one as they run.
+    fn runs_plans(&self) -> bool {
+        false
+    }
+
+    /// The state this group's in-process ranks share, whose identity names
+    /// the group for checks that compare ranks without messages; `None`
+    /// where ranks share no memory.
+    fn group_token(&self) -> Option<std::sync::Weak<dyn std::any::Any + Send + Sync>> {
+        None
+    }
+
     /// The device memory of a device backend (where `DeviceBuffer`s live);
     /// `None` for host backends.
     fn device_ctx(&self) -> Option<Arc<DeviceCtx>> {

@@ -6,16 +6,31 @@
 //! operation uses. The executor still checks both before every operation (a
 //! few comparisons), so that it is sound on its own: a wrong region is an
 //! `Err`, never undefined behaviour.
+//!
+//! On the host backend every statement is issued as it runs: the backend
+//! implements the language's semantics (tagged channels, non-blocking
+//! operations that progress during collectives) directly. A device backend
+//! has neither, so there the body only records its calls, with their
+//! concrete regions, and the executor then issues them in the order of the
+//! schedule's plan ([`hcomm_schedule::plan`], `replay.rs`).
+//!
+//! At entry ([`Exec::verify`]) every rank announces what it called —
+//! schedule, element type, world size, scalars and lengths — to the other
+//! in-process ranks of the communicator (`entry.rs`); ranks that disagree all
+//! get `Err(Mismatch)` instead of waiting for messages that never come.
 
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::{Mutex, OnceLock};
 
 use hcomm_schedule::ir::Schedule;
-use hcomm_schedule::VerifyCache;
+use hcomm_schedule::{PlanCache, VerifyCache};
 use smallvec::SmallVec;
 
+use super::entry::{self, Entry};
 use super::int;
+use super::replay::{CollCall, Rec, RecOp};
 use crate::backend::{OpId, OpIds};
 use crate::buffer::{Buffer, BufferMut, Memory};
 use crate::collective::{RawBuf, Xfer};
@@ -35,7 +50,7 @@ pub struct Region {
 }
 
 impl Region {
-    fn overlaps(&self, other: &Region) -> bool {
+    pub(super) fn overlaps(&self, other: &Region) -> bool {
         self.buf == other.buf
             && self.start < other.end
             && other.start < self.end
@@ -61,7 +76,8 @@ struct Slot<T> {
 
 struct InFlight {
     handle: u32,
-    id: OpId,
+    /// The backend's operation; `None` while recording for a plan.
+    id: Option<OpId>,
     region: Region,
     writes: bool,
 }
@@ -75,6 +91,16 @@ pub struct Exec<'a, T: Element> {
     inflight: SmallVec<[InFlight; 8]>,
     next_handle: u32,
     groups: SmallVec<[Comm; 2]>,
+    /// The calls of the body, when the backend runs plans.
+    record: Option<Vec<Rec>>,
+    /// The scalars, once [`Exec::verify`] has them.
+    scalars: RefCell<Option<SmallVec<[i64; 4]>>>,
+    /// The length variables solved so far, in order.
+    lens: RefCell<SmallVec<[i64; 3]>>,
+    /// This call's place among the communicator's schedule calls.
+    seq: u64,
+    /// Whether this rank announced its call ([`Exec::verify`]).
+    entered: Cell<bool>,
     _buffers: PhantomData<&'a mut [T]>,
 }
 
@@ -102,17 +128,74 @@ impl<'a, T: Element> Exec<'a, T> {
             inflight: SmallVec::new(),
             next_handle: 0,
             groups: SmallVec::new(),
+            record: comm.inner.backend.runs_plans().then(Vec::new),
+            scalars: RefCell::new(None),
+            lens: RefCell::new(SmallVec::new()),
+            seq: comm.next_schedule_call(),
+            entered: Cell::new(false),
             _buffers: PhantomData,
         };
-        let out = body(&mut exec);
+        let mut out = body(&mut exec);
         if out.is_ok() && !exec.inflight.is_empty() {
             exec.cancel_inflight();
-            return Err(Error::Schedule {
+            out = Err(Error::Schedule {
                 schedule: schedule.name.clone(),
                 message: "unwaited request: a non-blocking operation was still pending at the end".into(),
             });
         }
-        out
+        if out.is_ok() {
+            if let Some(record) = exec.record.take() {
+                out = exec.run_plan(&record);
+            }
+        }
+        exec.settle(out)
+    }
+
+    /// The result of the call, as the entry check sees it: a rank that
+    /// failed before announcing its call tells the others, and a failure of
+    /// a call whose ranks disagreed is that disagreement.
+    fn settle(&self, out: Result<()>) -> Result<()> {
+        let Err(e) = out else { return Ok(()) };
+        if !self.entered.get() {
+            entry::fail_before_entry(self.comm, self.schedule, self.seq, &e);
+            return Err(e);
+        }
+        Err(entry::disagreement(self.comm, self.seq).unwrap_or(e))
+    }
+
+    /// Issues the recorded calls in the order of the plan of this world
+    /// size and these scalars.
+    fn run_plan(&mut self, record: &[Rec]) -> Result<()> {
+        let announced = self.scalars.borrow().clone();
+        let scalars: SmallVec<[i64; 4]> = match announced {
+            Some(s) => s,
+            None if self.schedule.scalars.is_empty() => SmallVec::new(),
+            None => return Err(self.internal("the body never announced its scalars (`Exec::verify`)")),
+        };
+        let world = self.world();
+        let plan = {
+            let span = tracing::debug_span!("plan", schedule = self.schedule.name.as_str(), world);
+            let _e = span.enter();
+            plan_cache(self.schedule)
+                .get(self.schedule, world, &scalars)
+                .map_err(|message| Error::Schedule {
+                    schedule: self.schedule.name.clone(),
+                    message,
+                })?
+        };
+        let mine = plan
+            .ranks
+            .get(self.comm.rank())
+            .ok_or_else(|| self.internal("the plan has no steps for this rank"))?;
+        super::replay::run(self, mine, record)
+    }
+
+    /// An internal error of the executor (the body and the checker disagree).
+    pub(super) fn internal(&self, what: impl std::fmt::Display) -> Error {
+        Error::Schedule {
+            schedule: self.schedule.name.clone(),
+            message: format!("internal error: {what}; please report it"),
+        }
     }
 
     /// This rank.
@@ -161,7 +244,9 @@ impl<'a, T: Element> Exec<'a, T> {
         let actual_i = int(actual)?;
         let fits = coef != 0 && (actual_i - constant) % coef == 0 && (actual_i - constant) / coef >= 1;
         if fits {
-            return Ok((actual_i - constant) / coef);
+            let value = (actual_i - constant) / coef;
+            self.lens.borrow_mut().push(value);
+            return Ok(value);
         }
         let shape = match (coef, constant) {
             (1, 0) => var.to_owned(),
@@ -185,10 +270,25 @@ impl<'a, T: Element> Exec<'a, T> {
         }
     }
 
-    /// Runs the schedule checker for this world size (and these scalars)
-    /// when it lies outside the compile-time verify set; once per
-    /// (schedule, size, scalars), cached.
+    /// Announces this rank's call (schedule, element type, world size,
+    /// `scalars` and the lengths solved so far) to the other ranks, failing
+    /// with `Err(Mismatch)` when they disagree; then runs the schedule checker
+    /// for this world size (and these scalars) when it lies outside the
+    /// compile-time verify set; once per (schedule, size, scalars), cached.
     pub fn verify(&self, scalars: &[i64]) -> Result<()> {
+        *self.scalars.borrow_mut() = Some(scalars.iter().copied().collect());
+        let lens = self.lens.borrow().clone();
+        entry::enter(
+            self.comm,
+            self.schedule,
+            &Entry {
+                seq: self.seq,
+                dtype: T::DTYPE,
+                scalars,
+                lens: &lens,
+            },
+        )?;
+        self.entered.set(true);
         let world = self.world();
         if self.schedule.verify_set_contains(world) {
             return Ok(());
@@ -245,7 +345,7 @@ impl<'a, T: Element> Exec<'a, T> {
         Ok(self.slots.len() - 1)
     }
 
-    fn view(&self, r: Region, write: bool) -> Result<RawBuf<T>> {
+    pub(super) fn view(&self, r: Region, write: bool) -> Result<RawBuf<T>> {
         let slot = self
             .slots
             .get(r.buf)
@@ -285,7 +385,7 @@ impl<'a, T: Element> Exec<'a, T> {
         Ok(())
     }
 
-    fn peer(peer: i64, group: &Comm) -> Result<usize> {
+    pub(super) fn peer(peer: i64, group: &Comm) -> Result<usize> {
         usize::try_from(peer)
             .ok()
             .filter(|&p| p < group.world())
@@ -307,6 +407,10 @@ impl<'a, T: Element> Exec<'a, T> {
         let p = self.blocking_peer(peer, "send")?;
         let v = self.view(r, false)?;
         self.hazard(r, false, "`send`")?;
+        if let Some(record) = &mut self.record {
+            record.push(Rec::Blocking(RecOp::send(r, p, tag)));
+            return Ok(());
+        }
         let mut x = Xfer::p2p(self.comm);
         x.send(v, p, tag);
         // SAFETY: the region is in bounds of a buffer borrowed for `'a` and
@@ -319,6 +423,10 @@ impl<'a, T: Element> Exec<'a, T> {
         let p = self.blocking_peer(peer, "recv")?;
         let v = self.view(r, true)?;
         self.hazard(r, true, "`recv`")?;
+        if let Some(record) = &mut self.record {
+            record.push(Rec::Blocking(RecOp::recv(r, p, tag, reduce)));
+            return Ok(());
+        }
         let mut x = Xfer::p2p(self.comm);
         x.recv_with(v, p, tag, reduce);
         // SAFETY: the region is in bounds of a writable buffer borrowed for
@@ -326,18 +434,32 @@ impl<'a, T: Element> Exec<'a, T> {
         unsafe { x.run("recv") }
     }
 
-    fn post(&mut self, r: Region, writes: bool, x: &Xfer<'_>) -> Result<Handle> {
-        let mut ids = OpIds::new();
-        // SAFETY: the region is in bounds of a buffer borrowed for `'a`;
-        // the op stays in `inflight` until waited, and `Exec::run` and
-        // `Drop` cancel it before the borrow ends.
-        unsafe { self.comm.post_ops(x.ops(), &mut ids)? };
+    fn post(&mut self, op: RecOp) -> Result<Handle> {
+        let writes = !op.send;
+        let id = if let Some(record) = &mut self.record {
+            record.push(Rec::Post(op));
+            None
+        } else {
+            let v = self.view(op.region, writes)?;
+            let mut x = Xfer::p2p(self.comm);
+            if op.send {
+                x.send(v, op.peer, op.tag);
+            } else {
+                x.recv_with(v, op.peer, op.tag, op.reduce);
+            }
+            let mut ids = OpIds::new();
+            // SAFETY: the region is in bounds of a buffer borrowed for `'a`;
+            // the op stays in `inflight` until waited, and `Exec::run` and
+            // `Drop` cancel it before the borrow ends.
+            unsafe { self.comm.post_ops(x.ops(), &mut ids)? };
+            Some(ids[0])
+        };
         let handle = self.next_handle;
         self.next_handle += 1;
         self.inflight.push(InFlight {
             handle,
-            id: ids[0],
-            region: r,
+            id,
+            region: op.region,
             writes,
         });
         Ok(Handle(handle))
@@ -346,21 +468,17 @@ impl<'a, T: Element> Exec<'a, T> {
     /// Non-blocking send.
     pub fn isend(&mut self, r: Region, peer: i64, tag: i64) -> Result<Handle> {
         let p = Self::peer(peer, self.comm)?;
-        let v = self.view(r, false)?;
+        self.view(r, false)?;
         self.hazard(r, false, "`isend`")?;
-        let mut x = Xfer::p2p(self.comm);
-        x.send(v, p, tag);
-        self.post(r, false, &x)
+        self.post(RecOp::send(r, p, tag))
     }
 
     /// Non-blocking receive, optionally combining with `reduce`.
     pub fn irecv(&mut self, r: Region, peer: i64, tag: i64, reduce: Option<ReduceOp>) -> Result<Handle> {
         let p = Self::peer(peer, self.comm)?;
-        let v = self.view(r, true)?;
+        self.view(r, true)?;
         self.hazard(r, true, "`irecv`")?;
-        let mut x = Xfer::p2p(self.comm);
-        x.recv_with(v, p, tag, reduce);
-        self.post(r, true, &x)
+        self.post(RecOp::recv(r, p, tag, reduce))
     }
 
     /// Waits for `handles`.
@@ -372,9 +490,32 @@ impl<'a, T: Element> Exec<'a, T> {
                 .iter()
                 .position(|f| f.handle == h.0)
                 .ok_or_else(|| Error::precondition("unknown request: the handle is not pending"))?;
-            ids.push(self.inflight.swap_remove(i).id);
+            ids.extend(self.inflight.swap_remove(i).id);
+        }
+        if let Some(record) = &mut self.record {
+            record.push(Rec::Wait(handles.len()));
+            return Ok(());
         }
         self.comm.wait_ids(&ids, "wait")
+    }
+
+    /// Posts `ops` as one group call and waits for all of them (checked by
+    /// the caller: in bounds, receives disjoint from every other region of
+    /// the call and from in-flight operations).
+    pub(super) fn group_call(&self, ops: &[RecOp], what: &str) -> Result<()> {
+        let mut x = Xfer::p2p(self.comm);
+        for op in ops {
+            let v = self.view(op.region, !op.send)?;
+            if op.send {
+                x.send(v, op.peer, op.tag);
+            } else {
+                x.recv_with(v, op.peer, op.tag, op.reduce);
+            }
+        }
+        // SAFETY: every region is in bounds of a buffer borrowed for `'a`;
+        // receives are disjoint from every other region of the call and from
+        // in-flight operations (the caller's contract).
+        unsafe { x.run(what) }
     }
 
     /// Starts a batch; see [`Batch`].
@@ -390,6 +531,17 @@ impl<'a, T: Element> Exec<'a, T> {
         let (s, d) = (self.view(src, false)?, self.view(dst, true)?);
         self.hazard(src, false, "`copy`")?;
         self.hazard(dst, true, "`copy`")?;
+        same_len(s.len, d.len, "copy")?;
+        if let Some(record) = &mut self.record {
+            record.push(Rec::Copy { src, dst, op: None });
+            return Ok(());
+        }
+        self.copy_now(src, dst)
+    }
+
+    /// Issues `dst = src` (checked by the caller).
+    pub(super) fn copy_now(&self, src: Region, dst: Region) -> Result<()> {
+        let (s, d) = (self.view(src, false)?, self.view(dst, true)?);
         same_len(s.len, d.len, "copy")?;
         if !self.on_host(src, dst) {
             // SAFETY: in bounds of borrowed buffers the backend accepts.
@@ -410,6 +562,22 @@ impl<'a, T: Element> Exec<'a, T> {
         let (s, d) = (self.view(src, false)?, self.view(dst, true)?);
         self.hazard(src, false, "`accumulate`")?;
         self.hazard(dst, true, "`accumulate`")?;
+        same_len(s.len, d.len, "accumulate")?;
+        if src.overlaps(&dst) {
+            return Err(Error::precondition(
+                "buffer hazard: `accumulate` source and destination overlap",
+            ));
+        }
+        if let Some(record) = &mut self.record {
+            record.push(Rec::Copy { src, dst, op: Some(op) });
+            return Ok(());
+        }
+        self.accumulate_now(src, dst, op)
+    }
+
+    /// Issues `dst = dst op src` (checked by the caller).
+    pub(super) fn accumulate_now(&self, src: Region, dst: Region, op: ReduceOp) -> Result<()> {
+        let (s, d) = (self.view(src, false)?, self.view(dst, true)?);
         same_len(s.len, d.len, "accumulate")?;
         if src.overlaps(&dst) {
             return Err(Error::precondition(
@@ -473,87 +641,141 @@ impl<'a, T: Element> Exec<'a, T> {
         }
     }
 
-    fn coll_views(&self, src: Region, dst: Region, what: &str) -> Result<(RawBuf<T>, RawBuf<T>)> {
+    /// All-reduce (`src == dst` for in place).
+    pub fn all_reduce(&mut self, src: Region, dst: Region, op: ReduceOp, group: Option<Group>) -> Result<()> {
+        self.collective(CollCall::AllReduce { src, dst, op }, group)
+    }
+
+    /// All-gather.
+    pub fn all_gather(&mut self, src: Region, dst: Region, group: Option<Group>) -> Result<()> {
+        self.collective(CollCall::AllGather { src, dst }, group)
+    }
+
+    /// Reduce-scatter.
+    pub fn reduce_scatter(&mut self, src: Region, dst: Region, op: ReduceOp, group: Option<Group>) -> Result<()> {
+        self.collective(CollCall::ReduceScatter { src, dst, op }, group)
+    }
+
+    /// All-to-all.
+    pub fn all_to_all(&mut self, src: Region, dst: Region, group: Option<Group>) -> Result<()> {
+        self.collective(CollCall::AllToAll { src, dst }, group)
+    }
+
+    /// Broadcast from `root` (a rank of the group).
+    pub fn broadcast(&mut self, r: Region, root: i64, group: Option<Group>) -> Result<()> {
+        let root = Self::peer(root, &self.group_comm(group)?)?;
+        self.collective(CollCall::Broadcast { r, root }, group)
+    }
+
+    /// Reduce to `root` (a rank of the group); `dst` is only used there.
+    pub fn reduce(&mut self, src: Region, dst: Region, op: ReduceOp, root: i64, group: Option<Group>) -> Result<()> {
+        let root = Self::peer(root, &self.group_comm(group)?)?;
+        self.collective(CollCall::Reduce { src, dst, op, root }, group)
+    }
+
+    /// Barrier.
+    pub fn barrier(&mut self, group: Option<Group>) -> Result<()> {
+        self.collective(CollCall::Barrier, group)
+    }
+
+    /// Checks a collective against the in-flight operations, then issues it
+    /// (or records it for the plan).
+    fn collective(&mut self, call: CollCall, group: Option<Group>) -> Result<()> {
+        let what = call.what();
+        match call {
+            CollCall::Broadcast { r, .. } => {
+                self.view(r, true)?;
+                self.hazard(r, true, what)?;
+            }
+            CollCall::Barrier => {}
+            CollCall::AllReduce { src, dst, .. }
+            | CollCall::AllGather { src, dst }
+            | CollCall::ReduceScatter { src, dst, .. }
+            | CollCall::AllToAll { src, dst }
+            | CollCall::Reduce { src, dst, .. } => {
+                self.hazard(src, false, what)?;
+                self.hazard(dst, true, what)?;
+            }
+        }
+        if self.record.is_some() {
+            // shapes are checked now, so errors come at the statement
+            let g = self.group_comm(group)?;
+            self.coll_shapes(call, &g)?;
+            if let Some(record) = &mut self.record {
+                record.push(Rec::Coll { call, group });
+            }
+            return Ok(());
+        }
+        self.collective_now(call, group)
+    }
+
+    /// The views of a collective's regions, after checking their lengths.
+    fn coll_shapes(&self, call: CollCall, g: &Comm) -> Result<(RawBuf<T>, RawBuf<T>)> {
+        let what = call.what();
+        let (src, dst) = match call {
+            CollCall::Barrier => {
+                let none = RawBuf {
+                    ptr: std::ptr::NonNull::dangling().as_ptr(),
+                    len: 0,
+                };
+                return Ok((none, none));
+            }
+            CollCall::Broadcast { r, .. } => {
+                let v = self.view(r, true)?;
+                return Ok((v, v));
+            }
+            CollCall::AllReduce { src, dst, .. }
+            | CollCall::AllGather { src, dst }
+            | CollCall::ReduceScatter { src, dst, .. }
+            | CollCall::AllToAll { src, dst }
+            | CollCall::Reduce { src, dst, .. } => (src, dst),
+        };
         let (s, d) = (self.view(src, false)?, self.view(dst, true)?);
-        self.hazard(src, false, what)?;
-        self.hazard(dst, true, what)?;
         if src != dst && src.overlaps(&dst) {
             return Err(Error::precondition(format!(
                 "buffer hazard: {what} input and output overlap"
             )));
         }
+        let name = what.trim_matches('`');
+        match call {
+            CollCall::AllGather { .. } => same_len(s.len * g.world(), d.len, name)?,
+            CollCall::ReduceScatter { .. } => same_len(s.len, d.len * g.world(), name)?,
+            CollCall::AllToAll { .. } => {
+                same_len(s.len, d.len, name)?;
+                if !s.len.is_multiple_of(g.world()) {
+                    return Err(Error::buffer_length(
+                        "all_to_all input",
+                        s.len,
+                        format_args!("a multiple of {}", g.world()),
+                    ));
+                }
+            }
+            _ => same_len(s.len, d.len, name)?,
+        }
         Ok((s, d))
     }
 
-    /// All-reduce (`src == dst` for in place).
-    pub fn all_reduce(&mut self, src: Region, dst: Region, op: ReduceOp, group: Option<Group>) -> Result<()> {
-        let (s, d) = self.coll_views(src, dst, "`all_reduce`")?;
-        same_len(s.len, d.len, "all_reduce")?;
-        // SAFETY: checked in bounds, equal or disjoint, borrowed for `'a`.
-        unsafe { self.group_comm(group)?.all_reduce_raw(s, d, op) }
-    }
-
-    /// All-gather.
-    pub fn all_gather(&mut self, src: Region, dst: Region, group: Option<Group>) -> Result<()> {
-        let (s, d) = self.coll_views(src, dst, "`all_gather`")?;
+    /// Issues a collective (checked against in-flight operations by the
+    /// caller).
+    pub(super) fn collective_now(&self, call: CollCall, group: Option<Group>) -> Result<()> {
         let g = self.group_comm(group)?;
-        same_len(s.len * g.world(), d.len, "all_gather")?;
-        // SAFETY: checked in bounds, disjoint, borrowed for `'a`.
-        unsafe { g.all_gather_raw(s, d) }
-    }
-
-    /// Reduce-scatter.
-    pub fn reduce_scatter(&mut self, src: Region, dst: Region, op: ReduceOp, group: Option<Group>) -> Result<()> {
-        let (s, d) = self.coll_views(src, dst, "`reduce_scatter`")?;
-        let g = self.group_comm(group)?;
-        same_len(s.len, d.len * g.world(), "reduce_scatter")?;
-        // SAFETY: checked in bounds, disjoint, borrowed for `'a`.
-        unsafe { g.reduce_scatter_raw(s, d, op) }
-    }
-
-    /// All-to-all.
-    pub fn all_to_all(&mut self, src: Region, dst: Region, group: Option<Group>) -> Result<()> {
-        let (s, d) = self.coll_views(src, dst, "`all_to_all`")?;
-        let g = self.group_comm(group)?;
-        same_len(s.len, d.len, "all_to_all")?;
-        if !s.len.is_multiple_of(g.world()) {
-            return Err(Error::buffer_length(
-                "all_to_all input",
-                s.len,
-                format_args!("a multiple of {}", g.world()),
-            ));
+        let (s, d) = self.coll_shapes(call, &g)?;
+        // SAFETY (every arm): the views are in bounds of buffers borrowed for
+        // `'a`, input and output equal or disjoint, and no in-flight
+        // operation uses them.
+        match call {
+            CollCall::AllReduce { op, .. } => unsafe { g.all_reduce_raw(s, d, op) },
+            CollCall::AllGather { .. } => unsafe { g.all_gather_raw(s, d) },
+            CollCall::ReduceScatter { op, .. } => unsafe { g.reduce_scatter_raw(s, d, op) },
+            CollCall::AllToAll { .. } => unsafe { g.all_to_all_raw(s, d) },
+            CollCall::Broadcast { root, .. } => unsafe { g.broadcast_raw(d, root) },
+            CollCall::Reduce { op, root, .. } => unsafe { g.reduce_raw(s, d, op, root) },
+            CollCall::Barrier => g.barrier(),
         }
-        // SAFETY: checked in bounds, disjoint, borrowed for `'a`.
-        unsafe { g.all_to_all_raw(s, d) }
-    }
-
-    /// Broadcast from `root` (a rank of the group).
-    pub fn broadcast(&mut self, r: Region, root: i64, group: Option<Group>) -> Result<()> {
-        let g = self.group_comm(group)?;
-        let root = Self::peer(root, &g)?;
-        let v = self.view(r, true)?;
-        self.hazard(r, true, "`broadcast`")?;
-        // SAFETY: checked in bounds, borrowed for `'a`.
-        unsafe { g.broadcast_raw(v, root) }
-    }
-
-    /// Reduce to `root` (a rank of the group); `dst` is only used there.
-    pub fn reduce(&mut self, src: Region, dst: Region, op: ReduceOp, root: i64, group: Option<Group>) -> Result<()> {
-        let g = self.group_comm(group)?;
-        let root = Self::peer(root, &g)?;
-        let (s, d) = self.coll_views(src, dst, "`reduce`")?;
-        same_len(s.len, d.len, "reduce")?;
-        // SAFETY: checked in bounds, equal or disjoint, borrowed for `'a`.
-        unsafe { g.reduce_raw(s, d, op, root) }
-    }
-
-    /// Barrier.
-    pub fn barrier(&mut self, group: Option<Group>) -> Result<()> {
-        self.group_comm(group)?.barrier()
     }
 
     fn cancel_inflight(&mut self) {
-        let ids: SmallVec<[OpId; 8]> = self.inflight.drain(..).map(|f| f.id).collect();
+        let ids: SmallVec<[OpId; 8]> = self.inflight.drain(..).filter_map(|f| f.id).collect();
         if !ids.is_empty() {
             self.comm.cancel_ids(&ids);
         }
@@ -579,6 +801,19 @@ fn verify_cache(schedule: &'static Schedule) -> &'static VerifyCache {
         .or_insert_with(|| Box::leak(Box::new(VerifyCache::new())))
 }
 
+/// The plan cache of `schedule` (one per schedule, kept for the life of the
+/// process like the schedule itself).
+fn plan_cache(schedule: &'static Schedule) -> &'static PlanCache {
+    static CACHES: OnceLock<Mutex<HashMap<usize, &'static PlanCache>>> = OnceLock::new();
+    let mut caches = CACHES
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    caches
+        .entry(std::ptr::from_ref(schedule) as usize)
+        .or_insert_with(|| Box::leak(Box::new(PlanCache::new())))
+}
+
 fn same_len(a: usize, b: usize, what: &str) -> Result<()> {
     if a == b {
         Ok(())
@@ -587,16 +822,10 @@ fn same_len(a: usize, b: usize, what: &str) -> Result<()> {
     }
 }
 
-#[derive(Clone, Copy)]
-enum BatchOp {
-    Send,
-    Recv(Option<ReduceOp>),
-}
-
 /// The operations of one `batch { .. }`: posted together by [`Batch::finish`].
 pub struct Batch<'x, 'a, T: Element> {
     exec: &'x mut Exec<'a, T>,
-    ops: SmallVec<[(Region, BatchOp, usize, i64); 8]>,
+    ops: SmallVec<[RecOp; 8]>,
 }
 
 impl<T: Element> Batch<'_, '_, T> {
@@ -604,7 +833,7 @@ impl<T: Element> Batch<'_, '_, T> {
     pub fn send(&mut self, r: Region, peer: i64, tag: i64) -> Result<()> {
         let p = Exec::<T>::peer(peer, self.exec.comm)?;
         self.exec.view(r, false)?;
-        self.ops.push((r, BatchOp::Send, p, tag));
+        self.ops.push(RecOp::send(r, p, tag));
         Ok(())
     }
 
@@ -612,33 +841,27 @@ impl<T: Element> Batch<'_, '_, T> {
     pub fn recv(&mut self, r: Region, peer: i64, tag: i64, reduce: Option<ReduceOp>) -> Result<()> {
         let p = Exec::<T>::peer(peer, self.exec.comm)?;
         self.exec.view(r, true)?;
-        self.ops.push((r, BatchOp::Recv(reduce), p, tag));
+        self.ops.push(RecOp::recv(r, p, tag, reduce));
         Ok(())
     }
 
     /// Posts every operation and waits for all of them.
     pub fn finish(self) -> Result<()> {
-        let exec = &*self.exec;
-        let mut x = Xfer::p2p(exec.comm);
-        for (i, &(r, op, peer, tag)) in self.ops.iter().enumerate() {
-            let writes = matches!(op, BatchOp::Recv(_));
-            exec.hazard(r, writes, "a `batch` operation")?;
-            for &(other, other_op, ..) in &self.ops[..i] {
-                if r.overlaps(&other) && (writes || matches!(other_op, BatchOp::Recv(_))) {
+        let exec = self.exec;
+        for (i, op) in self.ops.iter().enumerate() {
+            exec.hazard(op.region, !op.send, "a `batch` operation")?;
+            for other in &self.ops[..i] {
+                if op.region.overlaps(&other.region) && (!op.send || !other.send) {
                     return Err(Error::precondition(
                         "buffer hazard: two operations of one `batch` overlap and one writes",
                     ));
                 }
             }
-            let v = exec.view(r, writes)?;
-            match op {
-                BatchOp::Send => x.send(v, peer, tag),
-                BatchOp::Recv(reduce) => x.recv_with(v, peer, tag, reduce),
-            };
         }
-        // SAFETY: every region is in bounds of a buffer borrowed for `'a`,
-        // receives are disjoint from every other region of the batch and from
-        // in-flight operations.
-        unsafe { x.run("batch") }
+        if let Some(record) = &mut exec.record {
+            record.push(Rec::Batch(self.ops.into_vec()));
+            return Ok(());
+        }
+        exec.group_call(&self.ops, "batch")
     }
 }

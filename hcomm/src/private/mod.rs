@@ -6,7 +6,9 @@
 //! the checker's own function ([`hcomm_schedule::eval`]), so a schedule is
 //! verified on exactly the values it computes.
 
+mod entry;
 mod exec;
+mod replay;
 
 pub use exec::{Batch, Exec, Group, Handle, Region};
 pub use hcomm_schedule;

@@ -188,6 +188,17 @@ impl Backend for DeviceBackend {
         true
     }
 
+    fn runs_plans(&self) -> bool {
+        true
+    }
+
+    fn group_token(&self) -> Option<std::sync::Weak<dyn std::any::Any + Send + Sync>> {
+        // ranks in other processes have a table of their own
+        self.env.as_ref()?;
+        let token: Arc<dyn std::any::Any + Send + Sync> = self.shared.clone();
+        Some(Arc::downgrade(&token))
+    }
+
     unsafe fn native_collective(
         &self,
         call: &NativeCall<'_>,

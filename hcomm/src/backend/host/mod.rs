@@ -85,6 +85,11 @@ impl Backend for HostBackend {
         self.fabric.confirm_collective(self.rank, header, timeout)
     }
 
+    fn group_token(&self) -> Option<std::sync::Weak<dyn std::any::Any + Send + Sync>> {
+        let token: Arc<dyn std::any::Any + Send + Sync> = self.fabric.clone();
+        Some(Arc::downgrade(&token))
+    }
+
     fn subgroup(&self, key: &str, members: &[usize]) -> Result<Arc<dyn Backend>> {
         let rank = members.iter().position(|&m| m == self.rank).ok_or_else(|| {
             Error::precondition(format!(
