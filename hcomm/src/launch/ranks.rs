@@ -7,7 +7,9 @@ use crate::error::{Error, Result};
 
 /// Runs `rank_main(rank, input)` for every input, each on a thread of its
 /// own (`hcomm-rank-{rank}`), and returns the values in rank order, or the
-/// first error in rank order (the caller may prefer a root cause).
+/// first error in rank order (the caller may prefer a root cause). With
+/// `HCOMM_TRACE` set, the threads record into the process's trace, written
+/// when they are done (see [`crate::trace`]).
 pub(crate) fn run_rank_threads<T, R>(
     inputs: impl IntoIterator<Item = T>,
     rank_main: impl Fn(usize, T) -> Result<R> + Sync,
@@ -17,6 +19,7 @@ where
     R: Send,
 {
     let rank_main = &rank_main;
+    let trace = crate::trace::EnvTrace::get();
     let results: Vec<Result<R>> = std::thread::scope(|s| {
         let threads: Vec<_> = inputs
             .into_iter()
@@ -24,7 +27,10 @@ where
             .map(|(rank, input)| {
                 std::thread::Builder::new()
                     .name(format!("hcomm-rank-{rank}"))
-                    .spawn_scoped(s, move || rank_main(rank, input))
+                    .spawn_scoped(s, move || match trace {
+                        Some(t) => t.record(|| rank_main(rank, input)),
+                        None => rank_main(rank, input),
+                    })
             })
             .collect();
         threads
@@ -54,8 +60,10 @@ where
             }
         }
     }
+    // the trace is written even when the run failed; the run's error wins
+    let written = trace.map_or(Ok(()), crate::trace::EnvTrace::write);
     match first_error {
-        None => Ok(values),
+        None => written.map(|()| values),
         Some(e) => Err(e),
     }
 }
