@@ -19,10 +19,7 @@ pub(crate) fn run(calls: &[Desc]) -> Result<(), String> {
         check_agree(calls, rank)?;
         check_counts(calls, rank)?;
     }
-    for (addr, bytes) in outputs(calls)? {
-        memory::write(addr, &bytes)?;
-    }
-    Ok(())
+    memory::write_all(&outputs(calls)?)
 }
 
 fn check_agree(calls: &[Desc], rank: usize) -> Result<(), String> {

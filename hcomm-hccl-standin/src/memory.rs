@@ -77,19 +77,23 @@ pub(crate) fn read(addr: usize, len: usize) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-/// Writes `bytes` at `addr`, which must lie in a live allocation.
-pub(crate) fn write(addr: usize, bytes: &[u8]) -> Result<(), String> {
-    if bytes.is_empty() {
-        return Ok(());
-    }
+/// Writes each `(addr, bytes)` of `writes`, all of which must lie in live
+/// allocations: either every range is written or, if one is not device
+/// memory any more, none.
+pub(crate) fn write_all(writes: &[(usize, Vec<u8>)]) -> Result<(), String> {
     let map = lock(&ALLOCS);
-    if !contains(&map, addr, bytes.len()) {
-        return Err(gone(addr, bytes.len()));
+    if let Some((addr, bytes)) = writes
+        .iter()
+        .find(|(addr, bytes)| !bytes.is_empty() && !contains(&map, *addr, bytes.len()))
+    {
+        return Err(gone(*addr, bytes.len()));
     }
-    // SAFETY: `[addr, addr + len)` lies in a live allocation, which cannot be
-    // freed while the registry is locked; `bytes` is host memory, never
-    // device memory (copies are always taken first), so they do not overlap.
-    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, bytes.len()) };
+    for (addr, bytes) in writes.iter().filter(|(_, b)| !b.is_empty()) {
+        // SAFETY: `[addr, addr + len)` lies in a live allocation, which
+        // cannot be freed while the registry is locked; `bytes` is host
+        // memory, never device memory, so they do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), *addr as *mut u8, bytes.len()) };
+    }
     Ok(())
 }
 

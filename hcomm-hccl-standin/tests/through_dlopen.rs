@@ -731,3 +731,169 @@ fn init_rejects_foreign_root_info_and_disagreeing_sizes() {
         assert_eq!(f(1, &root, 0, &bad, &mut comm), HcclResult::HCCL_E_PARA);
     }
 }
+
+/// A serial reference of the stand-in's reductions: `op` folded over the
+/// ranks' values in rank order, in `f64` (exact for the small values used).
+fn fold_ref(op: HcclReduceOp, values: impl Iterator<Item = f64>) -> f64 {
+    values
+        .reduce(|a, b| match op {
+            HcclReduceOp::HCCL_REDUCE_SUM => a + b,
+            HcclReduceOp::HCCL_REDUCE_PROD => a * b,
+            HcclReduceOp::HCCL_REDUCE_MAX => a.max(b),
+            _ => a.min(b),
+        })
+        .unwrap()
+}
+
+/// `x` as the bytes of one element of `dtype`.
+fn encode(dtype: HcclDataType, x: f64) -> Vec<u8> {
+    use HcclDataType as T;
+    match dtype {
+        T::HCCL_DATA_TYPE_INT8 => (x as i8).to_ne_bytes().to_vec(),
+        T::HCCL_DATA_TYPE_UINT8 => (x as u8).to_ne_bytes().to_vec(),
+        T::HCCL_DATA_TYPE_INT16 => (x as i16).to_ne_bytes().to_vec(),
+        T::HCCL_DATA_TYPE_UINT16 => (x as u16).to_ne_bytes().to_vec(),
+        T::HCCL_DATA_TYPE_INT32 => (x as i32).to_ne_bytes().to_vec(),
+        T::HCCL_DATA_TYPE_UINT32 => (x as u32).to_ne_bytes().to_vec(),
+        T::HCCL_DATA_TYPE_INT64 => (x as i64).to_ne_bytes().to_vec(),
+        T::HCCL_DATA_TYPE_UINT64 => (x as u64).to_ne_bytes().to_vec(),
+        T::HCCL_DATA_TYPE_FP16 => half::f16::from_f64(x).to_ne_bytes().to_vec(),
+        T::HCCL_DATA_TYPE_BFP16 => half::bf16::from_f64(x).to_ne_bytes().to_vec(),
+        T::HCCL_DATA_TYPE_FP32 => (x as f32).to_ne_bytes().to_vec(),
+        _ => x.to_ne_bytes().to_vec(),
+    }
+}
+
+#[test]
+fn every_reducible_type_and_operator_matches_a_serial_reference() {
+    let h = &apis().hccl;
+    let types: Vec<HcclDataType> = (0..12).map(HcclDataType).collect();
+    let ops = [
+        HcclReduceOp::HCCL_REDUCE_SUM,
+        HcclReduceOp::HCCL_REDUCE_PROD,
+        HcclReduceOp::HCCL_REDUCE_MAX,
+        HcclReduceOp::HCCL_REDUCE_MIN,
+    ];
+    // What rank `r` contributes at index `i`: small, positive for the
+    // unsigned types, so every type holds every partial result exactly.
+    let value = |r: usize, i: usize, op: HcclReduceOp| -> f64 {
+        if op == HcclReduceOp::HCCL_REDUCE_PROD {
+            [1.0, 2.0, 3.0][(r + i) % 3]
+        } else {
+            ((r * 5 + i * 3) % 7) as f64
+        }
+    };
+    run(3, None, |me| {
+        // SAFETY: device buffers of the stated sizes.
+        unsafe {
+            for &dtype in &types {
+                let size = dtype.size().unwrap();
+                for op in ops {
+                    let mine: Vec<u8> = (0..4).flat_map(|i| encode(dtype, value(me.rank, i, op))).collect();
+                    let send = me.raw(&mine);
+                    let recv = me.raw(&vec![0u8; mine.len()]);
+                    assert_eq!(
+                        (h.HcclAllReduce)(send, recv, 4, dtype, op, me.comm, me.stream),
+                        HcclResult::HCCL_SUCCESS
+                    );
+                    me.sync().unwrap();
+                    let want: Vec<u8> = (0..4)
+                        .flat_map(|i| encode(dtype, fold_ref(op, (0..3).map(|r| value(r, i, op)))))
+                        .collect();
+                    assert_eq!(me.read_raw(recv, 4 * size), want, "{dtype:?} {op:?}");
+                }
+            }
+            // fp16 accumulates in f32 and rounds once: 2048 + 1 + 1 is 2050,
+            // where rounding after each step would stay at 2048.
+            let fp16 = HcclDataType::HCCL_DATA_TYPE_FP16;
+            let x = me.raw(&encode(fp16, if me.rank == 0 { 2048.0 } else { 1.0 }));
+            assert_eq!(
+                (h.HcclAllReduce)(x, x, 1, fp16, SUM, me.comm, me.stream),
+                HcclResult::HCCL_SUCCESS
+            );
+            me.sync().unwrap();
+            assert_eq!(me.read_raw(x, 2), encode(fp16, 2050.0));
+        }
+    });
+}
+
+#[test]
+fn messages_match_in_stream_order_and_sizes_that_disagree_fail_both_ends() {
+    let h = &apis().hccl;
+    run(2, None, |me| {
+        // SAFETY: device buffers of the stated sizes.
+        unsafe {
+            if me.rank == 0 {
+                let (a, b) = (me.buf(&[1.0, 2.0]), me.buf(&[3.0, 4.0]));
+                for buf in [a, b] {
+                    assert_eq!(
+                        (h.HcclSend)(buf, 2, F32, 1, me.comm, me.stream),
+                        HcclResult::HCCL_SUCCESS
+                    );
+                }
+                me.sync().unwrap();
+                let long = me.buf(&[5.0, 6.0]);
+                assert_eq!(
+                    (h.HcclSend)(long, 2, F32, 1, me.comm, me.stream),
+                    HcclResult::HCCL_SUCCESS
+                );
+            } else {
+                let (x, y) = (me.buf(&[0.0; 2]), me.buf(&[0.0; 2]));
+                for buf in [x, y] {
+                    assert_eq!(
+                        (h.HcclRecv)(buf, 2, F32, 0, me.comm, me.stream),
+                        HcclResult::HCCL_SUCCESS
+                    );
+                }
+                me.sync().unwrap();
+                assert_eq!((me.read(x, 2), me.read(y, 2)), (vec![1.0, 2.0], vec![3.0, 4.0]));
+                let short = me.buf(&[0.0]);
+                assert_eq!(
+                    (h.HcclRecv)(short, 1, F32, 0, me.comm, me.stream),
+                    HcclResult::HCCL_SUCCESS
+                );
+            }
+            assert_eq!(me.sync(), Err(AclError::RtFailure));
+            let msg = std::ffi::CStr::from_ptr((apis().acl.aclGetRecentErrMsg.unwrap())())
+                .to_string_lossy()
+                .into_owned();
+            assert!(
+                msg.contains("rank 1 receives 4 bytes from rank 0, which sends 8 bytes"),
+                "{msg}"
+            );
+        }
+    });
+}
+
+#[test]
+fn a_buffer_freed_while_its_collective_waits_fails_the_collective_instead_of_being_written() {
+    let Apis { hccl: h, acl: a, .. } = apis();
+    let both_called = std::sync::Barrier::new(2);
+    run(2, None, |me| {
+        // SAFETY: device buffers of the stated sizes; rank 0 frees its
+        // receive buffer before rank 1 calls, so the collective cannot run.
+        unsafe {
+            let send = me.buf(&[1.0]);
+            let recv = me.buf(&[0.0]);
+            if me.rank == 0 {
+                assert_eq!(
+                    (h.HcclAllReduce)(send, recv, 1, F32, SUM, me.comm, me.stream),
+                    HcclResult::HCCL_SUCCESS
+                );
+                assert_eq!((a.aclrtFree)(recv), aclError::ACL_SUCCESS);
+                both_called.wait();
+            } else {
+                both_called.wait();
+                assert_eq!(
+                    (h.HcclAllReduce)(send, recv, 1, F32, SUM, me.comm, me.stream),
+                    HcclResult::HCCL_SUCCESS
+                );
+            }
+            assert_eq!(me.sync(), Err(AclError::RtFailure));
+            let msg = std::ffi::CStr::from_ptr((a.aclGetRecentErrMsg.unwrap())())
+                .to_string_lossy()
+                .into_owned();
+            assert!(msg.contains("no longer device memory"), "{msg}");
+        }
+    });
+}

@@ -1,10 +1,10 @@
 //! Fault injection on every backend that runs in this process: threads (the
 //! host backend) and HCCL through the stand-in library. Each seeded case runs
-//! a random program (collectives of several kinds and algorithms, blocking
-//! point-to-point, batches, non-blocking requests in a scope, a schedule,
-//! then a barrier) in which one rank, at a random point of a random
-//! operation, panics, returns an error, or stalls past the timeout. Checked
-//! for every case:
+//! a random program (collectives of several kinds and algorithms, on the
+//! whole communicator and on one made by `split`, blocking point-to-point,
+//! batches, non-blocking requests in a scope, a schedule, then a barrier) in
+//! which one rank, at a random point of a random operation, panics, returns
+//! an error, or stalls past the timeout. Checked for every case:
 //!
 //! * every other rank returns an `Err` naming the failed rank
 //!   ([`Error::PeerFailed`] for it; after a stall, the timeout itself or a
@@ -13,6 +13,9 @@
 //! * every operation that completed, on any rank, holds exactly what a
 //!   serial reference computes;
 //! * no thread outlives the cases.
+//!
+//! As a control, some cases have a rank that is only slow (well within the
+//! timeout): there every rank must complete every operation, exactly.
 //!
 //! `cargo test -p hcomm --test fault_injection` runs a fixed seed; a longer
 //! run: `HCOMM_FAULT_CASES=3000 HCOMM_FAULT_SEED=7 cargo test -p hcomm
@@ -34,6 +37,8 @@ const LIMIT: Duration = Duration::from_secs(1);
 /// How long a stalled rank sleeps: well past the timeout of the ranks that
 /// wait on it.
 const STALL: Duration = Duration::from_millis(2200);
+/// How long a slow rank sleeps.
+const SLOW: Duration = Duration::from_millis(200);
 /// How much later than the timeout a survivor may report (a loaded machine).
 const MARGIN: Duration = Duration::from_secs(3);
 /// A case running longer than this hangs.
@@ -52,6 +57,8 @@ enum Fault {
     Panic,
     Error,
     Stall,
+    /// Not a fault: slow, but well within the timeout.
+    Slow,
 }
 
 /// Where in its operation the failing rank fails.
@@ -70,6 +77,7 @@ enum Op {
     ReduceScatter(Option<Algorithm>),
     AllToAll(Option<Algorithm>),
     AllToAllV,
+    AllGatherV,
     Broadcast(Option<Algorithm>, usize),
     Reduce(usize),
     Gather(usize),
@@ -83,6 +91,9 @@ enum Op {
     Scope,
     /// The built-in ring all-gather schedule.
     Schedule,
+    /// An all-reduce on the communicator of the ranks of one parity, made
+    /// by `split`.
+    Split,
 }
 
 #[derive(Clone, Debug)]
@@ -120,7 +131,7 @@ fn algorithm(rng: &mut TestRng, backend: Backend, c: Collective, world: usize) -
 
 fn random_op(rng: &mut TestRng, backend: Backend, world: usize) -> Op {
     let root = rng.random_range(0..world);
-    let which = rng.random_range(0..14);
+    let which = rng.random_range(0..16);
     let mut algo = |c| algorithm(rng, backend, c, world);
     match which {
         0 => Op::AllReduce(algo(Collective::AllReduce)),
@@ -136,6 +147,8 @@ fn random_op(rng: &mut TestRng, backend: Backend, world: usize) -> Op {
         10 => Op::Ring,
         11 => Op::Batch,
         12 => Op::Scope,
+        13 => Op::AllGatherV,
+        14 => Op::Split,
         _ => Op::Schedule,
     }
 }
@@ -168,7 +181,14 @@ fn case(seed: u64, id: usize) -> Case {
         victim: rng.random_range(0..world),
         fault: pick(
             &mut rng,
-            &[Fault::Panic, Fault::Panic, Fault::Error, Fault::Error, Fault::Stall],
+            &[
+                Fault::Panic,
+                Fault::Panic,
+                Fault::Error,
+                Fault::Error,
+                Fault::Stall,
+                Fault::Slow,
+            ],
         ),
         at,
         point,
@@ -201,6 +221,11 @@ fn sum(w: usize, k: usize, i: usize) -> i64 {
     (0..w).map(|q| val(q, k, i)).sum()
 }
 
+/// Elements rank `q` contributes to the all-gather-v.
+fn gv_count(q: usize) -> usize {
+    q % 3 + 1
+}
+
 /// What rank `r` holds after operation `k` of a case.
 fn expected(c: &Case, k: usize, r: usize) -> Vec<i64> {
     let (w, n) = (c.world, c.len);
@@ -211,6 +236,10 @@ fn expected(c: &Case, k: usize, r: usize) -> Vec<i64> {
         Op::ReduceScatter(_) => (0..n).map(|i| sum(w, k, r * n + i)).collect(),
         Op::AllToAll(_) => (0..w).flat_map(|q| (0..n).map(move |i| val(q, k, r * n + i))).collect(),
         Op::AllToAllV => (0..w).flat_map(|q| v_block(q, r, k)).collect(),
+        Op::AllGatherV => (0..w).flat_map(|q| vals(q, k, gv_count(q))).collect(),
+        Op::Split => (0..n)
+            .map(|i| (0..w).filter(|q| q % 2 == r % 2).map(|q| val(q, k, i)).sum())
+            .collect(),
         Op::Broadcast(_, root) => vals(root, k, n),
         Op::Reduce(root) if r == root => (0..n).map(|i| sum(w, k, i)).collect(),
         Op::Gather(root) if r == root => (0..w).flat_map(|q| vals(q, k, n)).collect(),
@@ -266,6 +295,20 @@ fn run_op(comm: &Comm, c: &Case, k: usize, inside: &dyn Fn() -> hcomm::Result<()
             let recv_counts: Vec<usize> = (0..w).map(|q| v_count(q, r)).collect();
             let mut out = vec![0; recv_counts.iter().sum()];
             comm.all_to_allv(&send, &send_counts, &mut out, &recv_counts)?;
+            out
+        }
+        Op::AllGatherV => {
+            let counts: Vec<usize> = (0..w).map(gv_count).collect();
+            let mut out = vec![0; counts.iter().sum()];
+            comm.all_gatherv(&vals(r, k, counts[r]), &mut out, &counts)?;
+            out
+        }
+        Op::Split => {
+            let sub = comm
+                .split(Some((r % 2) as u32), r as i64)?
+                .expect("every rank passes a color");
+            let mut out = vec![0; n];
+            sub.all_reduce(&mine, &mut out, ReduceOp::Sum)?;
             out
         }
         Op::Broadcast(a, root) => {
@@ -376,6 +419,10 @@ fn execute(c: &Case) -> Outcome {
                 std::thread::sleep(STALL);
                 Ok(())
             }
+            Fault::Slow => {
+                std::thread::sleep(SLOW);
+                Ok(())
+            }
         }
     };
     let program = |comm: &Comm| -> hcomm::Result<()> {
@@ -440,7 +487,7 @@ fn check(c: &Case, o: &Outcome) -> (Vec<String>, Duration) {
     let root_cause_ok = match (&o.result, c.fault) {
         (Err(Error::Panicked { rank, message }), Fault::Panic) => *rank == c.victim && message.contains("injected"),
         (Err(Error::Config { message }), Fault::Error) => message.contains("injected"),
-        (Err(_), Fault::Stall) => true,
+        (Err(_), Fault::Stall) | (Ok(_), Fault::Slow) => true,
         _ => false,
     };
     if !root_cause_ok {
@@ -460,12 +507,23 @@ fn check(c: &Case, o: &Outcome) -> (Vec<String>, Duration) {
                 ));
             }
         }
+        if c.fault == Fault::Slow && log.done.len() != c.ops.len() {
+            wrong.push(format!(
+                "rank {r} completed {} of {} operations next to a slow rank",
+                log.done.len(),
+                c.ops.len()
+            ));
+        }
         if r == c.victim {
             continue;
         }
         match &log.end {
             None => wrong.push(format!("survivor {r} never returned")),
+            Some((Ok(()), _)) if c.fault == Fault::Slow => {}
             Some((Ok(()), _)) => wrong.push(format!("survivor {r} returned Ok")),
+            Some((Err(e), _)) if c.fault == Fault::Slow => {
+                wrong.push(format!("rank {r} failed next to a slow rank: {e}"));
+            }
             Some((Err(e), at)) => {
                 let late = at.saturating_duration_since(struck);
                 slowest = slowest.max(late);
