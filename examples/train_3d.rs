@@ -2,7 +2,8 @@
 //! × data parallel 2. The model is two residual MLP blocks, one per pipeline
 //! stage, each split Megatron-style over its tensor-parallel pair (first
 //! layer by columns, second by rows); the two data-parallel replicas see
-//! different halves of the batch and sum their gradients. After every SGD
+//! different halves of the batch and sum their gradients with non-blocking
+//! all-reduces that overlap the rest of the backward pass. After every SGD
 //! step the loss and all weights are checked against the same model trained
 //! in one process on the whole batch.
 //!
@@ -146,15 +147,21 @@ fn train(ctx: &Context) -> hcomm::Result<(Vec<f64>, Array2<f64>, Array2<f64>)> {
             pipe.send_forward(&h)?;
             pipe.recv_backward(&mut g)?;
         }
-        // Backward: the input gradient's shard parts are summed over tp.
+        // Backward. The data-parallel sums of the weight gradients start at
+        // once and run while the input gradient is summed over tp and sent
+        // to the previous stage.
         let (mut ga, mut gb, mut gx) = block.backward_partial(&g);
-        hcomm::tp::all_reduce(tp, gx.view_mut())?;
-        if !pipe.is_first_stage() {
-            pipe.send_backward(&(&g + &gx))?;
-        }
-        // Data parallel: sum the replicas' gradients, then step.
-        hcomm::tp::all_reduce(dp, ga.view_mut())?;
-        hcomm::tp::all_reduce(dp, gb.view_mut())?;
+        hcomm::scope(|s| {
+            let grads = [
+                dp.iall_reduce_in_place(s, &mut ga, ReduceOp::Sum)?,
+                dp.iall_reduce_in_place(s, &mut gb, ReduceOp::Sum)?,
+            ];
+            hcomm::tp::all_reduce(tp, gx.view_mut())?;
+            if !pipe.is_first_stage() {
+                pipe.send_backward(&(&g + &gx))?;
+            }
+            hcomm::wait_all(grads)
+        })?;
         block.a.scaled_add(-LR, &ga);
         block.b.scaled_add(-LR, &gb);
     }

@@ -40,6 +40,8 @@ pub(crate) struct Inner {
     schedule_seq: AtomicU64,
     /// Subgroups created by `comm_schedule!` `over` clauses, by key.
     groups: Mutex<HashMap<String, Comm>>,
+    /// The helper thread of non-blocking collectives, once started.
+    pub(crate) nonblocking: Mutex<Option<crate::collective::Worker>>,
 }
 
 const _: () = {
@@ -80,6 +82,7 @@ impl Comm {
                 split_seq: AtomicU64::new(0),
                 schedule_seq: AtomicU64::new(0),
                 groups: Mutex::new(HashMap::new()),
+                nonblocking: Mutex::new(None),
             }),
         }
     }

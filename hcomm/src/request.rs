@@ -1,7 +1,9 @@
-//! Non-blocking point-to-point operations bound to a scope.
+//! Non-blocking operations bound to a scope.
 //!
 //! [`scope`] works like [`std::thread::scope`]: buffers lent to
-//! [`Comm::isend`] and [`Comm::irecv`] stay borrowed until the scope ends, so
+//! [`Comm::isend`], [`Comm::irecv`] and the non-blocking collectives
+//! ([`Comm::iall_reduce`], [`Comm::iall_gather`], [`Comm::ireduce_scatter`])
+//! stay borrowed until the scope ends, so
 //! safe code cannot touch them while a transfer may still use them, and the
 //! scope completes (or cancels) every request that was not waited, even one
 //! that was leaked with [`std::mem::forget`].
@@ -29,12 +31,13 @@
 use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
 
 use smallvec::SmallVec;
 
 use crate::backend::{OpId, OpIds};
 use crate::buffer::{Buffer, BufferMut};
-use crate::collective::Xfer;
+use crate::collective::{Task, Xfer};
 use crate::comm::Comm;
 use crate::element::ReduceOp;
 use crate::error::{Error, Result};
@@ -42,7 +45,7 @@ use crate::p2p::Tag;
 
 /// The scope that non-blocking requests are bound to; see [`scope`].
 pub struct Scope<'s, 'env: 's> {
-    pending: RefCell<SmallVec<[(Comm, OpId); 8]>>,
+    pending: RefCell<SmallVec<[Pending; 8]>>,
     errors: RefCell<Option<Error>>,
     _lifetime: PhantomData<&'s mut &'s ()>,
     _env: PhantomData<&'env mut &'env ()>,
@@ -77,14 +80,55 @@ pub fn scope<'env, R>(f: impl for<'s> FnOnce(&'s Scope<'s, 'env>) -> Result<R>) 
     }
 }
 
-impl Scope<'_, '_> {
-    fn register(&self, comm: &Comm, id: OpId) {
-        self.pending.borrow_mut().push((comm.clone(), id));
+/// What a request stands for: a backend operation, or a non-blocking
+/// collective run by the communicator's helper thread.
+#[derive(Clone)]
+enum Pending {
+    Op(Comm, OpId),
+    Task(Arc<Task>),
+}
+
+impl Pending {
+    fn is(&self, other: &Pending) -> bool {
+        match (self, other) {
+            (Pending::Op(a, x), Pending::Op(b, y)) => x == y && a.same_group(b),
+            (Pending::Task(a), Pending::Task(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
     }
 
-    fn unregister(&self, id: OpId) {
+    fn wait(&self, what: &str) -> Result<()> {
+        match self {
+            Pending::Op(comm, id) => comm.wait_ids(&[*id], what),
+            Pending::Task(task) => task.wait(),
+        }
+    }
+
+    /// `Ok(true)` once done (and released), `Ok(false)` while in flight.
+    fn test(&self) -> Result<bool> {
+        match self {
+            Pending::Op(comm, id) => comm.test_id(*id),
+            Pending::Task(task) => task.test().map_or(Ok(false), |r| r.map(|()| true)),
+        }
+    }
+
+    /// Withdraws the operation; returns once its buffers are no longer used.
+    fn cancel(&self) {
+        match self {
+            Pending::Op(comm, id) => comm.cancel_ids(&[*id]),
+            Pending::Task(task) => task.cancel(),
+        }
+    }
+}
+
+impl Scope<'_, '_> {
+    fn register(&self, pending: &Pending) {
+        self.pending.borrow_mut().push(pending.clone());
+    }
+
+    fn unregister(&self, pending: &Pending) {
         let mut p = self.pending.borrow_mut();
-        if let Some(i) = p.iter().position(|(_, o)| *o == id) {
+        if let Some(i) = p.iter().position(|o| o.is(pending)) {
             p.swap_remove(i);
         }
     }
@@ -93,15 +137,15 @@ impl Scope<'_, '_> {
         self.errors.borrow_mut().get_or_insert(e);
     }
 
-    fn take_pending(&self) -> SmallVec<[(Comm, OpId); 8]> {
+    fn take_pending(&self) -> SmallVec<[Pending; 8]> {
         self.pending.borrow_mut().drain(..).collect()
     }
 
     /// Cancels every op still registered (a panic left the scope's closure):
     /// queued ones are withdrawn, one already copying finishes first.
     fn cancel_all(&self) {
-        for (comm, id) in self.take_pending() {
-            comm.cancel_ids(&[id]);
+        for pending in self.take_pending() {
+            pending.cancel();
         }
     }
 
@@ -109,8 +153,8 @@ impl Scope<'_, '_> {
     /// leaked), so no buffer is in use when the scope returns.
     fn complete_all(&self) -> Option<Error> {
         let mut first = None;
-        for (comm, id) in self.take_pending() {
-            if let Err(e) = comm.wait_ids(&[id], "request left pending at the end of its scope") {
+        for pending in self.take_pending() {
+            if let Err(e) = pending.wait("request left pending at the end of its scope") {
                 first.get_or_insert(e);
             }
         }
@@ -124,8 +168,7 @@ impl Scope<'_, '_> {
 #[must_use = "a request must be waited; dropping it blocks until it completes"]
 pub struct Request<'s, 'env: 's> {
     scope: &'s Scope<'s, 'env>,
-    comm: Comm,
-    id: Option<OpId>,
+    pending: Option<Pending>,
 }
 
 /// The outcome of [`Request::test`].
@@ -138,12 +181,25 @@ pub enum Progress<'s, 'env: 's> {
 }
 
 impl<'s, 'env: 's> Request<'s, 'env> {
+    fn new(scope: &'s Scope<'s, 'env>, pending: Pending) -> Self {
+        scope.register(&pending);
+        Request {
+            scope,
+            pending: Some(pending),
+        }
+    }
+
+    /// A request for a non-blocking collective.
+    pub(crate) fn for_task(scope: &'s Scope<'s, 'env>, task: Arc<Task>) -> Self {
+        Request::new(scope, Pending::Task(task))
+    }
+
     /// Blocks until the operation completes (or fails, or times out).
     pub fn wait(mut self) -> Result<()> {
-        match self.id.take() {
-            Some(id) => {
-                self.scope.unregister(id);
-                self.comm.wait_ids(&[id], "wait")
+        match self.pending.take() {
+            Some(p) => {
+                self.scope.unregister(&p);
+                p.wait("wait")
             }
             None => Ok(()),
         }
@@ -151,14 +207,14 @@ impl<'s, 'env: 's> Request<'s, 'env> {
 
     /// Checks without blocking whether the operation completed.
     pub fn test(mut self) -> Result<Progress<'s, 'env>> {
-        let Some(id) = self.id else {
+        let Some(p) = self.pending.clone() else {
             return Ok(Progress::Done);
         };
-        match self.comm.test_id(id) {
+        match p.test() {
             Ok(false) => Ok(Progress::Pending(self)),
             done => {
-                self.id = None;
-                self.scope.unregister(id);
+                self.pending = None;
+                self.scope.unregister(&p);
                 done.map(|_| Progress::Done)
             }
         }
@@ -167,12 +223,12 @@ impl<'s, 'env: 's> Request<'s, 'env> {
 
 impl Drop for Request<'_, '_> {
     fn drop(&mut self) {
-        if let Some(id) = self.id.take() {
-            self.scope.unregister(id);
+        if let Some(p) = self.pending.take() {
+            self.scope.unregister(&p);
             if std::thread::panicking() {
                 // Unwinding: never block on a peer; withdraw the operation.
-                self.comm.cancel_ids(&[id]);
-            } else if let Err(e) = self.comm.wait_ids(&[id], "request dropped without wait") {
+                p.cancel();
+            } else if let Err(e) = p.wait("request dropped without wait") {
                 self.scope.record(e);
             }
         }
@@ -196,13 +252,7 @@ impl Comm {
         // SAFETY: the buffer is borrowed for `'s`, which lasts until the scope
         // has completed or cancelled this op (`Scope::complete_all`).
         unsafe { self.post_ops(xfer.ops(), &mut ids)? };
-        let id = ids[0];
-        scope.register(self, id);
-        Ok(Request {
-            scope,
-            comm: self.clone(),
-            id: Some(id),
-        })
+        Ok(Request::new(scope, Pending::Op(self.clone(), ids[0])))
     }
 
     /// Starts sending `buf` to `peer` on tag 0.

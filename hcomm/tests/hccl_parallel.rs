@@ -46,3 +46,10 @@ fn all_gatherv_on_hccl() {
         run(w, parallel_cases::all_gatherv).unwrap();
     }
 }
+
+#[test]
+fn nonblocking_collectives_on_hccl() {
+    for w in [1, 2, 3] {
+        run(w, parallel_cases::nonblocking_buckets).unwrap();
+    }
+}

@@ -4,6 +4,7 @@
 mod api;
 mod direct;
 mod halving_doubling;
+mod nonblocking;
 mod raw;
 mod ring;
 pub mod schedules;
@@ -13,6 +14,7 @@ mod tree;
 pub(crate) use select::policy as policy_for;
 pub use select::{Algorithm, AlgorithmTable};
 
+pub(crate) use nonblocking::{Task, Worker};
 pub(crate) use raw::{RawBuf, Xfer};
 
 use crate::element::{DataType, ReduceOp};

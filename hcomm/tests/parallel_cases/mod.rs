@@ -292,3 +292,34 @@ pub fn all_gatherv(comm: &Comm) -> hcomm::Result<()> {
     }
     Ok(())
 }
+
+/// Gradient buckets all-reduced without blocking while a blocking
+/// collective runs, against serial sums.
+pub fn nonblocking_buckets(comm: &Comm) -> hcomm::Result<()> {
+    let (r, w) = (comm.rank(), comm.world());
+    let value = |q: usize, b: usize, i: usize| (q * 100 + b * 10 + i) as f32;
+    let lens = [5, 0, 17];
+    let mut buckets: Vec<Vec<f32>> = lens
+        .iter()
+        .enumerate()
+        .map(|(b, &n)| (0..n).map(|i| value(r, b, i)).collect())
+        .collect();
+    let mine = [r as u32; 2];
+    let mut all = vec![0u32; 2 * w];
+    hcomm::scope(|s| {
+        let mut reqs = Vec::new();
+        for b in &mut buckets {
+            reqs.push(comm.iall_reduce_in_place(s, b, hcomm::ReduceOp::Sum)?);
+        }
+        reqs.push(comm.iall_gather(s, &mine, &mut all)?);
+        comm.barrier()?;
+        hcomm::wait_all(reqs)
+    })?;
+    for (b, got) in buckets.iter().enumerate() {
+        let want: Vec<f32> = (0..lens[b]).map(|i| (0..w).map(|q| value(q, b, i)).sum()).collect();
+        assert_eq!(*got, want, "bucket {b}");
+    }
+    let want: Vec<u32> = (0..w as u32).flat_map(|q| [q, q]).collect();
+    assert_eq!(all, want);
+    Ok(())
+}
