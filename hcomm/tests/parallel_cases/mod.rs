@@ -323,3 +323,39 @@ pub fn nonblocking_buckets(comm: &Comm) -> hcomm::Result<()> {
     assert_eq!(all, want);
     Ok(())
 }
+
+/// Pipeline transfers over `comm` as the pipeline group: a forward sweep,
+/// a backward sweep with the paired calls, then a length mismatch between
+/// stages 0 and 1 that both see as an error.
+pub fn pipeline_pairs(comm: &Comm) -> hcomm::Result<()> {
+    let pipe = hcomm::pp::Pipeline::new(comm);
+    let (s, p) = (pipe.stage(), pipe.stages());
+    let mut act = vec![0i64; 3];
+    let mut grad = vec![0i64; 3];
+    if !pipe.is_first_stage() {
+        pipe.recv_forward(&mut act)?;
+        assert_eq!(act, vec![(s - 1) as i64; 3]);
+    }
+    if !pipe.is_last_stage() {
+        pipe.send_forward_recv_backward(&vec![s as i64; 3], &mut grad)?;
+        assert_eq!(grad, vec![-((s + 1) as i64); 3]);
+    }
+    if !pipe.is_first_stage() {
+        pipe.send_backward(&vec![-(s as i64); 3])?;
+    }
+    if p > 1 {
+        let r = match s {
+            0 => pipe.send_forward(&[1.0f32; 4]),
+            1 => pipe.recv_forward(&mut [0.0f32; 5]),
+            _ => Ok(()),
+        };
+        if s < 2 {
+            let e = r.expect_err("a length mismatch fails on both sides");
+            assert!(
+                matches!(e, Error::Mismatch { .. } | Error::BufferLength { .. }),
+                "stage {s}: {e}"
+            );
+        }
+    }
+    Ok(())
+}
