@@ -3,7 +3,7 @@
 use half::{bf16, f16};
 
 /// A reduction operator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum ReduceOp {
     /// Sum.
     Sum,
@@ -37,7 +37,11 @@ impl std::fmt::Display for ReduceOp {
 }
 
 /// The element type of a buffer, as the backends see it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(
+    clippy::unsafe_derive_deserialize,
+    reason = "every variant is a valid data type; the unsafe methods trust their pointer arguments, not the value"
+)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum DataType {
     /// `i8`
     I8,

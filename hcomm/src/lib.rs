@@ -110,6 +110,7 @@ mod request;
 mod topology;
 pub mod tp;
 pub mod trace;
+mod wire;
 
 pub use batch::Batch;
 pub use buffer::{Buffer, BufferMut, Memory};
@@ -125,7 +126,7 @@ pub use hcomm_macros::comm_schedule;
 /// run-time verification (e.g. `checker::check_world(&NAME::SCHEDULE, 384, &[])`
 /// to check a production world size in a test).
 pub use hcomm_schedule as checker;
-pub use launch::{hccl, nccl, run, run_on, BackendKind};
+pub use launch::{hccl, init_from_env, init_job, nccl, run, run_on, store, BackendKind, JobEnv};
 pub use ndarray;
 pub use options::{CommOptions, DEFAULT_SEGMENT_BYTES, DEFAULT_TIMEOUT};
 pub use p2p::Tag;

@@ -138,6 +138,23 @@ impl Liveness {
         true
     }
 
+    /// The first of `members` (global ranks) that failed as a root cause
+    /// (not because of another rank), as the error of an operation waiting
+    /// on the group: [`Error::PeerFailed`] with its index in `members`.
+    pub(crate) fn root_failure(&self, members: &[usize]) -> Option<Error> {
+        let states = lock(&self.states);
+        members.iter().enumerate().find_map(|(i, &m)| match states.get(m) {
+            Some(RankState::Failed {
+                reason,
+                secondary: false,
+            }) => Some(Error::PeerFailed {
+                rank: i,
+                reason: reason.clone(),
+            }),
+            _ => None,
+        })
+    }
+
     /// The first failure that is a root cause (not itself a consequence of
     /// another rank's failure), else the first failure, with its rank.
     pub(crate) fn first_failure(&self) -> Option<(usize, Error)> {
@@ -218,5 +235,11 @@ mod tests {
             })
         );
         assert_eq!(l.state(7), RankState::Running);
+        // rank 0 failed as a root cause, rank 1 only because of rank 2
+        assert!(matches!(
+            l.root_failure(&[2, 1, 0]),
+            Some(Error::PeerFailed { rank: 2, .. })
+        ));
+        assert_eq!(l.root_failure(&[1, 2]), None);
     }
 }

@@ -34,7 +34,7 @@ pub(crate) enum Dir {
 
 /// Traffic classes that never match each other: user point-to-point messages
 /// and the messages of collective algorithms.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub(crate) enum Context {
     P2p,
     Coll,

@@ -20,7 +20,7 @@ pub(crate) use raw::{RawBuf, Xfer};
 use crate::element::{DataType, ReduceOp};
 
 /// The collective operations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Collective {
     /// Every rank ends with the reduction of every rank's buffer.
     AllReduce,
@@ -94,7 +94,7 @@ impl std::fmt::Display for Collective {
 /// What one rank's collective call was: exchanged with the first messages of
 /// the collective so ranks that disagree get an error instead of a hang or
 /// wrong data (the host-side counterpart of HCCL's consistency check).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct CollHeader {
     /// The call's position among this communicator's collectives.
     pub(crate) seq: u64,

@@ -1,12 +1,20 @@
 //! Choosing a backend: `HCOMM_BACKEND=host|hccl|nccl` and [`run`], so one
 //! program runs unchanged on every backend. `ranks.rs` runs ranks as
 //! threads (every backend's `run`); `device.rs` is what the HCCL and NCCL
-//! entry points share.
+//! entry points share. One process per rank: `env.rs` (the launcher's
+//! variables), [`store`] (the rendezvous store), `process.rs`
+//! ([`init_from_env`]).
 
 mod device;
+pub(crate) mod env;
 pub mod hccl;
 pub mod nccl;
+mod process;
 pub(crate) mod ranks;
+pub mod store;
+
+pub use env::JobEnv;
+pub use process::{init_from_env, init_job};
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};

@@ -2,6 +2,7 @@
 //! `memcpy` from the sender's buffer into the receiver's.
 
 mod fabric;
+pub(crate) mod proc;
 mod world;
 
 use std::sync::Arc;

@@ -1,0 +1,1061 @@
+//! The matching engine of one process of a multi-process world: the slots
+//! of this rank's posted operations, per-channel queues of offered sends
+//! and posted receives, per-group collective entries, and what each message
+//! from a peer does to them.
+//!
+//! A send to another process is a rendezvous: the sender offers it (`Rts`
+//! with the buffer's address) and the receiver, once a matching receive is
+//! posted, reads the data straight from the sender's memory (one copy, by
+//! cross-memory attach) and answers `Done`. Where that is impossible
+//! (another host, or reads forbidden) the receiver asks for the data (`Cts`)
+//! and the sender's writer thread streams it, which the receiver's reader
+//! thread reads straight into the receive buffer. Either way the sender's
+//! operation stays pending, its buffer in use, until `Done` (or the copy)
+//! completes it, and a receive being filled is `Claimed`: releasing it
+//! waits until the filling stopped, so no buffer is touched after its
+//! operation is released. Slots and queues are reused: after warm-up the
+//! hot path allocates nothing.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use smallvec::SmallVec;
+
+use super::link::{read_remote, Link, Msg, Out, WireOp};
+use crate::backend::liveness::{lock, Liveness, RankState, Watcher};
+use crate::backend::{Context, Dir, OpId, OpIds, P2pOp};
+use crate::collective::CollHeader;
+use crate::element::{DataType, ReduceOp};
+use crate::error::{Error, Result};
+
+/// How long releasing an offered send waits for the receiver to confirm
+/// that it will not read it.
+const CANCEL_WAIT: Duration = Duration::from_secs(30);
+/// Receives that combine read the data in pieces of this many bytes.
+const SCRATCH_BYTES: usize = 256 << 10;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct ChannelKey {
+    group: u64,
+    context: Context,
+    src: u32,
+    dst: u32,
+    tag: i64,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Origin {
+    /// A send of this process (to itself).
+    Local(u32),
+    /// A send offered by the peer `src` of the channel.
+    Remote(WireOp),
+}
+
+/// A send waiting for its receive.
+#[derive(Clone, Copy, Debug)]
+struct Offer {
+    origin: Origin,
+    addr: u64,
+    count: usize,
+    dtype: DataType,
+    header: Option<CollHeader>,
+}
+
+#[derive(Default)]
+struct Queues {
+    sends: VecDeque<Offer>,
+    recvs: VecDeque<u32>,
+}
+
+#[derive(Clone, Debug)]
+enum SlotState {
+    Free,
+    /// In a channel queue of this process.
+    Queued,
+    /// A send offered to another process.
+    Advertised,
+    /// An offered send being withdrawn.
+    Cancelling,
+    /// Data is being copied (by a thread of this process, or streamed out).
+    Claimed,
+    /// A receive whose data the peer streams.
+    AwaitingData,
+    Done,
+    Failed(Error),
+}
+
+struct Slot {
+    generation: u32,
+    state: SlotState,
+    dir: Dir,
+    key: ChannelKey,
+    /// The peer's rank in the operation's group, and this rank's.
+    peer_rank: usize,
+    my_rank: usize,
+    ptr: *mut u8,
+    count: usize,
+    dtype: DataType,
+    reduce: Option<ReduceOp>,
+    header: Option<CollHeader>,
+}
+
+#[derive(Default)]
+struct Group {
+    /// Global rank of each member (known once this process joined it).
+    members: Vec<usize>,
+    /// The last collective each global rank entered.
+    entries: HashMap<usize, CollHeader>,
+    coll_failure: Option<Error>,
+    aborted: Option<String>,
+}
+
+struct State {
+    channels: HashMap<ChannelKey, Queues>,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    groups: HashMap<u64, Group>,
+}
+
+// SAFETY: the raw pointers in `Slot` are buffers that the `Backend::post`
+// contract keeps valid and otherwise untouched until their operations are
+// released; they are dereferenced only by the thread that claimed the
+// operation.
+unsafe impl Send for State {}
+
+/// A copy to do outside the lock.
+enum Copy {
+    /// Between two operations of this process.
+    Local { send: u32, recv: u32 },
+    /// From a peer's memory into receive `recv`; then `Done` to the peer.
+    Pull {
+        link: Arc<Link>,
+        addr: u64,
+        send: WireOp,
+        recv: u32,
+    },
+}
+
+/// The engine of this process's rank.
+pub(crate) struct Engine {
+    /// This process's global rank.
+    pub(super) me: usize,
+    pub(super) liveness: Arc<Liveness>,
+    state: Mutex<State>,
+    wake: Condvar,
+    /// The connection to each other rank (`None` at `me`).
+    pub(super) links: Vec<Option<Arc<Link>>>,
+    pub(super) closing: AtomicBool,
+}
+
+impl Engine {
+    pub(super) fn new(me: usize, liveness: Arc<Liveness>, links: Vec<Option<Arc<Link>>>) -> Arc<Engine> {
+        let engine = Arc::new(Engine {
+            me,
+            liveness,
+            state: Mutex::new(State {
+                channels: HashMap::new(),
+                slots: Vec::new(),
+                free: Vec::new(),
+                groups: HashMap::new(),
+            }),
+            wake: Condvar::new(),
+            links,
+            closing: AtomicBool::new(false),
+        });
+        let watcher: std::sync::Weak<dyn Watcher> = Arc::downgrade(&(Arc::clone(&engine) as Arc<dyn Watcher>));
+        engine.liveness.watch(watcher);
+        engine
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    fn link(&self, global: usize) -> Option<&Arc<Link>> {
+        self.links.get(global).and_then(Option::as_ref)
+    }
+
+    /// Records the members of `group` (global ranks, in group order).
+    pub(super) fn join_group(&self, group: u64, members: &[usize]) {
+        let mut st = self.lock();
+        st.groups.entry(group).or_default().members = members.to_vec();
+    }
+
+    /// Posts `ops` of group `group` (`members`: global rank of each group
+    /// rank; `rank`: this rank in it).
+    ///
+    /// # Safety
+    ///
+    /// As [`crate::backend::Backend::post`].
+    pub(super) unsafe fn post(
+        self: &Arc<Self>,
+        group: u64,
+        members: &[usize],
+        rank: usize,
+        ops: &[P2pOp],
+        ids: &mut OpIds,
+    ) -> Result<()> {
+        for op in ops {
+            if op.peer >= members.len() {
+                return Err(Error::precondition(format!(
+                    "peer rank {} is out of range for a communicator of {} ranks",
+                    op.peer,
+                    members.len()
+                )));
+            }
+        }
+        let mut copies: SmallVec<[Copy; 4]> = SmallVec::new();
+        {
+            let mut st = self.lock();
+            if let Some(reason) = st.groups.get(&group).and_then(|g| g.aborted.clone()) {
+                return Err(Error::Aborted { reason });
+            }
+            for op in ops {
+                let peer = members[op.peer];
+                let (src, dst) = match op.dir {
+                    Dir::Send => (self.me, peer),
+                    Dir::Recv => (peer, self.me),
+                };
+                let key = ChannelKey {
+                    group,
+                    context: op.context,
+                    src: src as u32,
+                    dst: dst as u32,
+                    tag: op.tag,
+                };
+                let slot = st.alloc(Slot {
+                    generation: 0,
+                    state: SlotState::Queued,
+                    dir: op.dir,
+                    key,
+                    peer_rank: op.peer,
+                    my_rank: rank,
+                    ptr: op.ptr,
+                    count: op.count,
+                    dtype: op.dtype,
+                    reduce: op.reduce,
+                    header: op.header,
+                });
+                let generation = st.slots[slot as usize].generation;
+                ids.push(OpId { slot, generation });
+                match op.dir {
+                    Dir::Send if peer != self.me => {
+                        st.slots[slot as usize].state = SlotState::Advertised;
+                        if let Some(link) = self.link(peer) {
+                            link.send(Msg::Rts {
+                                group,
+                                context: op.context,
+                                tag: op.tag,
+                                send: WireOp { slot, generation },
+                                addr: op.ptr as u64,
+                                count: op.count as u64,
+                                dtype: op.dtype,
+                                header: op.header,
+                            });
+                        }
+                    }
+                    Dir::Send => {
+                        let offer = Offer {
+                            origin: Origin::Local(slot),
+                            addr: op.ptr as u64,
+                            count: op.count,
+                            dtype: op.dtype,
+                            header: op.header,
+                        };
+                        copies.extend(self.offer(&mut st, key, offer));
+                    }
+                    Dir::Recv => {
+                        let queues = st.channels.entry(key).or_default();
+                        match queues.sends.pop_front() {
+                            Some(offer) => copies.extend(self.pair(&mut st, key, offer, slot)),
+                            None => queues.recvs.push_back(slot),
+                        }
+                    }
+                }
+            }
+        }
+        for c in copies {
+            self.run_copy(c);
+        }
+        Ok(())
+    }
+
+    /// A send arrives on channel `key`: matches the first posted receive or
+    /// waits in the queue.
+    fn offer(&self, st: &mut State, key: ChannelKey, offer: Offer) -> Option<Copy> {
+        let queues = st.channels.entry(key).or_default();
+        if let Some(recv) = queues.recvs.pop_front() {
+            self.pair(st, key, offer, recv)
+        } else {
+            queues.sends.push_back(offer);
+            None
+        }
+    }
+
+    /// Matches `offer` with receive `recv`: checks that they agree, then
+    /// claims both and returns the copy to run (or asks for the data).
+    fn pair(&self, st: &mut State, key: ChannelKey, offer: Offer, recv: u32) -> Option<Copy> {
+        let r = &st.slots[recv as usize];
+        let (src_rank, dst_rank) = (r.peer_rank, r.my_rank);
+        let mismatch = match (offer.header, r.header) {
+            (Some(s), Some(h)) if !s.agrees(&h) || s.seq != h.seq => {
+                Some(format!("rank {src_rank} called {s} while rank {dst_rank} called {h}"))
+            }
+            _ if offer.count != r.count || offer.dtype != r.dtype => Some(format!(
+                "rank {src_rank} sends {} elements of {} to rank {dst_rank} (tag {}), which receives {} elements of {}",
+                offer.count, offer.dtype, key.tag, r.count, r.dtype
+            )),
+            _ => None,
+        };
+        if let Some(message) = mismatch {
+            let e = Error::mismatch(message.clone());
+            let coll = key.context == Context::Coll;
+            if coll {
+                st.groups.entry(key.group).or_default().coll_failure = Some(e.clone());
+            }
+            st.finish(recv, Some(&e));
+            match offer.origin {
+                Origin::Local(s) => st.finish(s, Some(&e)),
+                Origin::Remote(send) => {
+                    if let Some(link) = self.link(key.src as usize) {
+                        link.send(Msg::Reject {
+                            send,
+                            message,
+                            group: key.group,
+                            coll,
+                        });
+                    }
+                }
+            }
+            self.wake.notify_all();
+            return None;
+        }
+        match offer.origin {
+            Origin::Local(send) => {
+                st.slots[send as usize].state = SlotState::Claimed;
+                st.slots[recv as usize].state = SlotState::Claimed;
+                Some(Copy::Local { send, recv })
+            }
+            Origin::Remote(send) => {
+                let link = Arc::clone(self.link(key.src as usize)?);
+                if link.cma {
+                    st.slots[recv as usize].state = SlotState::Claimed;
+                    Some(Copy::Pull {
+                        link,
+                        addr: offer.addr,
+                        send,
+                        recv,
+                    })
+                } else {
+                    st.slots[recv as usize].state = SlotState::AwaitingData;
+                    let generation = st.slots[recv as usize].generation;
+                    link.send(Msg::Cts {
+                        send,
+                        recv: WireOp { slot: recv, generation },
+                    });
+                    None
+                }
+            }
+        }
+    }
+
+    /// Runs a claimed copy and completes its operations.
+    fn run_copy(&self, c: Copy) {
+        match c {
+            Copy::Local { send, recv } => {
+                let (src, dst, count, dtype, reduce) = {
+                    let st = self.lock();
+                    let (s, r) = (&st.slots[send as usize], &st.slots[recv as usize]);
+                    (s.ptr.cast_const(), r.ptr, r.count, r.dtype, r.reduce)
+                };
+                if !std::ptr::eq(src, dst) {
+                    let bytes = count * dtype.size();
+                    // SAFETY: both operations are claimed by this thread;
+                    // their owners keep the buffers valid and untouched until
+                    // released; `pair` checked equal counts and types.
+                    unsafe {
+                        match reduce {
+                            None => std::ptr::copy_nonoverlapping(src, dst, bytes),
+                            Some(op) => dtype.reduce_raw(op, dst, src, count),
+                        }
+                    }
+                }
+                let mut st = self.lock();
+                st.finish(send, None);
+                st.finish(recv, None);
+                self.wake.notify_all();
+            }
+            Copy::Pull { link, addr, send, recv } => {
+                let (dst, count, dtype, reduce) = {
+                    let st = self.lock();
+                    let r = &st.slots[recv as usize];
+                    (r.ptr, r.count, r.dtype, r.reduce)
+                };
+                // SAFETY: the receive is claimed by this thread; its owner
+                // keeps the buffer valid and untouched until released.
+                let result = unsafe {
+                    fill(dst, count, dtype, reduce, |chunk, offset| {
+                        read_remote(link.pid, addr + offset as u64, chunk)
+                    })
+                };
+                let mut st = self.lock();
+                match result {
+                    Ok(()) => {
+                        st.finish(recv, None);
+                        link.send(Msg::Done { send });
+                    }
+                    Err(e) => {
+                        let peer_rank = st.slots[recv as usize].peer_rank;
+                        let e = Error::PeerFailed {
+                            rank: peer_rank,
+                            reason: format!("cannot read its send buffer: {e}"),
+                        };
+                        st.finish(recv, Some(&e));
+                        link.send(Msg::Reject {
+                            send,
+                            message: e.to_string(),
+                            group: u64::MAX,
+                            coll: false,
+                        });
+                    }
+                }
+                self.wake.notify_all();
+            }
+        }
+    }
+
+    /// Handles one message from global rank `from`; `r` is the connection,
+    /// for the bytes that follow a `Data` frame.
+    pub(super) fn handle(self: &Arc<Self>, from: usize, msg: Msg, r: &mut impl Read) -> io::Result<()> {
+        let mut copy = None;
+        {
+            let mut st = self.lock();
+            match msg {
+                Msg::Hello { .. } => {}
+                Msg::Rts {
+                    group,
+                    context,
+                    tag,
+                    send,
+                    addr,
+                    count,
+                    dtype,
+                    header,
+                } => {
+                    let key = ChannelKey {
+                        group,
+                        context,
+                        src: from as u32,
+                        dst: self.me as u32,
+                        tag,
+                    };
+                    let offer = Offer {
+                        origin: Origin::Remote(send),
+                        addr,
+                        count: count as usize,
+                        dtype,
+                        header,
+                    };
+                    copy = self.offer(&mut st, key, offer);
+                }
+                Msg::Done { send } => {
+                    if st.live(send).is_some() {
+                        st.finish(send.slot, None);
+                    }
+                }
+                Msg::Reject {
+                    send,
+                    message,
+                    group,
+                    coll,
+                } => {
+                    let e = Error::mismatch(message);
+                    if coll {
+                        st.groups.entry(group).or_default().coll_failure = Some(e.clone());
+                    }
+                    if st.live(send).is_some() {
+                        st.finish(send.slot, Some(&e));
+                    }
+                }
+                Msg::Cts { send, recv } => {
+                    let link = self.link(from).map(Arc::clone);
+                    match (st.live(send), link) {
+                        (Some(SlotState::Advertised | SlotState::Cancelling), Some(link)) => {
+                            st.slots[send.slot as usize].state = SlotState::Claimed;
+                            let s = &st.slots[send.slot as usize];
+                            let engine = Arc::clone(self);
+                            link.push(Out::Stream {
+                                recv,
+                                ptr: s.ptr.cast_const(),
+                                len: s.count * s.dtype.size(),
+                                done: Box::new(move |result: io::Result<()>| {
+                                    let mut st = engine.lock();
+                                    let e = result.err().map(|e| Error::PeerFailed {
+                                        rank: st.slots[send.slot as usize].peer_rank,
+                                        reason: format!("the connection to it failed: {e}"),
+                                    });
+                                    st.finish(send.slot, e.as_ref());
+                                    engine.wake.notify_all();
+                                }),
+                            });
+                        }
+                        (_, Some(link)) => link.send(Msg::Gone { recv }),
+                        (_, None) => {}
+                    }
+                }
+                Msg::Data { recv, len } => {
+                    let target = match st.live(recv) {
+                        Some(SlotState::AwaitingData) => {
+                            let s = &st.slots[recv.slot as usize];
+                            (s.count * s.dtype.size() == len as usize).then_some((s.ptr, s.count, s.dtype, s.reduce))
+                        }
+                        _ => None,
+                    };
+                    drop(st);
+                    let result = match target {
+                        // SAFETY: the receive awaits exactly this data and
+                        // stays claimed (its owner cannot release it) until
+                        // it is finished below.
+                        Some((ptr, count, dtype, reduce)) => unsafe {
+                            fill(ptr, count, dtype, reduce, |chunk, _| r.read_exact(chunk))
+                        },
+                        None => io::copy(&mut r.by_ref().take(len), &mut io::sink()).map(drop),
+                    };
+                    let mut st = self.lock();
+                    if target.is_some() {
+                        let e = result.as_ref().err().map(|e| Error::PeerFailed {
+                            rank: st.slots[recv.slot as usize].peer_rank,
+                            reason: format!("the connection to it failed: {e}"),
+                        });
+                        st.finish(recv.slot, e.as_ref());
+                    }
+                    self.wake.notify_all();
+                    return result;
+                }
+                Msg::Gone { recv } => {
+                    if let Some(SlotState::AwaitingData) = st.live(recv) {
+                        let rank = st.slots[recv.slot as usize].peer_rank;
+                        let e = Error::PeerFailed {
+                            rank,
+                            reason: "it withdrew the message this receive matched".into(),
+                        };
+                        st.finish(recv.slot, Some(&e));
+                    }
+                }
+                Msg::Cancel { send } => {
+                    let mut found = false;
+                    for (key, q) in &mut st.channels {
+                        if key.src as usize != from {
+                            continue;
+                        }
+                        let before = q.sends.len();
+                        q.sends
+                            .retain(|o| !matches!(o.origin, Origin::Remote(op) if op == send));
+                        if q.sends.len() != before {
+                            found = true;
+                            break;
+                        }
+                    }
+                    if found {
+                        if let Some(link) = self.link(from) {
+                            link.send(Msg::Cancelled { send });
+                        }
+                    }
+                }
+                Msg::Cancelled { send } => {
+                    if let Some(SlotState::Cancelling) = st.live(send) {
+                        st.slots[send.slot as usize].state = SlotState::Done;
+                    }
+                }
+                Msg::Enter { group, header } => {
+                    // A disagreement is recorded in the group; this rank's
+                    // collectives see it.
+                    let _ = enter(&mut st, group, from, header);
+                }
+                Msg::Abort { group, reason } => {
+                    st.groups.entry(group).or_default().aborted.get_or_insert(reason);
+                }
+                Msg::Failed { reason, secondary } => {
+                    drop(st);
+                    self.liveness.set_failed(from, reason, secondary);
+                    return Ok(());
+                }
+                Msg::Finished => {
+                    drop(st);
+                    self.liveness.finish(from);
+                    return Ok(());
+                }
+            }
+            self.wake.notify_all();
+        }
+        if let Some(c) = copy {
+            self.run_copy(c);
+        }
+        Ok(())
+    }
+
+    /// The connection to `from` ended: unless this process is closing, the
+    /// peer's process is gone, and everything waiting on it fails.
+    pub(super) fn link_lost(&self, from: usize, why: &str) {
+        if let Some(link) = self.link(from) {
+            link.drain_failed();
+        }
+        if self.closing.load(Ordering::SeqCst) {
+            return;
+        }
+        if self.liveness.state(from) == RankState::Running {
+            self.liveness
+                .set_failed(from, format!("its process exited or was killed ({why})"), false);
+        }
+        let mut st = self.lock();
+        for i in 0..st.slots.len() {
+            let s = &st.slots[i];
+            let peer = if s.dir == Dir::Send { s.key.dst } else { s.key.src } as usize;
+            if peer == from
+                && matches!(
+                    s.state,
+                    SlotState::Advertised | SlotState::Cancelling | SlotState::AwaitingData
+                )
+            {
+                let e = Error::PeerFailed {
+                    rank: s.peer_rank,
+                    reason: format!("its process exited or was killed ({why})"),
+                };
+                st.slots[i].state = SlotState::Failed(e);
+            }
+        }
+        self.wake.notify_all();
+    }
+
+    /// Waits for `ids` until `deadline`; see [`crate::backend::Backend::wait`].
+    pub(super) fn wait(&self, me: usize, ids: &[OpId], deadline: Instant, what: &str, limit: Duration) -> Result<()> {
+        let start = Instant::now();
+        let mut st = self.lock();
+        loop {
+            let mut pending = false;
+            let mut failure: Option<Error> = None;
+            for id in ids {
+                let e = match st.slot_state(*id) {
+                    Some(SlotState::Done | SlotState::Free) | None => None,
+                    Some(SlotState::Failed(e)) => Some(e),
+                    Some(_) => {
+                        pending = true;
+                        self.blocking_failure(&st, *id)
+                    }
+                };
+                // Report a root cause (a mismatch) over its consequences
+                // (a peer that stopped because of it).
+                if let Some(e) = e {
+                    if failure.as_ref().is_none_or(|f| f.is_secondary() && !e.is_secondary()) {
+                        failure = Some(e);
+                    }
+                }
+            }
+            if !pending || failure.is_some() {
+                drop(self.release(st, ids));
+                return failure.map_or(Ok(()), Err);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                drop(self.release(st, ids));
+                return Err(Error::Timeout {
+                    operation: what.to_owned(),
+                    rank: me,
+                    waited: now - start,
+                    limit,
+                });
+            }
+            st = self
+                .wake
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// See [`crate::backend::Backend::test`].
+    pub(super) fn test(&self, id: OpId) -> Result<bool> {
+        let st = self.lock();
+        match st.slot_state(id) {
+            Some(SlotState::Done | SlotState::Free) | None => {
+                drop(self.release(st, &[id]));
+                Ok(true)
+            }
+            Some(SlotState::Failed(e)) => {
+                drop(self.release(st, &[id]));
+                Err(e)
+            }
+            Some(_) => match self.blocking_failure(&st, id) {
+                None => Ok(false),
+                Some(e) => {
+                    drop(self.release(st, &[id]));
+                    Err(e)
+                }
+            },
+        }
+    }
+
+    pub(super) fn cancel(&self, ids: &[OpId]) {
+        let st = self.lock();
+        drop(self.release(st, ids));
+    }
+
+    /// Releases the slots of `ids`: removes queued ones, withdraws offered
+    /// sends, waits out claimed ones, frees all.
+    fn release<'a>(&'a self, mut st: MutexGuard<'a, State>, ids: &[OpId]) -> MutexGuard<'a, State> {
+        for id in ids {
+            let mut cancel_deadline = None;
+            loop {
+                match st.slot_state(*id) {
+                    None | Some(SlotState::Free) => break,
+                    Some(SlotState::Claimed | SlotState::AwaitingData) => {
+                        st = self.wake.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner);
+                    }
+                    Some(SlotState::Advertised) => {
+                        let peer = st.slots[id.slot as usize].key.dst as usize;
+                        st.slots[id.slot as usize].state = SlotState::Cancelling;
+                        match self.link(peer) {
+                            Some(link) if self.liveness.state(peer) != RankState::Finished => {
+                                link.send(Msg::Cancel {
+                                    send: WireOp {
+                                        slot: id.slot,
+                                        generation: id.generation,
+                                    },
+                                });
+                            }
+                            // Nobody will read it any more.
+                            _ => st.slots[id.slot as usize].state = SlotState::Done,
+                        }
+                    }
+                    Some(SlotState::Cancelling) => {
+                        let deadline = *cancel_deadline.get_or_insert_with(|| Instant::now() + CANCEL_WAIT);
+                        let now = Instant::now();
+                        let peer = st.slots[id.slot as usize].key.dst as usize;
+                        if now >= deadline || self.liveness.state(peer) != RankState::Running {
+                            st.free_slot(id.slot);
+                            break;
+                        }
+                        st = self
+                            .wake
+                            .wait_timeout(st, (deadline - now).min(Duration::from_millis(100)))
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .0;
+                    }
+                    Some(SlotState::Queued) => {
+                        let (key, dir) = {
+                            let s = &st.slots[id.slot as usize];
+                            (s.key, s.dir)
+                        };
+                        if let Some(q) = st.channels.get_mut(&key) {
+                            match dir {
+                                Dir::Send => q
+                                    .sends
+                                    .retain(|o| !matches!(o.origin, Origin::Local(s) if s == id.slot)),
+                                Dir::Recv => q.recvs.retain(|&r| r != id.slot),
+                            }
+                        }
+                        st.free_slot(id.slot);
+                        break;
+                    }
+                    Some(SlotState::Done | SlotState::Failed(_)) => {
+                        st.free_slot(id.slot);
+                        break;
+                    }
+                }
+            }
+        }
+        st
+    }
+
+    /// Why a pending operation can never complete, if that is already known.
+    fn blocking_failure(&self, st: &State, id: OpId) -> Option<Error> {
+        let slot = &st.slots[id.slot as usize];
+        let group = st.groups.get(&slot.key.group);
+        if let Some(reason) = group.and_then(|g| g.aborted.clone()) {
+            return Some(Error::Aborted { reason });
+        }
+        if slot.key.context == Context::Coll {
+            if let Some(e) = group.and_then(|g| g.coll_failure.clone()) {
+                return Some(e);
+            }
+        }
+        if !matches!(
+            slot.state,
+            SlotState::Queued | SlotState::Advertised | SlotState::AwaitingData
+        ) {
+            return None;
+        }
+        let peer = if slot.dir == Dir::Send {
+            slot.key.dst
+        } else {
+            slot.key.src
+        } as usize;
+        if peer == self.me {
+            return None;
+        }
+        let state = self.liveness.state(peer);
+        if state == RankState::Running {
+            return None;
+        }
+        // The peer stopped; where that is the consequence of another
+        // member's failure, name the member that failed first.
+        if let Some(root) = group.and_then(|g| self.liveness.root_failure(&g.members)) {
+            return Some(root);
+        }
+        state.blocking_error(slot.peer_rank, || {
+            format!(
+                "it finished without posting the matching {} (tag {})",
+                match slot.dir {
+                    Dir::Send => "receive",
+                    Dir::Recv => "send",
+                },
+                slot.key.tag
+            )
+        })
+    }
+
+    /// Records that this rank (`rank` of `group`) enters collective
+    /// `header` and tells the other members.
+    pub(super) fn enter_collective(&self, group: u64, members: &[usize], header: &CollHeader) -> Result<()> {
+        let mut st = self.lock();
+        let g = st.groups.entry(group).or_default();
+        if let Some(e) = &g.coll_failure {
+            return Err(e.clone());
+        }
+        if let Some(reason) = &g.aborted {
+            return Err(Error::Aborted { reason: reason.clone() });
+        }
+        for &m in members {
+            if m != self.me {
+                if let Some(link) = self.link(m) {
+                    link.send(Msg::Enter { group, header: *header });
+                }
+            }
+        }
+        let result = enter(&mut st, group, self.me, *header);
+        self.wake.notify_all();
+        result
+    }
+
+    /// Waits until every member of `group` entered collective `header.seq`
+    /// (or a later one); see [`crate::backend::Backend::confirm_collective`].
+    pub(super) fn confirm_collective(
+        &self,
+        group: u64,
+        members: &[usize],
+        rank: usize,
+        header: &CollHeader,
+        timeout: Duration,
+    ) -> Result<()> {
+        let start = Instant::now();
+        let deadline = start.checked_add(timeout);
+        let mut st = self.lock();
+        loop {
+            let g = st.groups.entry(group).or_default();
+            if let Some(e) = &g.coll_failure {
+                return Err(e.clone());
+            }
+            if let Some(reason) = &g.aborted {
+                return Err(Error::Aborted { reason: reason.clone() });
+            }
+            let missing = members
+                .iter()
+                .position(|m| g.entries.get(m).is_none_or(|h| h.seq < header.seq));
+            let Some(missing) = missing else {
+                return Ok(());
+            };
+            let state = self.liveness.state(members[missing]);
+            if let Some(e) = state.blocking_error(missing, || {
+                format!("it finished without calling collective #{} ({header})", header.seq)
+            }) {
+                return Err(e);
+            }
+            let now = Instant::now();
+            let left = deadline.map_or(Duration::from_secs(3600), |d| d.saturating_duration_since(now));
+            if left.is_zero() {
+                return Err(Error::Timeout {
+                    operation: format!("{header} waiting for rank {missing} to enter it"),
+                    rank,
+                    waited: now - start,
+                    limit: timeout,
+                });
+            }
+            st = self
+                .wake
+                .wait_timeout(st, left)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// Fails every pending and future operation of `group`, here and in the
+    /// other members' processes.
+    pub(super) fn abort(&self, group: u64, members: &[usize], reason: &str) {
+        let mut st = self.lock();
+        st.groups
+            .entry(group)
+            .or_default()
+            .aborted
+            .get_or_insert_with(|| reason.to_owned());
+        for &m in members {
+            if let Some(link) = self.link(m) {
+                link.send(Msg::Abort {
+                    group,
+                    reason: reason.to_owned(),
+                });
+            }
+        }
+        self.wake.notify_all();
+    }
+}
+
+/// Records that global rank `who` entered `header` in `group`; a
+/// disagreement with another member's entry of the same collective fails
+/// the group's collectives.
+fn enter(st: &mut State, group: u64, who: usize, header: CollHeader) -> Result<()> {
+    let g = st.groups.entry(group).or_default();
+    g.entries.insert(who, header);
+    let rank_of = |global: usize| g.members.iter().position(|&m| m == global).unwrap_or(global);
+    let clash = g
+        .entries
+        .iter()
+        .find(|(&other, theirs)| other != who && theirs.seq == header.seq && !theirs.agrees(&header));
+    if let Some((&other, theirs)) = clash {
+        let e = Error::mismatch(format!(
+            "collective #{}: rank {} called {} while rank {} called {}",
+            header.seq,
+            rank_of(other),
+            theirs,
+            rank_of(who),
+            header
+        ));
+        g.coll_failure.get_or_insert(e.clone());
+        return Err(e);
+    }
+    Ok(())
+}
+
+impl Watcher for Engine {
+    fn rank_changed(&self, rank: usize, state: &RankState) {
+        if rank == self.me {
+            let msg = match state {
+                RankState::Running => None,
+                RankState::Finished => Some(Msg::Finished),
+                RankState::Failed { reason, secondary } => Some(Msg::Failed {
+                    reason: reason.clone(),
+                    secondary: *secondary,
+                }),
+            };
+            if let Some(msg) = msg {
+                for link in self.links.iter().flatten() {
+                    link.send(msg.clone());
+                }
+            }
+        }
+        let _guard = self.lock();
+        self.wake.notify_all();
+    }
+}
+
+impl State {
+    fn alloc(&mut self, mut slot: Slot) -> u32 {
+        if let Some(i) = self.free.pop() {
+            slot.generation = self.slots[i as usize].generation.wrapping_add(1);
+            self.slots[i as usize] = slot;
+            i
+        } else {
+            self.slots.push(slot);
+            (self.slots.len() - 1) as u32
+        }
+    }
+
+    fn free_slot(&mut self, i: u32) {
+        self.slots[i as usize].state = SlotState::Free;
+        self.free.push(i);
+    }
+
+    fn slot_state(&self, id: OpId) -> Option<SlotState> {
+        let slot = self.slots.get(id.slot as usize)?;
+        (slot.generation == id.generation).then(|| slot.state.clone())
+    }
+
+    /// The state of an operation a peer names, while it is live.
+    fn live(&self, op: WireOp) -> Option<SlotState> {
+        self.slot_state(OpId {
+            slot: op.slot,
+            generation: op.generation,
+        })
+        .filter(|s| !matches!(s, SlotState::Free))
+    }
+
+    fn finish(&mut self, slot: u32, error: Option<&Error>) {
+        self.slots[slot as usize].state = match error {
+            None => SlotState::Done,
+            Some(e) => SlotState::Failed(e.clone()),
+        };
+    }
+}
+
+thread_local! {
+    /// Scratch for receives that combine, reused by each thread.
+    static SCRATCH: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Fills `count` elements at `dst` with data `read(chunk, offset)` produces:
+/// straight into `dst`, or for a combining receive piecewise through a
+/// scratch buffer, each piece combined into `dst`.
+///
+/// # Safety
+///
+/// `dst` valid and writable for `count` elements of `dtype`, properly
+/// aligned, and not accessed by anyone else meanwhile.
+unsafe fn fill(
+    dst: *mut u8,
+    count: usize,
+    dtype: DataType,
+    reduce: Option<ReduceOp>,
+    mut read: impl FnMut(&mut [u8], usize) -> io::Result<()>,
+) -> io::Result<()> {
+    let bytes = count * dtype.size();
+    if bytes == 0 {
+        return Ok(());
+    }
+    match reduce {
+        None => {
+            // SAFETY: forwarded from the caller.
+            let out = unsafe { std::slice::from_raw_parts_mut(dst, bytes) };
+            read(out, 0)
+        }
+        Some(op) => SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            if scratch.len() < SCRATCH_BYTES / 8 {
+                scratch.resize(SCRATCH_BYTES / 8, 0);
+            }
+            let size = dtype.size();
+            let per_chunk = SCRATCH_BYTES / size;
+            let mut done = 0;
+            while done < count {
+                let n = per_chunk.min(count - done);
+                let buf: &mut [u8] = scratch_bytes(&mut scratch[..], n * size);
+                read(buf, done * size)?;
+                // SAFETY: `dst` holds `count` elements (caller); the scratch
+                // holds `n` freshly read ones, 8-byte aligned, disjoint from
+                // `dst`.
+                unsafe { dtype.reduce_raw(op, dst.add(done * size), buf.as_ptr(), n) };
+                done += n;
+            }
+            Ok(())
+        }),
+    }
+}
+
+/// The first `len` bytes of `words`.
+fn scratch_bytes(words: &mut [u64], len: usize) -> &mut [u8] {
+    let len = len.min(words.len() * 8);
+    // SAFETY: `u64` has no padding and every byte pattern is a valid `u8`;
+    // the slice covers `len <= 8 * words.len()` bytes of the borrowed words.
+    unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), len) }
+}

@@ -1,0 +1,194 @@
+//! What a launcher tells each process: `HCOMM_RANK`, `HCOMM_WORLD_SIZE`,
+//! `HCOMM_MASTER_ADDR`, `HCOMM_MASTER_PORT` (or torchrun's `RANK`,
+//! `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT` when those are unset), and
+//! `LOCAL_RANK` (default: the rank) for the device index.
+
+use crate::error::{Error, Result};
+
+/// This process's place in a job of one process per rank, as the launcher's
+/// environment variables describe it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobEnv {
+    /// This process's rank, in `0..world`.
+    pub rank: usize,
+    /// The number of processes of the job.
+    pub world: usize,
+    /// The device index on this host (`LOCAL_RANK`).
+    pub local_rank: usize,
+    /// The host of rank 0, which serves the rendezvous store.
+    pub master_addr: String,
+    /// The store's port.
+    pub master_port: u16,
+    /// The variable the world size came from (for messages).
+    pub world_var: &'static str,
+    /// The variable the rank came from (for messages).
+    pub rank_var: &'static str,
+}
+
+/// A variable of ours, else the torchrun one.
+fn lookup(
+    get: &impl Fn(&str) -> Option<String>,
+    ours: &'static str,
+    torch: &'static str,
+) -> Option<(&'static str, String)> {
+    [ours, torch]
+        .into_iter()
+        .find_map(|name| get(name).filter(|v| !v.trim().is_empty()).map(|v| (name, v)))
+}
+
+fn number<T: std::str::FromStr>(name: &str, value: &str, what: &str) -> Result<T> {
+    value.trim().parse().map_err(|_| Error::Config {
+        message: format!("`{name}={value}`: expected {what}"),
+    })
+}
+
+fn required(
+    get: &impl Fn(&str) -> Option<String>,
+    ours: &'static str,
+    torch: &'static str,
+) -> Result<(&'static str, String)> {
+    lookup(get, ours, torch).ok_or_else(|| Error::Config {
+        message: format!(
+            "neither `{ours}` nor `{torch}` is set; hint: start the program with `hcomm-run -n N`, torchrun, or set \
+             HCOMM_RANK, HCOMM_WORLD_SIZE, HCOMM_MASTER_ADDR and HCOMM_MASTER_PORT"
+        ),
+    })
+}
+
+impl JobEnv {
+    /// Reads the job from this process's environment.
+    pub fn from_env() -> Result<JobEnv> {
+        JobEnv::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the job from the variables `get` returns.
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<JobEnv> {
+        let (rank_var, rank) = required(&get, "HCOMM_RANK", "RANK")?;
+        let rank: usize = number(rank_var, &rank, "a rank number")?;
+        let (world_var, world) = required(&get, "HCOMM_WORLD_SIZE", "WORLD_SIZE")?;
+        let world: usize = number(world_var, &world, "a number of processes")?;
+        if world == 0 {
+            return Err(Error::Config {
+                message: format!("`{world_var}=0`: a job needs at least one process"),
+            });
+        }
+        if rank >= world {
+            return Err(Error::Config {
+                message: format!("`{rank_var}={rank}` is out of range for `{world_var}={world}`"),
+            });
+        }
+        let (addr_var, master_addr) = required(&get, "HCOMM_MASTER_ADDR", "MASTER_ADDR")?;
+        if master_addr.trim().is_empty() {
+            return Err(Error::Config {
+                message: format!("`{addr_var}` is empty"),
+            });
+        }
+        let (port_var, port) = required(&get, "HCOMM_MASTER_PORT", "MASTER_PORT")?;
+        let master_port: u16 = number(port_var, &port, "a TCP port number")?;
+        let local_rank = match get("LOCAL_RANK").filter(|v| !v.trim().is_empty()) {
+            Some(v) => number("LOCAL_RANK", &v, "a device index")?,
+            None => rank,
+        };
+        Ok(JobEnv {
+            rank,
+            world,
+            local_rank,
+            master_addr: master_addr.trim().to_owned(),
+            master_port,
+            world_var,
+            rank_var,
+        })
+    }
+
+    /// `host:port` of the rendezvous store.
+    pub fn store_addr(&self) -> String {
+        if self.master_addr.contains(':') && !self.master_addr.starts_with('[') {
+            format!("[{}]:{}", self.master_addr, self.master_port)
+        } else {
+            format!("{}:{}", self.master_addr, self.master_port)
+        }
+    }
+}
+
+/// This process's rank as far as the environment says, for messages of
+/// errors raised before the job is known (0 when unknown).
+pub(crate) fn rank_hint() -> usize {
+    ["HCOMM_RANK", "RANK"]
+        .into_iter()
+        .find_map(|n| std::env::var(n).ok()?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn job(vars: &[(&str, &str)]) -> Result<JobEnv> {
+        let map: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        JobEnv::from_vars(|n| map.get(n).cloned())
+    }
+
+    fn config_message(r: Result<JobEnv>) -> String {
+        match r {
+            Err(Error::Config { message }) => message,
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn ours_win_over_torchrun_and_local_rank_defaults_to_the_rank() {
+        let j = job(&[
+            ("HCOMM_RANK", "1"),
+            ("RANK", "0"),
+            ("WORLD_SIZE", "4"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29500"),
+        ])
+        .unwrap();
+        assert_eq!((j.rank, j.world, j.local_rank, j.master_port), (1, 4, 1, 29500));
+        assert_eq!((j.rank_var, j.world_var), ("HCOMM_RANK", "WORLD_SIZE"));
+        assert_eq!(j.store_addr(), "127.0.0.1:29500");
+        let j = job(&[
+            ("RANK", "3"),
+            ("LOCAL_RANK", "1"),
+            ("WORLD_SIZE", "4"),
+            ("MASTER_ADDR", "::1"),
+            ("MASTER_PORT", "1"),
+        ])
+        .unwrap();
+        assert_eq!((j.rank, j.local_rank), (3, 1));
+        assert_eq!(j.store_addr(), "[::1]:1");
+    }
+
+    #[test]
+    fn bad_variables_are_errors_naming_the_variable_and_value() {
+        let base = [("MASTER_ADDR", "h"), ("MASTER_PORT", "5")];
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let mut v = base.to_vec();
+            v.extend_from_slice(extra);
+            job(&v)
+        };
+        assert!(config_message(with(&[("WORLD_SIZE", "2")])).contains("`HCOMM_RANK` nor `RANK`"));
+        assert!(config_message(with(&[("RANK", "x"), ("WORLD_SIZE", "2")])).contains("`RANK=x`"));
+        assert!(config_message(with(&[("RANK", "0"), ("HCOMM_WORLD_SIZE", "two")])).contains("`HCOMM_WORLD_SIZE=two`"));
+        assert!(config_message(with(&[("RANK", "2"), ("WORLD_SIZE", "2")]))
+            .contains("`RANK=2` is out of range for `WORLD_SIZE=2`"));
+        assert!(config_message(with(&[("RANK", "0"), ("WORLD_SIZE", "0")])).contains("`WORLD_SIZE=0`"));
+        assert!(config_message(job(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "1"),
+            ("MASTER_ADDR", "h"),
+            ("MASTER_PORT", "99999")
+        ]))
+        .contains("`MASTER_PORT=99999`"));
+        assert!(
+            config_message(job(&[("RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_PORT", "1")])).contains("MASTER_ADDR")
+        );
+        assert!(
+            config_message(with(&[("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "-1")]))
+                .contains("`LOCAL_RANK=-1`")
+        );
+    }
+}

@@ -1,0 +1,253 @@
+//! One process per rank: [`init_from_env`] meets the job's other processes
+//! through the rendezvous store (rank 0 serves it) and returns this
+//! process's world communicator on the backend `HCOMM_BACKEND` names.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::env::JobEnv;
+use super::store::Store;
+use super::{hccl, nccl, BackendKind};
+use crate::backend::host::proc::{self, Directory};
+use crate::comm::Comm;
+use crate::error::{Error, Result};
+use crate::options::CommOptions;
+
+/// Set by a process that cannot join, with its reason, so the others stop
+/// waiting for it.
+const ABORT_KEY: &str = "hcomm/abort";
+
+/// This process's communicator in a job of one process per rank, on the
+/// backend `HCOMM_BACKEND` names (default `host`), configured by the
+/// launcher's variables ([`JobEnv::from_env`]) and the communicator options
+/// of the environment ([`CommOptions::from_env`]). Joining waits for the
+/// other processes at most the communicator's timeout (`HCOMM_TIMEOUT`).
+///
+/// On the host backend the processes talk directly to each other (reading
+/// each other's memory on one host). On HCCL rank 0's `HcclGetRootInfo`
+/// reaches every process through the store and each joins with
+/// `HcclCommInitRootInfo` on device `LOCAL_RANK`; on NCCL the same with the
+/// unique id and `ncclCommInitRank`.
+///
+/// ```no_run
+/// // Started by `hcomm-run -n 4 -- prog` or torchrun.
+/// let comm = hcomm::init_from_env()?;
+/// let mut x = [comm.rank() as f32];
+/// comm.all_reduce_in_place(&mut x, hcomm::ReduceOp::Sum)?;
+/// # Ok::<(), hcomm::Error>(())
+/// ```
+pub fn init_from_env() -> Result<Comm> {
+    init_job(
+        BackendKind::from_env()?,
+        &JobEnv::from_env()?,
+        &CommOptions::from_env()?,
+    )
+}
+
+/// [`init_from_env`] with the backend, job and options given explicitly.
+pub fn init_job(kind: BackendKind, job: &JobEnv, options: &CommOptions) -> Result<Comm> {
+    let rendezvous = Rendezvous::join(job, options.timeout)?;
+    let result = match kind {
+        BackendKind::Host => proc::connect(&rendezvous, job.rank, job.world, &options.topology, options.timeout)
+            .map(|b| Comm::from_backend(b, options)),
+        BackendKind::Hccl => rendezvous.device_comm(
+            "hccl/root_info",
+            || hccl::root_info(job.local_rank as i32).map(|r| r.as_bytes().to_vec()),
+            |bytes| {
+                let root = hccl::RootInfo::from_bytes(bytes).ok_or_else(|| bad_id("HCCL root info", bytes.len()))?;
+                hccl::init_rank(job.world, job.rank, &root, job.local_rank as i32, options)
+            },
+        ),
+        BackendKind::Nccl => rendezvous.device_comm(
+            "nccl/unique_id",
+            || nccl::unique_id().map(|id| id.as_bytes().to_vec()),
+            |bytes| {
+                let id = nccl::UniqueId::from_bytes(bytes).ok_or_else(|| bad_id("NCCL unique id", bytes.len()))?;
+                nccl::init_rank(job.world, job.rank, &id, job.local_rank as i32, options)
+            },
+        ),
+    };
+    match result {
+        Ok(comm) => {
+            rendezvous.leave();
+            Ok(comm)
+        }
+        Err(e) => {
+            rendezvous.report(&e);
+            Err(e)
+        }
+    }
+}
+
+fn bad_id(what: &str, len: usize) -> Error {
+    Error::Config {
+        message: format!("the {what} in the rendezvous store has {len} bytes, not the library's size"),
+    }
+}
+
+/// The store as this process joined it.
+struct Rendezvous {
+    store: Arc<Store>,
+    rank: usize,
+    world: usize,
+    timeout: Duration,
+    deadline: Instant,
+}
+
+impl Rendezvous {
+    /// Serves (rank 0) or reaches the store, claims this rank and checks
+    /// that every process agrees on the world size.
+    fn join(job: &JobEnv, timeout: Duration) -> Result<Rendezvous> {
+        let deadline = Instant::now() + timeout;
+        let addr = job.store_addr();
+        let store = if job.rank == 0 {
+            let bind = if job.master_addr == "localhost"
+                || job.master_addr.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+            {
+                addr.clone()
+            } else {
+                format!("0.0.0.0:{}", job.master_port)
+            };
+            Store::serve(&bind)?
+        } else {
+            Store::connect(&addr, timeout)?
+        };
+        let r = Rendezvous {
+            store: Arc::new(store),
+            rank: job.rank,
+            world: job.world,
+            timeout,
+            deadline,
+        };
+        if let Err(e) = r.check(job) {
+            r.report(&e);
+            return Err(e);
+        }
+        Ok(r)
+    }
+
+    fn check(&self, job: &JobEnv) -> Result<()> {
+        let me = format!("pid {} on {}", std::process::id(), proc::hostname());
+        if let Err(other) = self
+            .store
+            .compare_set(&format!("hcomm/rank/{}", job.rank), None, me.as_bytes())?
+        {
+            let other = other
+                .map(|o| String::from_utf8_lossy(&o).into_owned())
+                .unwrap_or_default();
+            return Err(Error::Config {
+                message: format!(
+                    "`{}={}` is claimed by two processes ({other} and {me}); hint: give each process its own rank",
+                    job.rank_var, job.rank
+                ),
+            });
+        }
+        let world = format!("{}={}", job.world_var, job.world);
+        if job.rank == 0 {
+            self.store.set("hcomm/world", world.as_bytes())?;
+            return Ok(());
+        }
+        let theirs = self.lookup("hcomm/world", self.deadline)?;
+        let theirs_world = String::from_utf8_lossy(&theirs).into_owned();
+        let count = theirs_world.rsplit('=').next().and_then(|n| n.parse::<usize>().ok());
+        if count != Some(job.world) {
+            return Err(Error::Config {
+                message: format!(
+                    "rank {} has `{world}` but rank 0 has `{theirs_world}`; hint: start every process with the same \
+                     world size",
+                    job.rank
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Tells every process waiting in the store that this one failed.
+    fn report(&self, e: &Error) {
+        let message = format!("rank {} could not join: {e}", self.rank);
+        let _ = self.store.compare_set(ABORT_KEY, None, message.as_bytes());
+    }
+
+    /// Done with the store: rank 0 keeps serving until the others let go.
+    fn leave(self) {
+        if self.rank == 0 && self.world > 1 {
+            self.store.wait_for_clients_to_leave(self.timeout);
+        }
+    }
+
+    /// A device communicator whose id rank 0 makes with `make` and every
+    /// rank joins with `join`.
+    fn device_comm(
+        &self,
+        key: &str,
+        make: impl FnOnce() -> Result<Vec<u8>>,
+        join: impl FnOnce(&[u8]) -> Result<Comm>,
+    ) -> Result<Comm> {
+        let key = format!("hcomm/{key}");
+        let bytes = if self.rank == 0 {
+            let bytes = make()?;
+            self.store.set(&key, &bytes)?;
+            bytes
+        } else {
+            self.lookup(&key, self.deadline)?
+        };
+        join(&bytes)
+    }
+}
+
+impl Directory for Rendezvous {
+    fn publish(&self, key: &str, value: &[u8]) -> Result<()> {
+        self.store.set(key, value)
+    }
+
+    /// Waits for `key` unless a process reports that it cannot join.
+    fn lookup(&self, key: &str, deadline: Instant) -> Result<Vec<u8>> {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match self.store.get_any(&[key, ABORT_KEY], wait) {
+            Ok((0, value)) => Ok(value),
+            Ok((_, reason)) => Err(abort_error(&reason)),
+            Err(Error::Timeout { operation, waited, .. }) => Err(Error::Timeout {
+                operation,
+                rank: self.rank,
+                waited,
+                limit: self.timeout,
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn local_ip(&self) -> IpAddr {
+        self.store.local_ip()
+    }
+
+    fn gave_up(&self) -> Option<Error> {
+        match self.store.get(ABORT_KEY, Duration::ZERO) {
+            Ok(reason) => Some(abort_error(&reason)),
+            Err(Error::Timeout { .. }) => None,
+            // The store is gone: rank 0 gave up joining.
+            Err(e) => Some(Error::PeerFailed {
+                rank: 0,
+                reason: format!("it stopped serving the rendezvous store ({e})"),
+            }),
+        }
+    }
+}
+
+/// The error of a rank that waits for one that gave up joining.
+fn abort_error(reason: &[u8]) -> Error {
+    Error::PeerFailed {
+        rank: reason_rank(reason).unwrap_or(0),
+        reason: String::from_utf8_lossy(reason).into_owned(),
+    }
+}
+
+/// The rank an abort message (`rank R could not join: ...`) names.
+fn reason_rank(reason: &[u8]) -> Option<usize> {
+    String::from_utf8_lossy(reason)
+        .strip_prefix("rank ")?
+        .split(' ')
+        .next()?
+        .parse()
+        .ok()
+}
