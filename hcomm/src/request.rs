@@ -28,7 +28,7 @@
 //! .unwrap();
 //! ```
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
@@ -45,7 +45,11 @@ use crate::p2p::Tag;
 
 /// The scope that non-blocking requests are bound to; see [`scope`].
 pub struct Scope<'s, 'env: 's> {
-    pending: RefCell<SmallVec<[Pending; 8]>>,
+    /// What every request of the scope stands for, under the key the
+    /// request holds: the scope owns it, so a request leaked with
+    /// [`std::mem::forget`] leaks nothing and is still completed here.
+    pending: RefCell<SmallVec<[(u64, Pending); 8]>>,
+    next_key: Cell<u64>,
     errors: RefCell<Option<Error>>,
     _lifetime: PhantomData<&'s mut &'s ()>,
     _env: PhantomData<&'env mut &'env ()>,
@@ -59,6 +63,7 @@ pub struct Scope<'s, 'env: 's> {
 pub fn scope<'env, R>(f: impl for<'s> FnOnce(&'s Scope<'s, 'env>) -> Result<R>) -> Result<R> {
     let scope = Scope {
         pending: RefCell::new(SmallVec::new()),
+        next_key: Cell::new(0),
         errors: RefCell::new(None),
         _lifetime: PhantomData,
         _env: PhantomData,
@@ -89,14 +94,6 @@ enum Pending {
 }
 
 impl Pending {
-    fn is(&self, other: &Pending) -> bool {
-        match (self, other) {
-            (Pending::Op(a, x), Pending::Op(b, y)) => x == y && a.same_group(b),
-            (Pending::Task(a), Pending::Task(b)) => Arc::ptr_eq(a, b),
-            _ => false,
-        }
-    }
-
     fn wait(&self, what: &str) -> Result<()> {
         match self {
             Pending::Op(comm, id) => comm.wait_ids(&[*id], what),
@@ -122,15 +119,27 @@ impl Pending {
 }
 
 impl Scope<'_, '_> {
-    fn register(&self, pending: &Pending) {
-        self.pending.borrow_mut().push(pending.clone());
+    fn register(&self, pending: Pending) -> u64 {
+        let key = self.next_key.get();
+        self.next_key.set(key + 1);
+        self.pending.borrow_mut().push((key, pending));
+        key
     }
 
-    fn unregister(&self, pending: &Pending) {
+    /// Removes the request `key`; the caller then owns completing it.
+    fn unregister(&self, key: u64) -> Option<Pending> {
         let mut p = self.pending.borrow_mut();
-        if let Some(i) = p.iter().position(|o| o.is(pending)) {
-            p.swap_remove(i);
-        }
+        let i = p.iter().position(|(k, _)| *k == key)?;
+        Some(p.swap_remove(i).1)
+    }
+
+    /// The request `key`, still registered.
+    fn get(&self, key: u64) -> Option<Pending> {
+        self.pending
+            .borrow()
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, p)| p.clone())
     }
 
     fn record(&self, e: Error) {
@@ -138,7 +147,7 @@ impl Scope<'_, '_> {
     }
 
     fn take_pending(&self) -> SmallVec<[Pending; 8]> {
-        self.pending.borrow_mut().drain(..).collect()
+        self.pending.borrow_mut().drain(..).map(|(_, p)| p).collect()
     }
 
     /// Cancels every op still registered (a panic left the scope's closure):
@@ -164,11 +173,13 @@ impl Scope<'_, '_> {
 
 /// A posted non-blocking operation; complete it with [`Request::wait`] or
 /// [`Request::test`]. Dropping it waits for it; dropping it while the thread
-/// panics cancels it.
+/// panics cancels it. Forgetting it ([`std::mem::forget`]) leaks nothing:
+/// the scope completes it.
 #[must_use = "a request must be waited; dropping it blocks until it completes"]
 pub struct Request<'s, 'env: 's> {
     scope: &'s Scope<'s, 'env>,
-    pending: Option<Pending>,
+    /// The key of the operation in the scope; `None` once completed.
+    key: Option<u64>,
 }
 
 /// The outcome of [`Request::test`].
@@ -182,11 +193,13 @@ pub enum Progress<'s, 'env: 's> {
 
 impl<'s, 'env: 's> Request<'s, 'env> {
     fn new(scope: &'s Scope<'s, 'env>, pending: Pending) -> Self {
-        scope.register(&pending);
-        Request {
-            scope,
-            pending: Some(pending),
-        }
+        let key = scope.register(pending);
+        Request { scope, key: Some(key) }
+    }
+
+    /// Takes the operation out of the scope; the caller completes it.
+    fn take(&mut self) -> Option<Pending> {
+        self.key.take().and_then(|key| self.scope.unregister(key))
     }
 
     /// A request for a non-blocking collective.
@@ -196,25 +209,22 @@ impl<'s, 'env: 's> Request<'s, 'env> {
 
     /// Blocks until the operation completes (or fails, or times out).
     pub fn wait(mut self) -> Result<()> {
-        match self.pending.take() {
-            Some(p) => {
-                self.scope.unregister(&p);
-                p.wait("wait")
-            }
+        match self.take() {
+            Some(p) => p.wait("wait"),
             None => Ok(()),
         }
     }
 
     /// Checks without blocking whether the operation completed.
     pub fn test(mut self) -> Result<Progress<'s, 'env>> {
-        let Some(p) = self.pending.clone() else {
+        let Some(p) = self.key.and_then(|key| self.scope.get(key)) else {
             return Ok(Progress::Done);
         };
         match p.test() {
             Ok(false) => Ok(Progress::Pending(self)),
             done => {
-                self.pending = None;
-                self.scope.unregister(&p);
+                // `test` released the operation: it only needs forgetting.
+                drop(self.take());
                 done.map(|_| Progress::Done)
             }
         }
@@ -223,8 +233,7 @@ impl<'s, 'env: 's> Request<'s, 'env> {
 
 impl Drop for Request<'_, '_> {
     fn drop(&mut self) {
-        if let Some(p) = self.pending.take() {
-            self.scope.unregister(&p);
+        if let Some(p) = self.take() {
             if std::thread::panicking() {
                 // Unwinding: never block on a peer; withdraw the operation.
                 p.cancel();
