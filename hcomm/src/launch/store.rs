@@ -7,8 +7,8 @@
 //! # Protocol
 //!
 //! One TCP connection per client. Each message is a frame: a 4-byte
-//! little-endian length, then a [`postcard`]-encoded [`Request`] (client to
-//! server) or [`Reply`] (server to client). The client sends one request and
+//! little-endian length, then a [`postcard`]-encoded `Request` (client to
+//! server) or `Reply` (server to client). The client sends one request and
 //! reads its reply before the next; the server answers requests in order.
 //!
 //! | request | reply |
