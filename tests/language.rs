@@ -1,7 +1,8 @@
 //! Every statement, region form, expression and attribute of the schedule
-//! language, compiled and run on the host backend, with the data each rank
-//! must end with.
+//! language, compiled and run on the host backend and on the HCCL stand-in
+//! (with identical results), with the data each rank must end with.
 
+mod backends;
 use std::time::Duration;
 
 use hcomm::{comm_schedule, CommOptions, Error};
@@ -83,7 +84,7 @@ fn options() -> CommOptions {
 fn tagged_non_blocking_exchange_and_local_copies() {
     for world in [1usize, 2, 3, 4, 5, 8] {
         let n = 3;
-        let out = hcomm::host::run_with(world, &options(), |comm| {
+        let out = backends::on_both(world, &options(), |comm| {
             let r = comm.rank();
             let mine: Vec<i32> = (0..n).map(|i| (r * 10 + i) as i32).collect();
             let (mut left, mut right, mut tmp) = (vec![0; n], vec![0; n], vec![0; 2 * n]);
@@ -106,7 +107,7 @@ fn tagged_non_blocking_exchange_and_local_copies() {
 fn every_collective_statement() {
     for world in 1..=6usize {
         let n = 2;
-        let out = hcomm::host::run_with(world, &options(), |comm| {
+        let out = backends::on_both(world, &options(), |comm| {
             let r = comm.rank() as i64;
             let mut x: Vec<i64> = (0..n * world).map(|i| r + i as i64).collect();
             let mut y = vec![0i64; n * world];
@@ -162,7 +163,7 @@ fn buffer_lengths_that_fit_no_length_variable_are_errors() {
 #[test]
 fn over_groups_with_equal_members_are_one_group() {
     for world in 1..=6usize {
-        let out = hcomm::host::run_with(world, &options(), |comm| {
+        let out = backends::on_both(world, &options(), |comm| {
             let r = comm.rank() as i64;
             let (mut buf, mut halves) = ([r, 1], [r, -r]);
             groups_are_member_sets(comm, &mut buf, &mut halves)?;

@@ -1,7 +1,8 @@
-//! The schedules of `hcomm_examples`, run on the host backend for world
-//! 1..=8 and compared element for element with the runtime's built-in
-//! collectives.
+//! The schedules of `hcomm_examples`, run on the host backend and on the
+//! HCCL stand-in (with identical results) for world 1..=8 and compared
+//! element for element with the runtime's built-in collectives.
 
+mod backends;
 use std::time::Duration;
 
 use hcomm::{CommOptions, Error};
@@ -21,7 +22,7 @@ fn compare_all_gather(
     n: usize,
     custom: impl Fn(&hcomm::Comm, &[i64], &mut [i64]) -> hcomm::Result<()> + Sync,
 ) -> Vec<(Vec<i64>, Vec<i64>)> {
-    hcomm::host::run_with(world, &options(), |comm| {
+    backends::on_both(world, &options(), |comm| {
         let mine = input(comm.rank(), n);
         let mut ours = vec![-1i64; n * world];
         let mut builtin = vec![-2i64; n * world];
@@ -111,7 +112,7 @@ fn wrong_buffer_lengths_are_reported_before_any_communication() {
 fn ring_all_reduce_pairwise_all_to_all_and_binomial_broadcast_match_serial_references() {
     for world in 1..=8 {
         let n = 3;
-        let out = hcomm::host::run_with(world, &options(), |comm| {
+        let out = backends::on_both(world, &options(), |comm| {
             let r = comm.rank();
             let mut sum = input(r, n * world);
             collectives::ring_all_reduce_sum(comm, &mut sum)?;
@@ -179,7 +180,7 @@ hcomm::comm_schedule! {
 
 #[test]
 fn a_wrong_schedule_at_an_unverified_size_fails_before_any_message() {
-    let ok = hcomm::host::run_with(4, &options(), |comm| {
+    let ok = backends::on_both(4, &options(), |comm| {
         let mut left = [0u32; 2];
         parity_shift(comm, &[comm.rank() as u32; 2], &mut left)?;
         Ok(left[0])

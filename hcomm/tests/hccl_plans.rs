@@ -278,3 +278,74 @@ fn ranks_that_agree_run_the_rooted_schedule_on_both_backends() {
         }
     }
 }
+
+comm_schedule! {
+    /// The smallest schedule: one local copy, no message.
+    #[verify(world in 1..=8, k in 0..world)]
+    pub fn local_copy(a: &[T; n], b: &mut [T; n], k: usize) {
+        copy a -> b;
+    }
+}
+
+/// The cost of a schedule call that sends nothing (entry check included),
+/// per call and rank on 4 host ranks: `cargo test -p hcomm --release --test
+/// hccl_plans -- --ignored --nocapture schedule_call_cost`.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn schedule_call_cost() {
+    const CALLS: u32 = 200_000;
+    let per_call = hcomm::host::run_with(4, &options(), |c| {
+        let (a, mut b) = ([1i32; 4], [0i32; 4]);
+        let start = Instant::now();
+        for _ in 0..CALLS {
+            local_copy(c, &a, &mut b, 1)?;
+        }
+        Ok(start.elapsed() / CALLS)
+    })
+    .unwrap();
+    eprintln!("schedule call, 4 host ranks: {per_call:?} per call and rank");
+}
+
+#[test]
+fn the_built_in_schedules_give_the_host_results_on_hccl() {
+    use hcomm::schedules::{
+        binomial_broadcast, bruck_all_gather, pairwise_all_to_all, recursive_doubling_all_gather, ring_all_reduce_max,
+        ring_all_reduce_sum,
+    };
+    for w in 1..=6 {
+        let n = 2;
+        let out = on_both(w, |c| {
+            let (r, w) = (c.rank(), c.world());
+            let mine = data(r, n);
+            let mut bruck = vec![0i64; n * w];
+            bruck_all_gather(c, &mine, &mut bruck)?;
+            let mut rd = vec![0i64; n * w];
+            if w.is_power_of_two() {
+                recursive_doubling_all_gather(c, &mine, &mut rd)?;
+            }
+            let mut a2a = vec![0i64; n * w];
+            pairwise_all_to_all(c, &data(r, n * w), &mut a2a)?;
+            let mut bcast = if r == w - 1 { data(r, n) } else { vec![0; n] };
+            binomial_broadcast(c, &mut bcast, w - 1)?;
+            let (mut sum, mut max) = (data(r, n * w), data(r, n * w));
+            ring_all_reduce_sum(c, &mut sum)?;
+            ring_all_reduce_max(c, &mut max)?;
+            Ok((bruck, rd, a2a, bcast, sum, max))
+        });
+        let all: Vec<i64> = (0..w).flat_map(|q| data(q, n)).collect();
+        for (r, (bruck, rd, a2a, bcast, sum, max)) in out.iter().enumerate() {
+            assert_eq!(bruck, &all, "world {w} rank {r}");
+            if w.is_power_of_two() {
+                assert_eq!(rd, &all, "world {w} rank {r}");
+            }
+            let want: Vec<i64> = (0..w)
+                .flat_map(|q| data(q, n * w)[r * n..(r + 1) * n].to_vec())
+                .collect();
+            assert_eq!(a2a, &want, "world {w} rank {r}");
+            assert_eq!(bcast, &data(w - 1, n), "world {w} rank {r}");
+            let s: Vec<i64> = (0..n * w).map(|i| (0..w).map(|q| data(q, n * w)[i]).sum()).collect();
+            assert_eq!(sum, &s, "world {w} rank {r}");
+            assert_eq!(max, &data(w - 1, n * w), "world {w} rank {r}");
+        }
+    }
+}

@@ -13,12 +13,12 @@
 //! announcing its call (a wrong buffer length, say) counts as disagreeing
 //! with the ranks that entered.
 //!
-//! The cost is one lock of a process-wide table and a comparison of a few
-//! integers per call. Ranks in other processes share no table; their calls
+//! The cost is one uncontended-in-the-common-case lock of the call's slot
+//! and a comparison of a few integers per call. Ranks in other processes share no table; their calls
 //! are not compared.
 
 use std::any::Any;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Mutex, OnceLock, PoisonError, Weak};
 
@@ -57,20 +57,55 @@ struct Call {
     disagreement: Option<Error>,
 }
 
+/// One slot per call modulo [`SLOTS`]: ranks more than that many calls
+/// apart (which only ranks that never wait for each other can be) drop the
+/// older call's check.
+const SLOTS: usize = 64;
+
 struct GroupTable {
     token: Weak<dyn Any + Send + Sync>,
-    calls: BTreeMap<u64, Call>,
+    slots: Vec<Mutex<Option<(u64, Call)>>>,
 }
 
-/// Entries kept per group at most: calls whose ranks never all arrive here
-/// (ranks in other processes) are dropped oldest first.
-const MAX_PENDING: usize = 1024;
-
-type Tables = Mutex<HashMap<usize, GroupTable>>;
+type Tables = Mutex<HashMap<usize, std::sync::Arc<GroupTable>>>;
 
 fn tables() -> &'static Tables {
     static TABLES: OnceLock<Tables> = OnceLock::new();
     TABLES.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+thread_local! {
+    /// The table this thread used last: ranks call schedules on one
+    /// communicator again and again, and then take no process-wide lock.
+    static LAST: std::cell::RefCell<Option<std::sync::Arc<GroupTable>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The table of the group `token` names.
+fn table(token: &Weak<dyn Any + Send + Sync>) -> std::sync::Arc<GroupTable> {
+    let cached = LAST.with(|l| l.borrow().as_ref().filter(|t| t.token.ptr_eq(token)).cloned());
+    if let Some(t) = cached {
+        return t;
+    }
+    let t = {
+        let mut tables = tables().lock().unwrap_or_else(PoisonError::into_inner);
+        tables.retain(|_, t| t.token.strong_count() > 0);
+        let t = tables.entry(key(token)).or_insert_with(|| {
+            std::sync::Arc::new(GroupTable {
+                token: token.clone(),
+                slots: (0..SLOTS).map(|_| Mutex::new(None)).collect(),
+            })
+        });
+        if !t.token.ptr_eq(token) {
+            // a group that lived at the same address before
+            *t = std::sync::Arc::new(GroupTable {
+                token: token.clone(),
+                slots: (0..SLOTS).map(|_| Mutex::new(None)).collect(),
+            });
+        }
+        std::sync::Arc::clone(t)
+    };
+    LAST.with(|l| *l.borrow_mut() = Some(std::sync::Arc::clone(&t)));
+    t
 }
 
 /// Announces this rank's call; `Err(Mismatch)` when it disagrees with the
@@ -102,12 +137,14 @@ pub(super) fn fail_before_entry(comm: &Comm, schedule: &'static Schedule, seq: u
 /// The disagreement found for call `seq`, if any.
 pub(super) fn disagreement(comm: &Comm, seq: u64) -> Option<Error> {
     let token = comm.inner.backend.group_token()?;
-    let tables = tables().lock().unwrap_or_else(PoisonError::into_inner);
-    let table = tables.get(&key(&token))?;
-    if !table.token.ptr_eq(&token) {
-        return None;
+    let t = table(&token);
+    let slot = t.slots[seq as usize % SLOTS]
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    match &*slot {
+        Some((s, call)) if *s == seq => call.disagreement.clone(),
+        _ => None,
     }
-    table.calls.get(&seq)?.disagreement.clone()
 }
 
 fn key(token: &Weak<dyn Any + Send + Sync>) -> usize {
@@ -123,33 +160,27 @@ fn arrive(comm: &Comm, schedule: &Schedule, seq: u64, arrival: Arrival) -> crate
         return Ok(());
     };
     let rank = comm.rank();
-    let failed = {
-        let mut tables = tables().lock().unwrap_or_else(PoisonError::into_inner);
-        let table = tables.entry(key(&token)).or_insert_with(|| GroupTable {
-            token: token.clone(),
-            calls: BTreeMap::new(),
-        });
-        if !table.token.ptr_eq(&token) || table.token.strong_count() == 0 {
-            // a group that lived at the same address before
-            table.token = token.clone();
-            table.calls.clear();
-        }
-        let Some(call) = table.calls.get_mut(&seq) else {
-            if table.calls.len() >= MAX_PENDING {
-                table.calls.pop_first();
+    let t = table(&token);
+    let (e, abort) = {
+        let mut slot = t.slots[seq as usize % SLOTS]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let call = match &mut *slot {
+            Some((s, call)) if *s == seq => call,
+            other => {
+                let entered = arrival.failure.is_none();
+                *other = Some((
+                    seq,
+                    Call {
+                        first_rank: rank,
+                        first: arrival,
+                        arrived: 1,
+                        entered,
+                        disagreement: None,
+                    },
+                ));
+                return Ok(());
             }
-            let entered = arrival.failure.is_none();
-            table.calls.insert(
-                seq,
-                Call {
-                    first_rank: rank,
-                    first: arrival,
-                    arrived: 1,
-                    entered,
-                    disagreement: None,
-                },
-            );
-            return Ok(());
         };
         call.arrived += 1;
         if let Some(e) = &call.disagreement {
@@ -159,7 +190,7 @@ fn arrive(comm: &Comm, schedule: &Schedule, seq: u64, arrival: Arrival) -> crate
         let agrees = call.first == arrival || (call.first.failure.is_some() && arrival.failure.is_some());
         if agrees {
             if call.arrived >= world {
-                table.calls.remove(&seq);
+                *slot = None;
             }
             return Ok(());
         }
@@ -169,7 +200,6 @@ fn arrive(comm: &Comm, schedule: &Schedule, seq: u64, arrival: Arrival) -> crate
         call.entered |= arrival.failure.is_none();
         (e, abort)
     };
-    let (e, abort) = failed;
     if abort {
         // ranks inside the call stop waiting; their error becomes `e`
         comm.inner.backend.abort(&e.to_string());

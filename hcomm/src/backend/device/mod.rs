@@ -11,8 +11,10 @@
 //!   operation of the communicator blocks (a wait, a test, a blocking call, a
 //!   batch, a collective); then every queued operation is handed to the
 //!   library at once, split by channel position into batch calls (see
-//!   [`plan`]), so in-flight operations progress together and correct
-//!   schedules never hang on the device (`p2p.rs`).
+//!   [`plan`]), so in-flight operations progress together (`p2p.rs`).
+//!   `comm_schedule!` calls do not post statement by statement: the
+//!   executor issues their plan, one group call or collective at a time
+//!   (`hcomm::__private`'s `replay.rs`).
 //! * **Collectives** run as the library's own; those it lacks (gather on
 //!   HCCL; all-to-all-v on NCCL) are built from one batch call. Nothing falls
 //!   back to the host algorithms, which would dereference device addresses
