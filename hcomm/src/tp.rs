@@ -37,6 +37,7 @@ use crate::parallel::same_shape;
 
 /// Sums `x` over the group, in place.
 pub fn all_reduce<T: Element, D: Dimension>(group: &Comm, mut x: ArrayViewMut<'_, T, D>) -> Result<()> {
+    let _span = span(group, "all_reduce", None);
     same_shape(group, "tp::all_reduce", x.shape())?;
     if x.is_standard_layout() {
         return group.all_reduce_in_place(&mut x, ReduceOp::Sum);
@@ -49,6 +50,7 @@ pub fn all_reduce<T: Element, D: Dimension>(group: &Comm, mut x: ArrayViewMut<'_
 
 /// The concatenation along `dim` of every rank's `x`, in group-rank order.
 pub fn all_gather<T: Element, D: Dimension>(group: &Comm, x: ArrayView<'_, T, D>, dim: isize) -> Result<Array<T, D>> {
+    let _span = span(group, "all_gather", Some(dim));
     same_shape(group, "tp::all_gather", x.shape())?;
     let axis = axis(x.shape(), dim, "tp::all_gather")?;
     let x = contiguous(x);
@@ -76,6 +78,7 @@ pub fn reduce_scatter<T: Element, D: Dimension>(
     x: ArrayView<'_, T, D>,
     dim: isize,
 ) -> Result<Array<T, D>> {
+    let _span = span(group, "reduce_scatter", Some(dim));
     same_shape(group, "tp::reduce_scatter", x.shape())?;
     let axis = axis(x.shape(), dim, "tp::reduce_scatter")?;
     let w = group.world();
@@ -108,6 +111,11 @@ pub fn split<'a, T: Element, D: Dimension>(
     let mut x = x;
     x.slice_axis_inplace(axis, Slice::from(r * part..(r + 1) * part));
     Ok(x)
+}
+
+/// The span of a tensor-parallel operation.
+fn span(group: &Comm, op: &'static str, dim: Option<isize>) -> tracing::span::EnteredSpan {
+    tracing::debug_span!("tp", op, comm.rank = group.rank(), comm.world = group.world(), dim).entered()
 }
 
 /// The axis `dim` names in an array of `shape` (negative: from the end).

@@ -77,6 +77,20 @@ impl Comm {
         self.inner.backend.confirm_collective(&header, self.timeout())
     }
 
+    /// Checks that the buffer `whole` holds one block of the length of the
+    /// buffer `part` per rank.
+    pub(super) fn check_blocks(&self, whole: (&str, usize), part: (&str, usize)) -> Result<()> {
+        let w = self.world();
+        if whole.1 == part.1 * w {
+            return Ok(());
+        }
+        Err(Error::buffer_length(
+            whole.0,
+            whole.1,
+            format_args!("{} ({} length {} x world {w})", part.1 * w, part.0, part.1),
+        ))
+    }
+
     fn check_root(&self, root: usize, what: &str) -> Result<()> {
         if root >= self.world() {
             return Err(Error::precondition(format!(
@@ -160,18 +174,7 @@ impl Comm {
         R: BufferMut<Elem = T> + ?Sized,
     {
         let (send, recv) = (self.view(send)?, self.view_mut(recv)?);
-        if recv.len != send.len * self.world() {
-            return Err(Error::buffer_length(
-                "recv",
-                recv.len,
-                format_args!(
-                    "{} (send length {} x world {})",
-                    send.len * self.world(),
-                    send.len,
-                    self.world()
-                ),
-            ));
-        }
+        self.check_blocks(("recv", recv.len), ("send", send.len))?;
         // SAFETY: distinct borrows that outlive the call.
         unsafe { self.all_gather_raw(send, recv) }
     }
@@ -270,18 +273,7 @@ impl Comm {
         R: BufferMut<Elem = T> + ?Sized,
     {
         let (send, recv) = (self.view(send)?, self.view_mut(recv)?);
-        if send.len != recv.len * self.world() {
-            return Err(Error::buffer_length(
-                "send",
-                send.len,
-                format_args!(
-                    "{} (recv length {} x world {})",
-                    recv.len * self.world(),
-                    recv.len,
-                    self.world()
-                ),
-            ));
-        }
+        self.check_blocks(("send", send.len), ("recv", recv.len))?;
         // SAFETY: distinct borrows that outlive the call.
         unsafe { self.reduce_scatter_raw(send, recv, op) }
     }

@@ -20,6 +20,7 @@
 //! [`Error::Aborted`](crate::Error::Aborted)); either way the cancel returns
 //! only once the helper no longer touches the buffers.
 
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
@@ -63,7 +64,13 @@ impl Task {
                 }
             }
         };
-        let result = body(&self.side);
+        // A panic inside the collective must not leave waiters blocked.
+        let result = panic::catch_unwind(AssertUnwindSafe(|| body(&self.side))).unwrap_or_else(|_| {
+            Err(Error::Backend {
+                backend: self.side.backend_name(),
+                message: "a non-blocking collective panicked on the helper thread".into(),
+            })
+        });
         *lock(&self.state) = State::Done(result);
         self.finished.notify_all();
     }
@@ -268,18 +275,7 @@ impl Comm {
         R: BufferMut<Elem = T> + ?Sized,
     {
         let (send, recv) = (Lent(self.view(send)?), Lent(self.view_mut(recv)?));
-        if recv.0.len != send.0.len * self.world() {
-            return Err(Error::buffer_length(
-                "recv",
-                recv.0.len,
-                format_args!(
-                    "{} (send length {} x world {})",
-                    send.0.len * self.world(),
-                    send.0.len,
-                    self.world()
-                ),
-            ));
-        }
+        self.check_blocks(("recv", recv.0.len), ("send", send.0.len))?;
         let body = move |c: &Comm| {
             // SAFETY: the views stay valid until the task finishes (see `Lent`).
             unsafe { c.all_gather_raw(send.get(), recv.get()) }
@@ -302,18 +298,7 @@ impl Comm {
         R: BufferMut<Elem = T> + ?Sized,
     {
         let (send, recv) = (Lent(self.view(send)?), Lent(self.view_mut(recv)?));
-        if send.0.len != recv.0.len * self.world() {
-            return Err(Error::buffer_length(
-                "send",
-                send.0.len,
-                format_args!(
-                    "{} (recv length {} x world {})",
-                    recv.0.len * self.world(),
-                    recv.0.len,
-                    self.world()
-                ),
-            ));
-        }
+        self.check_blocks(("send", send.0.len), ("recv", recv.0.len))?;
         let body = move |c: &Comm| {
             // SAFETY: the views stay valid until the task finishes (see `Lent`).
             unsafe { c.reduce_scatter_raw(send.get(), recv.get(), op) }
