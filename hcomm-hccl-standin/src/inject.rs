@@ -1,4 +1,5 @@
-//! Test hooks: make a symbol fail with a chosen code.
+//! Test hooks: make a symbol fail with a chosen code; count misuse the
+//! stand-in can see and real hardware would not report.
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, CStr};
@@ -50,4 +51,11 @@ pub unsafe extern "C" fn hcomm_standin_inject_error(symbol: *const c_char, code:
 pub extern "C" fn hcomm_standin_clear_injections() {
     let mut map = ONE_SHOT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     *map = None;
+}
+
+/// How many times `aclrtFree` freed memory that an enqueued operation had
+/// not finished with (on real hardware: a device write into freed memory).
+#[no_mangle]
+pub extern "C" fn hcomm_standin_freed_in_use() -> u64 {
+    crate::memory::freed_in_use()
 }

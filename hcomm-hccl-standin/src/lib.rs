@@ -75,6 +75,10 @@
 //!   of `symbol` (from any thread) returns `code`. Returns 0, or -1 for a null or
 //!   non-UTF-8 name. `void hcomm_standin_clear_injections(void)` drops pending
 //!   one-shot injections.
+//! * `uint64_t hcomm_standin_freed_in_use(void)`: how many times `aclrtFree`
+//!   freed memory an enqueued operation had not finished with. ACL lets that
+//!   pass (the device then writes freed memory); the stand-in counts it, and
+//!   the operation fails instead of touching the memory.
 //!
 //! # Using it in tests
 //!

@@ -2,6 +2,7 @@
 
 use std::alloc::Layout;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::runtime::lock;
@@ -12,9 +13,16 @@ pub(crate) struct Alloc {
     pub(crate) size: usize,
     pub(crate) device: i32,
     layout: Layout,
+    /// Process-unique, so a pin never counts against a later allocation at
+    /// the same address.
+    id: u64,
+    /// Pending operations that use it.
+    pins: usize,
 }
 
 static ALLOCS: Mutex<BTreeMap<usize, Alloc>> = Mutex::new(BTreeMap::new());
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+static FREED_IN_USE: AtomicU64 = AtomicU64::new(0);
 
 /// Allocates `size` bytes (rounded up to 32 plus a 32-byte pad, like ACL) on `device`.
 pub(crate) fn alloc(size: usize, device: i32) -> Option<*mut u8> {
@@ -25,15 +33,28 @@ pub(crate) fn alloc(size: usize, device: i32) -> Option<*mut u8> {
     if ptr.is_null() {
         return None;
     }
-    lock(&ALLOCS).insert(ptr as usize, Alloc { size, device, layout });
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let a = Alloc {
+        size,
+        device,
+        layout,
+        id,
+        pins: 0,
+    };
+    lock(&ALLOCS).insert(ptr as usize, a);
     Some(ptr)
 }
 
 /// Frees an allocation made by [`alloc`]; `false` if `ptr` is not one.
+/// Freeing memory a pending operation uses succeeds, as under ACL, and is
+/// counted (see [`freed_in_use`]); the operation then fails when it runs.
 pub(crate) fn free(ptr: *mut u8) -> bool {
     let Some(a) = lock(&ALLOCS).remove(&(ptr as usize)) else {
         return false;
     };
+    if a.pins > 0 {
+        FREED_IN_USE.fetch_add(1, Ordering::Relaxed);
+    }
     // SAFETY: `ptr` was returned by `alloc_zeroed` with exactly this layout and
     // has just been removed from the registry, so it is freed once.
     unsafe { std::alloc::dealloc(ptr, a.layout) };
@@ -113,4 +134,41 @@ pub(crate) fn copy(dst: usize, src: usize, len: usize) -> Result<(), String> {
     // while the registry is locked; `copy` tolerates overlap.
     unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, len) };
     Ok(())
+}
+
+/// How many times memory was freed while a pending operation used it.
+pub(crate) fn freed_in_use() -> u64 {
+    FREED_IN_USE.load(Ordering::Relaxed)
+}
+
+/// The allocations a pending operation uses, pinned until it is dropped.
+pub(crate) struct Pin(Vec<(usize, u64)>);
+
+impl Pin {
+    /// Pins the allocations holding the (address, bytes) ranges `ranges`.
+    pub(crate) fn new(ranges: &[(usize, usize)]) -> Pin {
+        let mut map = lock(&ALLOCS);
+        let mut pinned = Vec::new();
+        for &(addr, len) in ranges.iter().filter(|r| r.1 > 0) {
+            let Some((&start, a)) = map.range_mut(..=addr).next_back() else {
+                continue;
+            };
+            if addr.saturating_add(len) <= start.saturating_add(a.size) {
+                a.pins += 1;
+                pinned.push((start, a.id));
+            }
+        }
+        Pin(pinned)
+    }
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        let mut map = lock(&ALLOCS);
+        for (start, id) in &self.0 {
+            if let Some(a) = map.get_mut(start).filter(|a| a.id == *id) {
+                a.pins -= 1;
+            }
+        }
+    }
 }

@@ -867,7 +867,11 @@ fn messages_match_in_stream_order_and_sizes_that_disagree_fail_both_ends() {
 
 #[test]
 fn a_buffer_freed_while_its_collective_waits_fails_the_collective_instead_of_being_written() {
-    let Apis { hccl: h, acl: a, .. } = apis();
+    let Apis { hccl: h, acl: a, lib } = apis();
+    // SAFETY: the hook's C signature.
+    let freed_in_use: libloading::Symbol<extern "C" fn() -> u64> =
+        unsafe { lib.get(b"hcomm_standin_freed_in_use\0") }.unwrap();
+    let before = freed_in_use();
     let both_called = std::sync::Barrier::new(2);
     run(2, None, |me| {
         // SAFETY: device buffers of the stated sizes; rank 0 frees its
@@ -896,4 +900,8 @@ fn a_buffer_freed_while_its_collective_waits_fails_the_collective_instead_of_bei
             assert!(msg.contains("no longer device memory"), "{msg}");
         }
     });
+    assert!(
+        freed_in_use() > before,
+        "the free of a pending operation's buffer is counted"
+    );
 }

@@ -12,7 +12,8 @@
 //! * nothing hangs: a watchdog bounds every case;
 //! * every operation that completed, on any rank, holds exactly what a
 //!   serial reference computes;
-//! * no thread outlives the cases.
+//! * no thread outlives the cases, and no device memory is freed while an
+//!   operation the library still runs uses it.
 //!
 //! As a control, some cases have a rank that is only slow (well within the
 //! timeout): there every rank must complete every operation, exactly.
@@ -28,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use hcomm::hccl::Hccl;
 use hcomm::schedules::ring_all_gather;
-use hcomm::{Algorithm, Collective, Comm, CommOptions, Error, ReduceOp};
+use hcomm::{Algorithm, Collective, Comm, CommOptions, DeviceBuffer, Error, ReduceOp};
 use proptest::prelude::RngExt;
 use proptest::test_runner::{RngAlgorithm, TestRng};
 
@@ -94,6 +95,9 @@ enum Op {
     /// An all-reduce on the communicator of the ranks of one parity, made
     /// by `split`.
     Split,
+    /// An all-reduce of device buffers (HCCL only): no staging, so the
+    /// library works on memory the program owns and frees.
+    Device,
 }
 
 #[derive(Clone, Debug)]
@@ -131,7 +135,7 @@ fn algorithm(rng: &mut TestRng, backend: Backend, c: Collective, world: usize) -
 
 fn random_op(rng: &mut TestRng, backend: Backend, world: usize) -> Op {
     let root = rng.random_range(0..world);
-    let which = rng.random_range(0..16);
+    let which = rng.random_range(0..17);
     let mut algo = |c| algorithm(rng, backend, c, world);
     match which {
         0 => Op::AllReduce(algo(Collective::AllReduce)),
@@ -149,7 +153,9 @@ fn random_op(rng: &mut TestRng, backend: Backend, world: usize) -> Op {
         12 => Op::Scope,
         13 => Op::AllGatherV,
         14 => Op::Split,
-        _ => Op::Schedule,
+        15 => Op::Schedule,
+        _ if backend == Backend::Hccl => Op::Device,
+        _ => Op::AllReduce(algo(Collective::AllReduce)),
     }
 }
 
@@ -231,7 +237,7 @@ fn expected(c: &Case, k: usize, r: usize) -> Vec<i64> {
     let (w, n) = (c.world, c.len);
     let others = || (0..w).filter(move |&p| p != r);
     match c.ops[k] {
-        Op::AllReduce(_) => (0..n).map(|i| sum(w, k, i)).collect(),
+        Op::AllReduce(_) | Op::Device => (0..n).map(|i| sum(w, k, i)).collect(),
         Op::AllGather(_) | Op::Schedule => (0..w).flat_map(|q| vals(q, k, n)).collect(),
         Op::ReduceScatter(_) => (0..n).map(|i| sum(w, k, r * n + i)).collect(),
         Op::AllToAll(_) => (0..w).flat_map(|q| (0..n).map(move |i| val(q, k, r * n + i))).collect(),
@@ -310,6 +316,12 @@ fn run_op(comm: &Comm, c: &Case, k: usize, inside: &dyn Fn() -> hcomm::Result<()
             let mut out = vec![0; n];
             sub.all_reduce(&mine, &mut out, ReduceOp::Sum)?;
             out
+        }
+        Op::Device => {
+            let send = DeviceBuffer::from_host(comm, &mine)?;
+            let mut out = DeviceBuffer::<i64>::zeros(comm, n)?;
+            comm.all_reduce(&send, &mut out, ReduceOp::Sum)?;
+            out.to_host()?
         }
         Op::Broadcast(a, root) => {
             force(comm, Collective::Broadcast, a)?;
@@ -403,6 +415,22 @@ fn hccl() -> &'static Hccl {
         let path = hcomm_hccl_standin::cdylib_path().expect("the stand-in cdylib is built next to the tests");
         Hccl::load_from(path).unwrap_or_else(|e| panic!("{e}"))
     })
+}
+
+/// How many times the stand-in saw memory freed under a pending operation
+/// (on hardware: the device writing freed memory).
+fn freed_in_use() -> u64 {
+    static LIB: OnceLock<libloading::Library> = OnceLock::new();
+    let lib = LIB.get_or_init(|| {
+        let path = hcomm_hccl_standin::cdylib_path().expect("the stand-in cdylib is built next to the tests");
+        // SAFETY: loading the stand-in runs no initialisers with preconditions.
+        unsafe { libloading::Library::new(path) }.unwrap()
+    });
+    // SAFETY: the stand-in's documented hook: `uint64_t(void)`.
+    unsafe {
+        lib.get::<extern "C" fn() -> u64>(b"hcomm_standin_freed_in_use\0")
+            .unwrap()()
+    }
 }
 
 fn execute(c: &Case) -> Outcome {
@@ -585,6 +613,7 @@ fn run_cases(seed: u64, count: usize) {
     let _serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     quiet_injected_panics();
     let baseline = threads();
+    let freed_before = freed_in_use();
     let started = Instant::now();
     let next = AtomicUsize::new(0);
     let running: Mutex<BTreeMap<usize, Instant>> = Mutex::new(BTreeMap::new());
@@ -653,6 +682,8 @@ fn run_cases(seed: u64, count: usize) {
         f.slowest,
         f.failures.len()
     );
+    let freed = freed_in_use() - freed_before;
+    assert_eq!(freed, 0, "device memory freed under {freed} pending operations");
     let left = threads();
     assert!(
         left <= baseline,

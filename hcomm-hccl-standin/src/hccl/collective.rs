@@ -1,5 +1,6 @@
 //! Collectives: each is checked when called, then enqueued on its stream.
 
+use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -15,12 +16,17 @@ struct Args {
     h: Arc<CommHandle>,
     /// Element size of the call's data type.
     es: usize,
+    /// The device ranges checked so far: (address, bytes).
+    used: RefCell<Vec<(usize, usize)>>,
 }
 
 impl Args {
     /// Checks a device buffer of `count` elements of the call's data type.
     fn buf(&self, name: &str, ptr: *const c_void, count: u64) -> HcclRes<usize> {
-        check_buf(name, ptr, count, self.es, &self.h)
+        let addr = check_buf(name, ptr, count, self.es, &self.h)?;
+        // `check_buf` made sure the product fits.
+        self.used.borrow_mut().push((addr, count as usize * self.es));
+        Ok(addr)
     }
 
     /// Number of ranks of the communicator.
@@ -55,9 +61,11 @@ fn collective(
         let args = Args {
             es: elem_size(dtype)?,
             h,
+            used: RefCell::new(Vec::new()),
         };
         fill(&args, &mut d)?;
-        enqueue(&args.h, stream, move |c| exec::collective(c, &d))
+        let used = args.used.take();
+        enqueue(&args.h, stream, &used, move |c| exec::collective(c, &d))
     })
 }
 

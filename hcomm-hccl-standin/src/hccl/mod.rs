@@ -129,10 +129,12 @@ fn check_rank(name: &str, rank: u32, comm: &CommHandle) -> HcclRes<usize> {
     Ok(r)
 }
 
-/// Enqueues `work` on `stream` (which must be live) for `comm`.
+/// Enqueues `work` on `stream` (which must be live) for `comm`; `buffers`
+/// (address, bytes) are the device ranges it uses.
 fn enqueue(
     comm: &Arc<CommHandle>,
     stream: aclrtStream,
+    buffers: &[(usize, usize)],
     work: impl FnOnce(&CommHandle) -> Result<(), AsyncError> + Send + 'static,
 ) -> HcclRes<()> {
     let stream = stream_of(stream)?;
@@ -145,24 +147,31 @@ fn enqueue(
             ),
         );
     }
-    let guard = InFlight::new(Arc::clone(comm));
-    stream.enqueue(Box::new(move || work(&guard.0)));
+    let guard = InFlight::new(Arc::clone(comm), buffers);
+    stream.enqueue(Box::new(move || work(&guard.comm)));
     Ok(())
 }
 
-/// Counts an enqueued operation as in flight until it ran or was discarded.
-struct InFlight(Arc<CommHandle>);
+/// Counts an enqueued operation as in flight, and pins its buffers, until it
+/// ran or was discarded.
+struct InFlight {
+    comm: Arc<CommHandle>,
+    _pin: memory::Pin,
+}
 
 impl InFlight {
-    fn new(comm: Arc<CommHandle>) -> Self {
+    fn new(comm: Arc<CommHandle>, buffers: &[(usize, usize)]) -> Self {
         comm.in_flight.fetch_add(1, Ordering::SeqCst);
-        InFlight(comm)
+        InFlight {
+            comm,
+            _pin: memory::Pin::new(buffers),
+        }
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.comm.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -33,7 +33,8 @@ fn point_to_point(
             count,
             dtype,
         };
-        enqueue(&h, stream, move |c| exec::point_to_point(c, symbol, &[item]))
+        let used = [(addr, count as usize * es)];
+        enqueue(&h, stream, &used, move |c| exec::point_to_point(c, symbol, &[item]))
     })
 }
 
@@ -144,7 +145,11 @@ pub unsafe extern "C" fn HcclBatchSendRecv(
                 dtype: it.dataType,
             });
         }
-        enqueue(&h, stream, move |c| {
+        let used: Vec<(usize, usize)> = items
+            .iter()
+            .map(|it| (it.addr, it.count as usize * it.dtype.size().unwrap_or(1)))
+            .collect();
+        enqueue(&h, stream, &used, move |c| {
             exec::point_to_point(c, "HcclBatchSendRecv", &items)
         })
     })
