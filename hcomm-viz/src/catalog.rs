@@ -1,6 +1,6 @@
 //! Every schedule the tool knows by name: the runtime's built-in algorithms
 //! (`hcomm::schedules`), the examples' schedules (the workspace's `src/`)
-//! and the [`gallery`](crate::gallery) of failing ones.
+//! and the schedules of [`crate::gallery`].
 
 use hcomm::schedules as builtin;
 use hcomm_examples::all_gather as examples;
@@ -15,7 +15,7 @@ pub enum Origin {
     Builtin,
     /// A schedule of the examples.
     Example,
-    /// A schedule with a mistake, from [`gallery`](crate::gallery).
+    /// A schedule of [`crate::gallery`].
     Gallery,
 }
 

@@ -2,7 +2,7 @@
 //!
 //! A schedule's IR (`NAME::SCHEDULE`) at one world size and scalar
 //! combination becomes a [`Timeline`] (the model, in `hcomm-schedule`), which
-//! [`render`] draws as SVG: one lane per rank, steps left to right in the
+//! [`render()`] draws as SVG: one lane per rank, steps left to right in the
 //! order of the checker's rendezvous simulation, an arrow per message
 //! labelled with its region and length, batches as shaded boxes, collectives
 //! as bars across their group, non-blocking operations as bars from post to
