@@ -64,6 +64,10 @@ pub enum Order {
     /// Each rank's own order, one column per step: messages are unmatched,
     /// so there is nothing to simulate.
     Program,
+    /// The device plan ([`crate::plan`]): each rank's group calls,
+    /// collectives and local steps in the order a device backend issues
+    /// them, a step standing no earlier than its partners' steps.
+    Plan,
 }
 
 /// One step of one rank.
@@ -261,6 +265,24 @@ pub fn timeline(s: &Schedule, world: i64, scalars: &[i64]) -> Result<Timeline, D
     Ok(t)
 }
 
+/// Lays out the device plan of `s` at `world` with `scalars`: the steps are
+/// the plan's group calls (shaded like batches), collectives, local copies
+/// and messages to self, in each rank's issue order. A schedule that fails
+/// the checker there has no plan; it is drawn as [`timeline`] draws it,
+/// failure included.
+pub fn plan_timeline(s: &Schedule, world: i64, scalars: &[i64]) -> Result<Timeline, Diagnostic> {
+    let checked = timeline(s, world, scalars)?;
+    if checked.failure.is_some() {
+        return Ok(checked);
+    }
+    let no_plan = |e: String| Diagnostic::new(DiagKind::EvaluationError, s.span, e);
+    let plan = crate::plan::plan(s, world, scalars).map_err(no_plan)?;
+    let (prog, _) = compile(s);
+    let mut un = unroll(&prog, world, scalars).map_err(|d| first(d).unwrap_or_else(|| no_events(s)))?;
+    matching::check(&mut un);
+    Ok(PlanLayout::new(&un, &plan).finish(checked))
+}
+
 fn first(d: Vec<Diagnostic>) -> Option<Diagnostic> {
     d.into_iter().next()
 }
@@ -426,18 +448,6 @@ impl<'u, 'p, 's> Layout<'u, 'p, 's> {
         Some(Failure { diagnostic, marks })
     }
 
-    fn region(&self, r: u32, reg: &Reg) -> (String, String) {
-        let names = &self.un.prog.len_names;
-        let buf = self.un.ranks[r as usize]
-            .bufs
-            .get(reg.buf as usize)
-            .map_or("?", |b| b.name.as_str());
-        (
-            format!("{buf}[{}..{}]", reg.start.display(names), reg.end.display(names)),
-            reg.len().display(names).to_string(),
-        )
-    }
-
     fn finish(self, order: Order) -> Timeline {
         let un = self.un;
         let mut t = Timeline {
@@ -511,19 +521,15 @@ impl<'u, 'p, 's> Layout<'u, 'p, 's> {
                         (StepKind::Collective, c.kind.name().to_owned())
                     }
                 };
-                let sit = un.at(ru, ev.stmt, ev.ctx);
-                let detail: Vec<String> = sit
-                    .loops
-                    .iter()
-                    .zip(sit.vals)
-                    .map(|((n, _), v)| format!("{n} = {v}"))
-                    .collect();
+                // " (s = 1)" as the diagnostics say it, without the brackets
+                let loops = deadlock::loop_text(un, ru, ev.stmt, ev.ctx);
+                let detail = loops.trim_start_matches(" (").trim_end_matches(')');
                 t.steps.push(Step {
                     rank: ru,
                     column,
                     kind,
                     label,
-                    detail: detail.join(", "),
+                    detail: detail.to_owned(),
                     blocked: self.blocked[r][e],
                 });
             }
@@ -543,7 +549,7 @@ impl<'u, 'p, 's> Layout<'u, 'p, 's> {
         for o in &rt.ops {
             if o.mode == Mode::Nonblocking {
                 if let Some(post_column) = at(r, o.ev) {
-                    let (region, _) = self.region(r, &un.regs[o.reg as usize]);
+                    let (region, _) = region(un, r, &un.regs[o.reg as usize]);
                     let (kw, dir) = if o.send { ("isend", "to") } else { ("irecv", "from") };
                     t.pending.push(Pending {
                         rank: r,
@@ -567,7 +573,7 @@ impl<'u, 'p, 's> Layout<'u, 'p, 's> {
                 Some(c)
             };
             let (send_column, recv_column) = if o.send { (Some(own), other) } else { (other, Some(own)) };
-            let (region, len) = self.region(r, &un.regs[o.reg as usize]);
+            let (region, len) = region(un, r, &un.regs[o.reg as usize]);
             let reduce = if unmatched {
                 o.reduce
             } else {
@@ -587,5 +593,234 @@ impl<'u, 'p, 's> Layout<'u, 'p, 's> {
                 unmatched,
             });
         }
+    }
+}
+
+/// The columns of a device plan's steps.
+struct PlanLayout<'u, 'p, 's> {
+    un: &'u Unrolled<'p, 's>,
+    plan: &'u crate::plan::Plan,
+    /// Per rank, per op: the plan step that issues it.
+    step_of_op: Vec<Vec<u32>>,
+    /// Per rank, per plan step: its column.
+    col: Vec<Vec<u32>>,
+}
+
+impl<'u, 'p, 's> PlanLayout<'u, 'p, 's> {
+    fn new(un: &'u Unrolled<'p, 's>, plan: &'u crate::plan::Plan) -> Self {
+        use crate::plan::Step as P;
+        let mut step_of_op: Vec<Vec<u32>> = un.ranks.iter().map(|t| vec![NONE; t.ops.len()]).collect();
+        for (r, rp) in plan.ranks.iter().enumerate() {
+            for (k, st) in rp.steps.iter().enumerate() {
+                let refs: Vec<crate::plan::OpRef> = match st {
+                    P::Group(ops) => ops.clone(),
+                    P::SelfMessage { send, recv } => vec![*send, *recv],
+                    P::Local(_) | P::Collective(_) => Vec::new(),
+                };
+                for o in refs {
+                    if let Some(i) = op_index(un, r, o) {
+                        step_of_op[r][i] = k as u32;
+                    }
+                }
+            }
+        }
+        let col = plan.ranks.iter().map(|rp| vec![0; rp.steps.len()]).collect();
+        let mut lay = Self {
+            un,
+            plan,
+            step_of_op,
+            col,
+        };
+        lay.relax();
+        lay
+    }
+
+    /// The plan steps of the partners of rank `r`'s step `k`.
+    fn partners(&self, r: usize, k: usize, calls: &FxHashMap<(u32, u32), Vec<(u32, u32)>>) -> Vec<(u32, u32)> {
+        use crate::plan::Step as P;
+        let t = &self.un.ranks[r];
+        match &self.plan.ranks[r].steps[k] {
+            P::Group(ops) => ops
+                .iter()
+                .filter_map(|o| op_index(self.un, r, *o))
+                .filter_map(|i| {
+                    let (q, j) = t.ops[i].partner;
+                    let step = *self.step_of_op.get(q as usize)?.get(j as usize)?;
+                    (step != NONE).then_some((q, step))
+                })
+                .collect(),
+            P::Collective(e) => match t.events.get(*e as usize).map(|ev| ev.kind) {
+                Some(EvKind::Coll(ci)) => {
+                    let c = &t.colls[ci as usize];
+                    calls.get(&(c.group, c.seq)).cloned().unwrap_or_default()
+                }
+                _ => Vec::new(),
+            },
+            P::SelfMessage { .. } | P::Local(_) => Vec::new(),
+        }
+    }
+
+    /// Raises columns until every step stands after its rank's previous step
+    /// and no earlier than its partners' (a plan completes, so this ends).
+    fn relax(&mut self) {
+        use crate::plan::Step as P;
+        // each collective call's (rank, plan step), by (group, sequence)
+        let mut calls: FxHashMap<(u32, u32), Vec<(u32, u32)>> = FxHashMap::default();
+        for (r, rp) in self.plan.ranks.iter().enumerate() {
+            for (k, st) in rp.steps.iter().enumerate() {
+                if let P::Collective(e) = st {
+                    if let Some(EvKind::Coll(ci)) = self.un.ranks[r].events.get(*e as usize).map(|ev| ev.kind) {
+                        let c = &self.un.ranks[r].colls[ci as usize];
+                        calls.entry((c.group, c.seq)).or_default().push((r as u32, k as u32));
+                    }
+                }
+            }
+        }
+        let partners: Vec<Vec<Vec<(u32, u32)>>> = (0..self.plan.ranks.len())
+            .map(|r| {
+                (0..self.plan.ranks[r].steps.len())
+                    .map(|k| self.partners(r, k, &calls))
+                    .collect()
+            })
+            .collect();
+        let bound: usize = self.plan.ranks.iter().map(|rp| rp.steps.len()).sum::<usize>() + 1;
+        for _ in 0..bound {
+            let mut changed = false;
+            for (r, steps) in partners.iter().enumerate() {
+                for (k, of_step) in steps.iter().enumerate() {
+                    let mut c = if k == 0 { 0 } else { self.col[r][k - 1] + 1 };
+                    for &(q, j) in of_step {
+                        c = c.max(self.col[q as usize][j as usize]);
+                    }
+                    if c != self.col[r][k] {
+                        self.col[r][k] = c;
+                        changed = true;
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+    }
+
+    /// `checked` (the simulated drawing, for its name and scalars) with the
+    /// plan's steps and messages.
+    fn finish(self, checked: Timeline) -> Timeline {
+        use crate::plan::Step as P;
+        let un = self.un;
+        let mut t = Timeline {
+            order: Order::Plan,
+            columns: 0,
+            steps: Vec::new(),
+            messages: Vec::new(),
+            collectives: Vec::new(),
+            pending: Vec::new(),
+            failure: None,
+            ..checked
+        };
+        let mut seen_calls: HashSet<(u32, u32)> = HashSet::new();
+        for (r, rp) in self.plan.ranks.iter().enumerate() {
+            let rt = &un.ranks[r];
+            for (k, st) in rp.steps.iter().enumerate() {
+                let column = self.col[r][k];
+                t.columns = t.columns.max(column + 1);
+                let (kind, label, detail) = match st {
+                    P::Group(ops) => {
+                        let n = ops.len();
+                        let what = if n == 1 {
+                            "1 operation".to_owned()
+                        } else {
+                            format!("{n} operations")
+                        };
+                        (StepKind::Batch, "group call".to_owned(), what)
+                    }
+                    P::SelfMessage { .. } => (StepKind::Copy, "to self".to_owned(), String::new()),
+                    P::Local(e) => {
+                        let acc = match rt.events.get(*e as usize).map(|ev| ev.kind) {
+                            Some(EvKind::Copy(i)) => rt.copies[i as usize].op.is_some(),
+                            _ => false,
+                        };
+                        let kw = if acc { "accumulate" } else { "copy" };
+                        (StepKind::Copy, kw.to_owned(), String::new())
+                    }
+                    P::Collective(e) => {
+                        let Some(EvKind::Coll(ci)) = rt.events.get(*e as usize).map(|ev| ev.kind) else {
+                            continue;
+                        };
+                        let c = &rt.colls[ci as usize];
+                        if seen_calls.insert((c.group, c.seq)) {
+                            t.collectives.push(Collective {
+                                kind: c.kind.name().to_owned(),
+                                column,
+                                ranks: un.groups.get(c.group as usize).cloned().unwrap_or_default(),
+                                world_group: c.group == 0,
+                            });
+                        }
+                        (StepKind::Collective, c.kind.name().to_owned(), String::new())
+                    }
+                };
+                t.steps.push(Step {
+                    rank: r as u32,
+                    column,
+                    kind,
+                    label,
+                    detail,
+                    blocked: false,
+                });
+            }
+            for (i, o) in rt.ops.iter().enumerate() {
+                let (q, j) = o.partner;
+                if !o.send || q == NONE || q as usize == r {
+                    continue; // receives are drawn with their send; self messages are steps
+                }
+                let at = |rank: usize, op: usize| {
+                    let k = *self.step_of_op.get(rank)?.get(op)?;
+                    (k != NONE).then(|| self.col[rank][k as usize])
+                };
+                let (Some(sc), Some(rc)) = (at(r, i), at(q as usize, j as usize)) else {
+                    continue;
+                };
+                let (region, len) = region(un, r as u32, &un.regs[o.reg as usize]);
+                t.messages.push(Message {
+                    from: r as u32,
+                    to: q,
+                    send_column: Some(sc),
+                    recv_column: Some(rc),
+                    column: sc.max(rc),
+                    region,
+                    len,
+                    tag: o.tag,
+                    reduce: un.ranks[q as usize].ops[j as usize]
+                        .reduce
+                        .map(|op| op.as_str().to_owned()),
+                    unmatched: false,
+                });
+            }
+        }
+        t
+    }
+}
+
+/// `output[n..2 * n]` and its length `n`: a region of rank `r`.
+fn region(un: &Unrolled<'_, '_>, r: u32, reg: &Reg) -> (String, String) {
+    let names = &un.prog.len_names;
+    let buf = un.ranks[r as usize]
+        .bufs
+        .get(reg.buf as usize)
+        .map_or("?", |b| b.name.as_str());
+    (
+        format!("{buf}[{}..{}]", reg.start.display(names), reg.end.display(names)),
+        reg.len().display(names).to_string(),
+    )
+}
+
+/// The index among rank `r`'s operations of the operation `o` names.
+fn op_index(un: &Unrolled<'_, '_>, r: usize, o: crate::plan::OpRef) -> Option<usize> {
+    let t = un.ranks.get(r)?;
+    match t.events.get(o.event as usize)?.kind {
+        EvKind::Blocking(i) | EvKind::Post(i) => Some(i as usize),
+        EvKind::Batch(a, b) => (a + o.index < b).then_some((a + o.index) as usize),
+        _ => None,
     }
 }

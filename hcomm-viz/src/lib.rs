@@ -15,14 +15,18 @@
 //! assert!(svg.contains("rank 3"));
 //! ```
 //!
+//! [`draw_plan`] draws the device plan instead: the group calls a device
+//! backend (HCCL, NCCL) issues for the schedule.
+//!
 //! The `hcomm-viz` binary draws any schedule of the [`catalog`] by name:
-//! `hcomm-viz ring_all_gather --world 4 -o ring.svg`.
+//! `hcomm-viz ring_all_gather --world 4 -o ring.svg` (`--plan` for the
+//! device plan).
 
 pub mod catalog;
 pub mod gallery;
 pub mod render;
 
-pub use hcomm_schedule::timeline::{timeline, Timeline};
+pub use hcomm_schedule::timeline::{plan_timeline, timeline, Timeline};
 use hcomm_schedule::{ir::Schedule, Diagnostic};
 pub use render::{render, render_string};
 
@@ -31,4 +35,12 @@ pub use render::{render, render_string};
 /// [`timeline`]).
 pub fn draw(schedule: &Schedule, world: i64, scalars: &[i64]) -> Result<String, Diagnostic> {
     Ok(render_string(&timeline(schedule, world, scalars)?))
+}
+
+/// Draws the device plan of `schedule` (how HCCL and NCCL backends issue
+/// it: group calls, collectives, local steps) as SVG text; a schedule that
+/// fails the checker there is drawn with its failure (see
+/// [`plan_timeline`]).
+pub fn draw_plan(schedule: &Schedule, world: i64, scalars: &[i64]) -> Result<String, Diagnostic> {
+    Ok(render_string(&plan_timeline(schedule, world, scalars)?))
 }

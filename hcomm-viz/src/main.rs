@@ -1,5 +1,5 @@
-//! `hcomm-viz SCHEDULE --world 4 [--scalar root=0] [-o out.svg]`: draws a
-//! schedule the tool knows by name (`--list` names them) as SVG.
+//! `hcomm-viz SCHEDULE --world 4 [--scalar root=0] [--plan] [-o out.svg]`:
+//! draws a schedule the tool knows by name (`--list` names them) as SVG.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,6 +25,10 @@ struct Args {
     /// Output file (standard output when absent).
     #[arg(long, short)]
     output: Option<PathBuf>,
+    /// Draws the device plan (the group calls HCCL and NCCL backends issue)
+    /// instead of the checker's simulated order.
+    #[arg(long)]
+    plan: bool,
     /// Lists the known schedules and exits.
     #[arg(long)]
     list: bool,
@@ -71,7 +75,12 @@ fn run(args: &Args) -> Result<(), String> {
     {
         return Err(format!("`{name}` has no scalar parameter `{unknown}`"));
     }
-    let svg = hcomm_viz::draw(s, args.world, &values).map_err(|d| format!("cannot draw `{name}`: {d}"))?;
+    let draw = if args.plan {
+        hcomm_viz::draw_plan
+    } else {
+        hcomm_viz::draw
+    };
+    let svg = draw(s, args.world, &values).map_err(|d| format!("cannot draw `{name}`: {d}"))?;
     if let Some(p) = &args.output {
         std::fs::write(p, svg).map_err(|e| format!("cannot write {}: {e}", p.display()))
     } else {

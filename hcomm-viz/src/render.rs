@@ -94,8 +94,13 @@ pub fn render(t: &Timeline) -> Document {
         }
     }
     doc = collectives(doc, t);
+    // labels of messages leaving one step are spread along their arrows
+    let mut leaving: Vec<(u32, Option<u32>)> = Vec::new();
     for m in &t.messages {
-        doc = doc.add(message(m));
+        let key = (m.from, m.send_column);
+        let nth = leaving.iter().filter(|k| **k == key).count();
+        leaving.push(key);
+        doc = doc.add(message(m, nth));
     }
     if let Some(f) = &t.failure {
         for mark in &f.marks {
@@ -172,6 +177,9 @@ fn title(t: &Timeline) -> Group {
     let sub = match t.order {
         Order::Simulated => "steps in the checker's simulated order (rendezvous: a step waits for its partners)",
         Order::Program => "steps in each rank's own order (unmatched messages leave nothing to simulate)",
+        Order::Plan => {
+            "the device plan: each rank's group calls, collectives and local steps in issue order (HCCL, NCCL)"
+        }
     };
     Group::new()
         .set("class", "title")
@@ -381,7 +389,7 @@ fn collectives(mut doc: Document, t: &Timeline) -> Document {
     doc
 }
 
-fn message(m: &Message) -> Group {
+fn message(m: &Message, nth: usize) -> Group {
     let down = m.to > m.from;
     let dir = if down { 1.0 } else { -1.0 };
     let y0 = y_lane(m.from) + dir * HALF;
@@ -415,7 +423,7 @@ fn message(m: &Message) -> Group {
     };
     // the label sits just past the sender's box, where the arrows of one
     // column are apart
-    let f = (24.0 / (yb - ya).abs().max(1.0)).min(0.5);
+    let f = ((24.0 + 13.0 * nth as f64) / (yb - ya).abs().max(1.0)).min(0.5 + 0.1 * nth as f64);
     let (lx, ly) = (x0 + (x1 - x0) * f, ya + (yb - ya) * f);
     let mut label = m.label();
     if m.unmatched {

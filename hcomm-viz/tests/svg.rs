@@ -205,3 +205,14 @@ fn nothing_to_draw_is_an_error_naming_the_problem() {
     let e = hcomm_viz::draw(s, 4, &[]).unwrap_err();
     assert!(e.message.contains("1 scalar values"), "{e}");
 }
+
+#[test]
+fn device_plan_of_the_ring_draws_one_group_call_per_step() {
+    let s = catalog::find("ring_all_gather").unwrap();
+    let svg = hcomm_viz::draw_plan(s, 4, &[]).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    assert_eq!(count(&doc, "lane"), 4);
+    assert_eq!(count(&doc, "step batch"), 12);
+    assert_eq!(count(&doc, "message"), 12);
+    assert!(svg.contains("the device plan"));
+}

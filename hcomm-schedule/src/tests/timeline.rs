@@ -147,3 +147,47 @@ fn nothing_to_draw_is_an_error() {
     let e = timeline(&ring_all_gather(1, 8), 2, &[1]).unwrap_err();
     assert!(e.message.contains("0 scalar values"), "{e}");
 }
+
+#[test]
+fn device_plan_of_the_ring_is_one_group_call_per_step() {
+    use crate::timeline::plan_timeline;
+    let t = plan_timeline(&ring_all_gather(1, 8), 4, &[]).unwrap();
+    assert_eq!((t.order, t.columns), (Order::Plan, 4));
+    for r in 0..4 {
+        let mine: Vec<(u32, StepKind, &str)> = t
+            .steps
+            .iter()
+            .filter(|s| s.rank == r)
+            .map(|s| (s.column, s.kind, s.label.as_str()))
+            .collect();
+        assert_eq!(
+            mine,
+            vec![
+                (0, StepKind::Copy, "copy"),
+                (1, StepKind::Batch, "group call"),
+                (2, StepKind::Batch, "group call"),
+                (3, StepKind::Batch, "group call")
+            ]
+        );
+    }
+    assert_eq!(t.messages.len(), 12);
+    assert!(t
+        .messages
+        .iter()
+        .all(|m| m.send_column == m.recv_column && m.to == (m.from + 1) % 4));
+}
+
+#[test]
+fn device_plan_of_a_failing_schedule_is_its_failure() {
+    let s = S::new("blocking_ring")
+        .input("input", n())
+        .output("output", n() * world())
+        .worlds(2, 8)
+        .body(vec![
+            send(p(0, "input"), right()),
+            recv(p(1, "output").chunk(left()), left()),
+        ]);
+    let t = crate::timeline::plan_timeline(&s, 3, &[]).unwrap();
+    assert_eq!(t.order, Order::Simulated);
+    assert_eq!(t.failure.unwrap().diagnostic.kind, DiagKind::Deadlock);
+}
