@@ -1132,6 +1132,18 @@ impl<'s> Compiler<'s> {
                 );
             }
         }
+        if let WorldSet::Range { lo, hi, inclusive } = &v.world {
+            let empty = if *inclusive { lo > hi } else { lo >= hi };
+            if empty {
+                let dots = if *inclusive { "..=" } else { ".." };
+                self.key = span_key(v.span);
+                self.error(
+                    DiagKind::EmptyVerifySet,
+                    v.span,
+                    format!("`world in {lo}{dots}{hi}` holds no world size, so nothing would be checked"),
+                );
+            }
+        }
         let bad = match &v.world {
             WorldSet::Range { lo, hi, inclusive } => {
                 let nonempty = if *inclusive { lo <= hi } else { lo < hi };

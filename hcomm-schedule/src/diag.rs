@@ -19,6 +19,8 @@ pub enum DiagKind {
     NonLinearLength,
     /// `missing range`
     MissingRange,
+    /// `empty verify set`: no (world, scalars) combination is left to check
+    EmptyVerifySet,
     /// `write to read-only buffer`
     WriteToReadOnly,
     /// `rank-dependent group`
@@ -65,6 +67,7 @@ impl DiagKind {
             DiagKind::UnknownName => "unknown name",
             DiagKind::NonLinearLength => "non-linear length",
             DiagKind::MissingRange => "missing range",
+            DiagKind::EmptyVerifySet => "empty verify set",
             DiagKind::WriteToReadOnly => "write to read-only buffer",
             DiagKind::RankDependentGroup => "rank-dependent group",
             DiagKind::EvaluationError => "evaluation error",
@@ -95,6 +98,7 @@ impl DiagKind {
             | DiagKind::UnknownName
             | DiagKind::NonLinearLength
             | DiagKind::MissingRange
+            | DiagKind::EmptyVerifySet
             | DiagKind::WriteToReadOnly
             | DiagKind::RankDependentGroup => 0,
             DiagKind::EvaluationError => 1,

@@ -433,6 +433,7 @@ pub(crate) fn unroll<'p, 's>(
             step2: &mut step2,
             scalars,
             fixed: &mut fixed,
+            self_posted: Vec::new(),
         };
         // An evaluation error ends this rank's unrolling; others go on so
         // that every statement at fault is reported once.
@@ -471,6 +472,8 @@ pub(crate) fn fail_diag(f: Fail, sit: &Situation<'_>, rank: Option<u32>) -> Diag
 }
 
 struct RankUnroller<'a, 'p, 's> {
+    /// Messages to self posted so far: (tag, sends, receives).
+    self_posted: Vec<(i64, u32, u32)>,
     prog: &'p Prog<'s>,
     world: i64,
     nranks: u32,
@@ -829,7 +832,7 @@ impl RankUnroller<'_, '_, '_> {
             self.range_error(id, d);
             self.rank
         };
-        if mode == Mode::Blocking && peer == i64::from(self.rank) {
+        if peer == i64::from(self.rank) && !self.post_to_self(p.send, tag, mode == Mode::Blocking) {
             let d = ranges::self_message(
                 &self.situation(id),
                 self.rank,
@@ -875,6 +878,27 @@ impl RankUnroller<'_, '_, '_> {
         Ok(())
     }
 
+    /// Counts a message to self on channel `(rank, rank, tag)`; for a
+    /// blocking one, whether its matching operation (the k-th send for the
+    /// k-th receive, FIFO) was posted before it, so that it can complete.
+    fn post_to_self(&mut self, send: bool, tag: i64, blocking: bool) -> bool {
+        let i = match self.self_posted.iter().position(|e| e.0 == tag) {
+            Some(i) => i,
+            None => {
+                self.self_posted.push((tag, 0, 0));
+                self.self_posted.len() - 1
+            }
+        };
+        let (_, sends, recvs) = &mut self.self_posted[i];
+        let ok = !blocking || if send { *recvs > *sends } else { *sends > *recvs };
+        if send {
+            *sends += 1;
+        } else {
+            *recvs += 1;
+        }
+        ok
+    }
+
     /// [`Self::p2p`] for a `send` or `recv` of a batch.
     #[inline(always)]
     #[allow(clippy::inline_always)] // the unroller's hot path (measured)
@@ -917,6 +941,9 @@ impl RankUnroller<'_, '_, '_> {
             }
             peer_u
         };
+        if peer_u == self.rank {
+            self.post_to_self(p.send, tag, false);
+        }
         self.out.ops.push(P2p {
             send: p.send,
             mode: Mode::Batch,

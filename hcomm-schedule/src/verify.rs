@@ -45,11 +45,21 @@ pub fn verify(s: &Schedule) -> Vec<Diagnostic> {
         return diags;
     }
     let worlds: Vec<i64> = s.verify_worlds().into_iter().filter(|&w| w >= 1).collect();
+    let d = check_worlds(&prog, &worlds);
+    if !d.is_empty() {
+        return d;
+    }
+    empty_set(s, &worlds).into_iter().collect()
+}
+
+/// Checks `worlds` in increasing order (spread over the available cores when
+/// there are many); the diagnostics at the smallest failing size, or none.
+fn check_worlds(prog: &Prog<'_>, worlds: &[i64]) -> Vec<Diagnostic> {
     let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     if threads < 2 || worlds.len() < PARALLEL_MIN_WORLDS {
         return worlds
             .iter()
-            .find_map(|&w| Some(check_one_world(&prog, w)).filter(|d| !d.is_empty()))
+            .find_map(|&w| Some(check_one_world(prog, w)).filter(|d| !d.is_empty()))
             .unwrap_or_default();
     }
     // Worlds are handed out in increasing order, and a worker stops only past
@@ -65,7 +75,7 @@ pub fn verify(s: &Schedule) -> Vec<Diagnostic> {
                 if i >= worlds.len() || i > first_fail.load(Ordering::Relaxed) {
                     break;
                 }
-                let d = check_one_world(&prog, worlds[i]);
+                let d = check_one_world(prog, worlds[i]);
                 if !d.is_empty() {
                     first_fail.fetch_min(i, Ordering::Relaxed);
                     found.lock().unwrap_or_else(PoisonError::into_inner).push((i, d));
@@ -79,6 +89,85 @@ pub fn verify(s: &Schedule) -> Vec<Diagnostic> {
         .min_by_key(|(i, _)| *i)
         .map(|(_, d)| d)
         .unwrap_or_default()
+}
+
+/// An `empty verify set` diagnostic saying why, when no (world, scalars)
+/// combination of the verify set is checked: no world size, a scalar range
+/// empty at every size, or `#[requires]` false everywhere.
+fn empty_set(s: &Schedule, worlds: &[i64]) -> Option<Diagnostic> {
+    let mut empty_range: Vec<Option<(i64, i64)>> = vec![None; s.scalars.len()];
+    let mut all_ranges_empty = true;
+    for &w in worlds {
+        let mut ranges = Vec::with_capacity(s.scalars.len());
+        for (i, slot) in empty_range.iter_mut().enumerate() {
+            let (lo, hi) = scalar_range(s, i, w).ok()?;
+            if hi <= lo {
+                slot.get_or_insert((w, lo));
+            }
+            ranges.push((lo, hi));
+        }
+        if ranges.iter().all(|(lo, hi)| lo < hi) {
+            all_ranges_empty = false;
+            // a combination whose `#[requires]` holds is checked
+            let mut combo: Vec<i64> = ranges.iter().map(|r| r.0).collect();
+            loop {
+                if requires_holds(s, w, &combo).ok()? {
+                    return None;
+                }
+                let Some(k) = (0..combo.len()).rev().find(|&k| combo[k] + 1 < ranges[k].1) else {
+                    break;
+                };
+                combo[k] += 1;
+                for (c, r) in combo.iter_mut().zip(&ranges).skip(k + 1) {
+                    *c = r.0;
+                }
+            }
+        }
+    }
+    let sizes = world_list(worlds);
+    let (span, why) = if worlds.is_empty() {
+        (s.verify.span, "`#[verify]` holds no world size".to_owned())
+    } else if all_ranges_empty {
+        let (i, (w, lo)) = empty_range
+            .iter()
+            .enumerate()
+            .find_map(|(i, e)| e.map(|e| (i, e)))
+            .unwrap_or((0, (worlds[0], 0)));
+        let span = s
+            .verify
+            .scalars
+            .iter()
+            .find(|r| r.scalar == i)
+            .map_or(s.verify.span, |r| r.span);
+        let name = s.scalars.get(i).map_or("?", |x| x.name.as_str());
+        (
+            span,
+            format!("the range of `{name}` is empty at every world size of `#[verify]` ({sizes}); at world = {w} it starts at {lo} and holds nothing"),
+        )
+    } else {
+        let span = s.requires.first().map_or(s.verify.span, |r| r.span);
+        let reqs: Vec<String> = s.requires.iter().map(|r| format!("`{r}`")).collect();
+        (
+            span,
+            format!(
+                "`#[requires({})]` holds at none of the world sizes of `#[verify]` ({sizes}) with any scalar values in their ranges",
+                reqs.join(", ")
+            ),
+        )
+    };
+    Some(
+        Diagnostic::new(DiagKind::EmptyVerifySet, span, format!("{why}, so nothing would be checked"))
+            .with_hint("the verify set must leave at least one (world, scalars) combination to check"),
+    )
+}
+
+/// "3, 5, 6" or "1, 2, 3, .., 64" for a long list.
+fn world_list(worlds: &[i64]) -> String {
+    let shown: Vec<String> = worlds.iter().take(6).map(i64::to_string).collect();
+    match worlds.last() {
+        Some(last) if worlds.len() > 6 => format!("{}, .., {last}", shown.join(", ")),
+        _ => shown.join(", "),
+    }
 }
 
 /// At most this many scalar combinations per world size.

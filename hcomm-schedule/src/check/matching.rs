@@ -246,13 +246,33 @@ fn unmatched(un: &Unrolled<'_, '_>, r: u32, i: usize, ns: usize, nr: usize) -> D
     d
 }
 
-/// Collective regions must have the collective's shape.
+/// Collective regions must have the collective's shape, and the two
+/// regions of a `copy`/`accumulate` equal lengths.
 fn collective_shapes(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
     let mut sink = Sink::default();
     let names = &un.prog.len_names;
     for (r, t) in un.ranks.iter().enumerate() {
         let r = r as u32;
         for ev in &t.events {
+            if let crate::unroll::EvKind::Copy(ci) = ev.kind {
+                let c = &t.copies[ci as usize];
+                let (ls, ld) = (c.src.len(), c.dst.len());
+                if ls != ld {
+                    let kw = if c.op.is_some() { "accumulate" } else { "copy" };
+                    let msg = format!(
+                        "{}, rank {r}'s `{kw}` reads {} elements but writes {}",
+                        un.at(r, ev.stmt, ev.ctx),
+                        ls.display(names),
+                        ld.display(names)
+                    );
+                    sink.push(
+                        stmt_key(ev.stmt),
+                        Diagnostic::new(DiagKind::LengthMismatch, un.span(ev.stmt), msg)
+                            .with_hint("the source and destination regions of a local move must have equal lengths"),
+                    );
+                }
+                continue;
+            }
             let crate::unroll::EvKind::Coll(ci) = ev.kind else {
                 continue;
             };

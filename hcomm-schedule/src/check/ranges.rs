@@ -22,7 +22,8 @@ pub(crate) fn peer_out_of_range(sit: &Situation<'_>, rank: u32, p: &P2pStmt<'_>,
     d
 }
 
-/// A blocking `send` to (or `recv` from) the caller itself.
+/// A blocking `send` to (or `recv` from) the caller itself whose matching
+/// operation the rank has not posted before it.
 pub(crate) fn self_message(sit: &Situation<'_>, rank: u32, send: bool, span: SpanId) -> Diagnostic {
     let (kind, what) = if send {
         (DiagKind::SendToSelf, "sends to itself")
@@ -33,11 +34,12 @@ pub(crate) fn self_message(sit: &Situation<'_>, rank: u32, send: bool, span: Spa
         kind,
         span,
         format!(
-            "{sit}, rank {rank} {what} with a blocking `{}`, which can never complete",
-            if send { "send" } else { "recv" }
+            "{sit}, rank {rank} {what} with a blocking `{}` before posting the matching `{}`, which can never complete",
+            if send { "send" } else { "recv" },
+            if send { "irecv" } else { "isend" }
         ),
     )
-    .with_hint("use `copy` for a local move, or put the matching `send` and `recv` in one `batch`")
+    .with_hint("use `copy` for a local move, post the matching operation first with `isend`/`irecv`, or put the matching `send` and `recv` in one `batch`")
 }
 
 /// A slice outside its base region.
