@@ -89,6 +89,21 @@ mod tests;
 ///   `pow2` of constants allowed); a world size must be at least 1. Several
 ///   `#[verify]` attributes are merged. Scalar ranges are `LO..HI` or
 ///   `LO..=HI` over `world` and literals.
+/// * A `scratch` buffer starts uninitialized: reading an element of it that
+///   no statement has written (sending it, copying or accumulating from it,
+///   a `recv .. reduce` or `accumulate` into it, a collective's input) is a
+///   `buffer hazard` at compile time, found by running the schedule on
+///   symbolic data at the length variables' sample values. (The executor
+///   still fills scratch with zeros, so that no uninitialized memory is ever
+///   read, but no schedule the checker accepts can observe them.)
+/// * A blocking `send` to the calling rank (`recv` from it) is accepted when
+///   the matching `irecv` (`isend`) on that channel was posted before it;
+///   otherwise it is `send to self` (`recv from self`).
+/// * An empty verify set (a range such as `5..3`, a list that `#[requires]`
+///   filters out entirely, a scalar range empty at every world size) is an
+///   `empty verify set` error saying which.
+/// * A deadlock or collective mismatch is reported together with the buffer
+///   hazards of other statements (one error per statement, at most 8).
 /// * Each length variable is bound from the first buffer (in declaration
 ///   order) whose length uses it alone among the unbound ones, preferring a
 ///   literal coefficient; lengths that do not determine every length variable

@@ -69,7 +69,9 @@
 //!   the only length variable scales every length and bound (no constant
 //!   terms), since the run at `n = k` is then the run at `n = 1` with each
 //!   element split in `k`; multisets compared by count and
-//!   two 64-bit additive fingerprints. A reduction's operator must be the
+//!   two 64-bit additive fingerprints (for `max` and `min`, which are
+//!   idempotent, a contribution may arrive more than once: their distinct
+//!   contributions are compared). A reduction's operator must be the
 //!   declared one; mixing operators or scratch data that was never written
 //!   fails. Runs with more than 2^26 elements in all are skipped.
 //!   Messages say `block` for `all_gather`/`all_to_all`/`reduce_scatter` blocks and
@@ -77,7 +79,15 @@
 //!   input block 0, expected rank 2's input".
 //! * **Error selection.** At the smallest failing world size, the scalar
 //!   combinations are compared by the earliest failing check; among equals,
-//!   the first combination (lexicographic order) wins.
+//!   the first combination (lexicographic order) wins. A step-4 failure
+//!   (deadlock, collective mismatch) comes with the step-5 hazards of other
+//!   statements, since those do not depend on the execution.
+//! * **Scratch.** Reading scratch data no statement wrote is a `buffer
+//!   hazard`, found by the symbolic run of step 7 (which runs for every
+//!   schedule with a scratch buffer, with or without a postcondition).
+//! * **Symbolic witnesses.** A region out of bounds, or an overlap that
+//!   holds only for small values of the length variables, names the
+//!   smallest value where it fails ("which fails when n = 1").
 //! * **Speed.** Expressions run as register code (the shapes `a op b` and
 //!   `(a op b) op c` without an interpreter loop; `%` and `/` skip the
 //!   division within one period), unrolling interns regions (chunks are

@@ -154,9 +154,16 @@ impl Lin {
 /// 1" and "it at 1, the others at 1024"; region overlaps in real schedules
 /// are decided by these.
 pub(crate) fn exists_positive(forms: &[Lin]) -> bool {
+    positive_at(forms).is_some()
+}
+
+/// A point (value of each variable up to the highest one used) where every
+/// form is strictly positive, as [`exists_positive`] decides it: with one
+/// variable, its smallest value.
+pub(crate) fn positive_at(forms: &[Lin]) -> Option<Vec<i64>> {
     let width = forms.iter().map(Lin::width).max().unwrap_or(0);
     match width {
-        0 => forms.iter().all(|f| f.c[0] > 0),
+        0 => forms.iter().all(|f| f.c[0] > 0).then(Vec::new),
         1 => {
             // n >= lo and n <= hi
             let mut lo: i128 = 1;
@@ -166,7 +173,7 @@ pub(crate) fn exists_positive(forms: &[Lin]) -> bool {
                 match (f.c[0], f.c[1]) {
                     (c, d) if c >= 1 && d >= 0 => continue,
                     (0, d) if d >= 1 => continue,
-                    (c, d) if c <= 0 && d <= 0 => return false,
+                    (c, d) if c <= 0 && d <= 0 => return None,
                     _ => {}
                 }
                 let c = i128::from(f.c[0]);
@@ -180,10 +187,10 @@ pub(crate) fn exists_positive(forms: &[Lin]) -> bool {
                     let m = -d;
                     hi = hi.min((c - 1).div_euclid(m));
                 } else if c <= 0 {
-                    return false;
+                    return None;
                 }
             }
-            lo <= hi
+            (lo <= hi).then(|| vec![i64::try_from(lo).unwrap_or(i64::MAX)])
         }
         w => {
             let mut points: Vec<Vec<i64>> = vec![vec![1; w], vec![2; w]];
@@ -196,10 +203,30 @@ pub(crate) fn exists_positive(forms: &[Lin]) -> bool {
                 points.push(q);
             }
             points
-                .iter()
-                .any(|p| forms.iter().all(|f| f.eval_at(p).is_some_and(|v| v > 0)))
+                .into_iter()
+                .find(|p| forms.iter().all(|f| f.eval_at(p).is_some_and(|v| v > 0)))
         }
     }
+}
+
+/// "n = 1" / "n = 1, m = 2" for a point of [`positive_at`].
+pub(crate) fn point_text(point: &[i64], names: &[String]) -> String {
+    let parts: Vec<String> = names.iter().zip(point).map(|(n, v)| format!("{n} = {v}")).collect();
+    parts.join(", ")
+}
+
+/// When some value of the length variables breaks `lo <= hi` (for each
+/// pair), the smallest such point with one variable; `None` when every
+/// pair holds for every value.
+pub(crate) fn first_violation(pairs: &[(&Lin, &Lin)]) -> Option<Vec<i64>> {
+    pairs
+        .iter()
+        .filter_map(|(lo, hi)| {
+            // hi - lo < 0  <=>  lo - hi > 0
+            let d = lo.sub(hi).ok()?;
+            positive_at(&[d])
+        })
+        .min()
 }
 
 /// Whether `[a1, b1)` and `[a2, b2)` share an element for some value of the
@@ -212,6 +239,22 @@ pub(crate) fn overlaps(a1: &Lin, b1: &Lin, a2: &Lin, b2: &Lin) -> bool {
         return true;
     };
     exists_positive(&[l1, l2, x, y])
+}
+
+/// For regions that [`overlaps`] says share an element: a point where they
+/// do, when they do not at every point (they are disjoint at large values
+/// of the length variables), e.g. an overlap only when `n = 1`.
+pub(crate) fn overlap_only_at(a1: &Lin, b1: &Lin, a2: &Lin, b2: &Lin) -> Option<Vec<i64>> {
+    let (Ok(l1), Ok(l2), Ok(x), Ok(y)) = (b1.sub(a1), b2.sub(a2), b2.sub(a1), b1.sub(a2)) else {
+        return None;
+    };
+    let forms = [l1, l2, x, y];
+    let width = forms.iter().map(Lin::width).max().unwrap_or(0);
+    let large = vec![1 << 20; width];
+    if width == 0 || forms.iter().all(|f| f.eval_at(&large).is_some_and(|v| v > 0)) {
+        return None;
+    }
+    positive_at(&forms)
 }
 
 /// [`Lin::display`].
@@ -310,5 +353,36 @@ mod tests {
             &lin(&[0, 2]),
             &lin(&[0, 2, 1])
         ));
+    }
+
+    proptest::proptest! {
+        /// With one variable, the witness points are the smallest values
+        /// found by trying `n = 1, 2, ..` (the forms' sign changes before
+        /// 64 with these coefficients).
+        #[test]
+        fn witnesses_agree_with_brute_force(
+            a1 in -8_i64..8, k1 in -3_i64..4, b1 in -8_i64..8, l1 in -3_i64..4,
+            a2 in -8_i64..8, k2 in -3_i64..4, b2 in -8_i64..8, l2 in -3_i64..4,
+        ) {
+            let (s1, e1, s2, e2) = (lin(&[a1, k1]), lin(&[b1, l1]), lin(&[a2, k2]), lin(&[b2, l2]));
+            let at = |f: &Lin, n: i64| f.eval_at(&[n]).unwrap();
+            let share = |n: i64| {
+                let (x1, y1, x2, y2) = (at(&s1, n), at(&e1, n), at(&s2, n), at(&e2, n));
+                x1 < y1 && x2 < y2 && x1 < y2 && x2 < y1
+            };
+            let first = (1..64).find(|&n| share(n));
+            proptest::prop_assert_eq!(overlaps(&s1, &e1, &s2, &e2), first.is_some());
+            let only = overlap_only_at(&s1, &e1, &s2, &e2);
+            if let Some(p) = &only {
+                proptest::prop_assert_eq!(Some(p[0]), first);
+                proptest::prop_assert!(!share(1 << 20));
+            } else if first.is_some() && s1.width() + e1.width() + s2.width() + e2.width() > 0 {
+                proptest::prop_assert!(share(1 << 20));
+            }
+            // `lo <= hi` broken first at the smallest `n` where it fails
+            let broken = (1..64).find(|&n| at(&s1, n) > at(&e1, n));
+            let v = first_violation(&[(&s1, &e1)]).map(|p| p.first().copied().unwrap_or(1));
+            proptest::prop_assert_eq!(v, broken);
+        }
     }
 }

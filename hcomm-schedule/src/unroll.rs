@@ -882,13 +882,10 @@ impl RankUnroller<'_, '_, '_> {
     /// blocking one, whether its matching operation (the k-th send for the
     /// k-th receive, FIFO) was posted before it, so that it can complete.
     fn post_to_self(&mut self, send: bool, tag: i64, blocking: bool) -> bool {
-        let i = match self.self_posted.iter().position(|e| e.0 == tag) {
-            Some(i) => i,
-            None => {
-                self.self_posted.push((tag, 0, 0));
-                self.self_posted.len() - 1
-            }
-        };
+        let i = self.self_posted.iter().position(|e| e.0 == tag).unwrap_or_else(|| {
+            self.self_posted.push((tag, 0, 0));
+            self.self_posted.len() - 1
+        });
         let (_, sends, recvs) = &mut self.self_posted[i];
         let ok = !blocking || if send { *recvs > *sends } else { *sends > *recvs };
         if send {

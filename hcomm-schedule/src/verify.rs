@@ -95,14 +95,14 @@ fn check_worlds(prog: &Prog<'_>, worlds: &[i64]) -> Vec<Diagnostic> {
 /// combination of the verify set is checked: no world size, a scalar range
 /// empty at every size, or `#[requires]` false everywhere.
 fn empty_set(s: &Schedule, worlds: &[i64]) -> Option<Diagnostic> {
-    let mut empty_range: Vec<Option<(i64, i64)>> = vec![None; s.scalars.len()];
+    let mut empty_range: Vec<Option<(i64, i64, i64)>> = vec![None; s.scalars.len()];
     let mut all_ranges_empty = true;
     for &w in worlds {
         let mut ranges = Vec::with_capacity(s.scalars.len());
         for (i, slot) in empty_range.iter_mut().enumerate() {
             let (lo, hi) = scalar_range(s, i, w).ok()?;
             if hi <= lo {
-                slot.get_or_insert((w, lo));
+                slot.get_or_insert((w, lo, hi));
             }
             ranges.push((lo, hi));
         }
@@ -128,11 +128,11 @@ fn empty_set(s: &Schedule, worlds: &[i64]) -> Option<Diagnostic> {
     let (span, why) = if worlds.is_empty() {
         (s.verify.span, "`#[verify]` holds no world size".to_owned())
     } else if all_ranges_empty {
-        let (i, (w, lo)) = empty_range
+        let (i, (w, lo, hi)) = empty_range
             .iter()
             .enumerate()
             .find_map(|(i, e)| e.map(|e| (i, e)))
-            .unwrap_or((0, (worlds[0], 0)));
+            .unwrap_or((0, (worlds[0], 0, 0)));
         let span = s
             .verify
             .scalars
@@ -142,11 +142,11 @@ fn empty_set(s: &Schedule, worlds: &[i64]) -> Option<Diagnostic> {
         let name = s.scalars.get(i).map_or("?", |x| x.name.as_str());
         (
             span,
-            format!("the range of `{name}` is empty at every world size of `#[verify]` ({sizes}); at world = {w} it starts at {lo} and holds nothing"),
+            format!("the range of `{name}` is empty at every world size of `#[verify]` ({sizes}), e.g. `{lo}..{hi}` at world = {w}"),
         )
     } else {
         let span = s.requires.first().map_or(s.verify.span, |r| r.span);
-        let reqs: Vec<String> = s.requires.iter().map(|r| format!("`{r}`")).collect();
+        let reqs: Vec<String> = s.requires.iter().map(ToString::to_string).collect();
         (
             span,
             format!(
@@ -156,8 +156,12 @@ fn empty_set(s: &Schedule, worlds: &[i64]) -> Option<Diagnostic> {
         )
     };
     Some(
-        Diagnostic::new(DiagKind::EmptyVerifySet, span, format!("{why}, so nothing would be checked"))
-            .with_hint("the verify set must leave at least one (world, scalars) combination to check"),
+        Diagnostic::new(
+            DiagKind::EmptyVerifySet,
+            span,
+            format!("{why}, so nothing would be checked"),
+        )
+        .with_hint("the verify set must leave at least one (world, scalars) combination to check"),
     )
 }
 
@@ -284,7 +288,21 @@ fn world_checks(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> Vec<Diagnostic>
     }
     let order = match deadlock::check(&un) {
         Ok(order) => order,
-        Err(d) => return d,
+        Err(mut d) => {
+            // the hazard check does not depend on the execution: report its
+            // errors too, at other statements, up to the cap
+            let mut spans: Vec<_> = d.iter().map(|x| x.span).collect();
+            for h in hazards::check(&un) {
+                if d.len() >= crate::diag::MAX_DIAGNOSTICS {
+                    break;
+                }
+                if !spans.contains(&h.span) {
+                    spans.push(h.span);
+                    d.push(h);
+                }
+            }
+            return d;
+        }
     };
     let d = hazards::check(&un);
     if !d.is_empty() {

@@ -436,6 +436,8 @@ impl Sim<'_, '_, '_> {
         });
         let hint = if has_coll {
             "a collective completes only when every member of its group reaches it: no member may first wait for a point-to-point step of a rank that is already in the collective"
+        } else if orders_by_parity(&un.prog.s.body) {
+            "the schedule already branches on the parity of `rank`, but the ranks of this cycle wait on each other in the same order: post both directions at once with `batch` (or `isend`/`irecv`)"
         } else {
             "post both directions at once with `batch` (or `isend`/`irecv`), or order by parity: even ranks send first while odd ranks receive first"
         };
@@ -472,4 +474,31 @@ pub(crate) fn loop_text(un: &Unrolled<'_, '_>, r: u32, stmt: u32, ctx: u32) -> S
         .map(|((n, _), v)| format!("{n} = {v}"))
         .collect();
     format!(" ({})", parts.join(", "))
+}
+
+/// Whether some `if` of the body branches on the parity of `rank`
+/// (`rank % 2`, `rank & 1`): the code already orders by parity.
+fn orders_by_parity(body: &[crate::ir::Stmt]) -> bool {
+    use crate::ir::{BinOp, ExprKind, NameKind, StmtKind};
+    fn parity(e: &crate::ir::Expr) -> bool {
+        match &e.kind {
+            ExprKind::Binary(op, a, b) => {
+                let two = matches!(b.kind, ExprKind::Int(2)) && *op == BinOp::Rem
+                    || matches!(b.kind, ExprKind::Int(1)) && *op == BinOp::BitAnd;
+                let on_rank = matches!(&a.kind, ExprKind::Name(n) if n.kind == NameKind::Rank);
+                (two && on_rank) || parity(a) || parity(b)
+            }
+            ExprKind::Unary(_, x) => parity(x),
+            ExprKind::Call(_, args) => args.iter().any(parity),
+            ExprKind::Int(_) | ExprKind::Name(_) => false,
+        }
+    }
+    body.iter().any(|st| match &st.kind {
+        StmtKind::If { branches, else_body } => {
+            branches.iter().any(|(c, b)| parity(c) || orders_by_parity(b))
+                || else_body.as_ref().is_some_and(|b| orders_by_parity(b))
+        }
+        StmtKind::For { body, .. } | StmtKind::Batch { body } => orders_by_parity(body),
+        _ => false,
+    })
 }

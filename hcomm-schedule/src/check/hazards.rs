@@ -20,6 +20,14 @@ fn overlap(a: &Reg, b: &Reg) -> bool {
     a.buf == b.buf && overlaps(&a.start, &a.end, &b.start, &b.end)
 }
 
+/// " when n = 1" for overlapping regions that are disjoint for large values
+/// of the length variables, else "".
+fn when(un: &Unrolled<'_, '_>, a: &Reg, b: &Reg) -> String {
+    crate::lin::overlap_only_at(&a.start, &a.end, &b.start, &b.end).map_or(String::new(), |p| {
+        format!(" when {}", crate::lin::point_text(&p, &un.prog.len_names))
+    })
+}
+
 /// Overlap of interned regions, memoized: operations reuse few regions.
 struct Overlaps<'u> {
     regs: &'u [Reg],
@@ -142,9 +150,10 @@ fn rank(un: &Unrolled<'_, '_>, r: u32, sink: &mut Sink, memo: &mut Overlaps<'_>)
                         DiagKind::BufferHazard,
                         span,
                         format!(
-                            "{sit}, rank {r}'s {what} reads {} and writes {}, which overlap",
+                            "{sit}, rank {r}'s {what} reads {} and writes {}, which overlap{}",
                             reg_text(un, r, &c.src),
-                            reg_text(un, r, &c.dst)
+                            reg_text(un, r, &c.dst),
+                            when(un, &c.src, &c.dst)
                         ),
                     )
                     .with_hint("source and destination must be disjoint; go through a `scratch` buffer");
@@ -187,9 +196,10 @@ fn rank(un: &Unrolled<'_, '_>, r: u32, sink: &mut Sink, memo: &mut Overlaps<'_>)
                             DiagKind::BufferHazard,
                             span,
                             format!(
-                                "{sit}, rank {r}'s `{name}` reads {} and writes {}, which overlap",
+                                "{sit}, rank {r}'s `{name}` reads {} and writes {}, which overlap{}",
                                 reg_text(un, r, s),
-                                reg_text(un, r, d)
+                                reg_text(un, r, d),
+                                when(un, s, d)
                             ),
                         );
                         diag = diag.with_hint(if c.kind == CollKind::AllReduce {
@@ -293,11 +303,12 @@ fn conflict(
             DiagKind::BufferHazard,
             span,
             format!(
-                "{sit}, rank {r}'s {} {verb} {} while `{h}` (`{req}` of {} {dir}{}) is in flight",
+                "{sit}, rank {r}'s {} {verb} {} while `{h}` (`{req}` of {} {dir}{}) is in flight{}",
                 a.what,
                 reg_text(un, r, a.reg),
                 reg_text(un, r, oreg),
-                tag_text(o.tag)
+                tag_text(o.tag),
+                when(un, a.reg, oreg)
             ),
         )
         .with_note(un.span(o.stmt), format!("`{h}` is posted here"))
@@ -398,15 +409,17 @@ fn batch_slow(
             let breg = &un.regs[b.reg as usize];
             let what = if b.send {
                 format!(
-                    "receives into {} and sends from {}, which overlap",
+                    "receives into {} and sends from {}, which overlap{}",
                     reg_text(un, r, areg),
-                    reg_text(un, r, breg)
+                    reg_text(un, r, breg),
+                    when(un, areg, breg)
                 )
             } else {
                 format!(
-                    "receives into {} and {}, which overlap",
+                    "receives into {} and {}, which overlap{}",
                     reg_text(un, r, areg),
-                    reg_text(un, r, breg)
+                    reg_text(un, r, breg),
+                    when(un, areg, breg)
                 )
             };
             return Some(

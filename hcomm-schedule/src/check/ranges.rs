@@ -52,11 +52,17 @@ pub(crate) fn slice_out_of_bounds(
     base_len: &Lin,
 ) -> Diagnostic {
     let names = &sit.prog.len_names;
+    let zero = Lin::constant(0);
+    let when = crate::lin::first_violation(&[(&zero, start), (start, end), (end, base_len)])
+        .filter(|p| !p.is_empty())
+        .map_or(String::new(), |p| {
+            format!(", which fails when {}", crate::lin::point_text(&p, names))
+        });
     Diagnostic::new(
         DiagKind::RegionOutOfBounds,
         r.ir.span,
         format!(
-            "{sit}, rank {rank} uses `{}` = elements {}..{} of a region of length {}",
+            "{sit}, rank {rank} uses `{}` = elements {}..{} of a region of length {}{when}",
             r.ir,
             start.display(names),
             end.display(names),

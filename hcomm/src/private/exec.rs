@@ -80,6 +80,8 @@ struct InFlight {
     id: Option<OpId>,
     region: Region,
     writes: bool,
+    /// A message to this rank itself.
+    to_self: bool,
 }
 
 /// Runs one call of a schedule on one rank.
@@ -392,9 +394,13 @@ impl<'a, T: Element> Exec<'a, T> {
             .ok_or_else(|| Error::precondition(format!("rank out of range: {peer} with world = {}", group.world())))
     }
 
+    /// The peer of a blocking `send` (`what == "send"`) or `recv`. To self,
+    /// it needs the opposite operation to self in flight (an `irecv` for a
+    /// `send`, an `isend` for a `recv`), else it would never complete.
     fn blocking_peer(&self, peer: i64, what: &str) -> Result<usize> {
         let p = Self::peer(peer, self.comm)?;
-        if p == self.comm.rank() {
+        let receives = what == "send";
+        if p == self.comm.rank() && !self.inflight.iter().any(|f| f.to_self && f.writes == receives) {
             return Err(Error::precondition(format!(
                 "{what} to self: rank {p} would block forever"
             )));
@@ -461,6 +467,7 @@ impl<'a, T: Element> Exec<'a, T> {
             id,
             region: op.region,
             writes,
+            to_self: op.peer == self.comm.rank(),
         });
         Ok(Handle(handle))
     }

@@ -1,0 +1,15 @@
+use hcomm::comm_schedule;
+
+comm_schedule! {
+    #[verify(world in 2..=4)]
+    pub fn f(buf: &mut [T; n]) {
+        let tmp = scratch[T; n];
+        batch {
+            send buf to (rank + 1) % world;
+            recv tmp from (rank - 1) % world reduce max;
+        }
+        copy tmp -> buf;
+    }
+}
+
+fn main() {}
