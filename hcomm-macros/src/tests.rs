@@ -7,6 +7,8 @@ use quote::quote;
 use crate::expand;
 use crate::parse::Schedule;
 
+mod fuzz;
+
 /// Parse, check and expand a valid schedule; pretty-print the result.
 fn expand(tokens: TokenStream) -> String {
     let out = expand_any(tokens);
@@ -460,8 +462,11 @@ fn corpus() -> Vec<TokenStream> {
     ]
 }
 
+/// The words of `tokens`; joint punctuation (`..=`, `->`) stays one word.
 fn flatten(tokens: TokenStream, out: &mut Vec<String>) {
+    let mut glue = false;
     for tt in tokens {
+        let joint = matches!(&tt, proc_macro2::TokenTree::Punct(p) if p.spacing() == proc_macro2::Spacing::Joint);
         match tt {
             proc_macro2::TokenTree::Group(g) => {
                 let (open, close) = match g.delimiter() {
@@ -474,8 +479,12 @@ fn flatten(tokens: TokenStream, out: &mut Vec<String>) {
                 flatten(g.stream(), out);
                 out.push(close.to_owned());
             }
-            tt => out.push(tt.to_string()),
+            tt => match out.last_mut() {
+                Some(last) if glue => last.push_str(&tt.to_string()),
+                _ => out.push(tt.to_string()),
+            },
         }
+        glue = joint;
     }
 }
 
