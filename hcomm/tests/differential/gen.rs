@@ -146,7 +146,8 @@ impl Gen {
         if self.flavor == Flavor::Hazard && !self.pending.is_empty() && self.chance(60) {
             out.push(self.touch_pending());
         }
-        match self.rng.random_range(0..20) {
+        match self.rng.random_range(0..22) {
+            20 | 21 => out.extend(self.overlap()),
             0..=6 => {
                 let k = int(self.rng.random_range(1..self.w));
                 out.extend(self.shift(&k, true));
@@ -332,6 +333,30 @@ impl Gen {
         }
         out.push(wait(&[h1, h2]));
         out
+    }
+
+    /// A shift whose requests stay in flight across a collective on other
+    /// buffers.
+    fn overlap(&mut self) -> Vec<Stmt> {
+        self.inflight_collective = true;
+        let k = int(self.rng.random_range(1..self.w));
+        let (hr, hs) = (self.handle(), self.handle());
+        let op = self.op();
+        let c = if self.chance(50) {
+            Collective::AllReduce {
+                src: chunk(buf(INP), self.index()),
+                dst: Some(chunk(buf(ACC), self.index())),
+                op,
+            }
+        } else {
+            Collective::Barrier
+        };
+        vec![
+            irecv(&hr, chunk(buf(OUT), left(k.clone())), left(k.clone()), 0, None),
+            isend(&hs, chunk(buf(INP), rank()), right(k), 0),
+            coll(c, None),
+            wait(&[hr, hs]),
+        ]
     }
 
     /// A local `copy` or `accumulate`.

@@ -24,7 +24,8 @@ pub enum Prologue {
 }
 
 /// Runs `s` on `comm` over `buffers` (one per parameter, in order, each of
-/// its declared length at `lengths`).
+/// its declared length at the length variables `lengths`, which the
+/// prologue solves again from the buffers, as the generated one does).
 pub fn run(
     comm: &Comm,
     s: &'static Schedule,
@@ -50,9 +51,37 @@ pub fn run(
             let holds = env.int(r)? != 0;
             x.requires(holds, "#[requires]")?;
         }
-        for (b, data) in s.buffers.iter().zip(buffers.iter()) {
-            let len = env.int(&b.len)?;
-            x.check_len(&b.name, data.len(), len)?;
+        // each length variable from the first buffer whose length uses it
+        // (`coef * var + constant`), then every other length checked
+        let mut bound = vec![false; s.buffers.len()];
+        for (v, var) in s.len_vars.iter().enumerate() {
+            let Some(i) = s.buffers.iter().position(|b| uses_len_var(&b.len, v)) else {
+                continue;
+            };
+            let at = |k: i64| {
+                let mut probe = Env {
+                    lengths: env.lengths.clone(),
+                    ..env.clone_scalars()
+                };
+                probe.lengths[v] = k;
+                probe.int(&s.buffers[i].len)
+            };
+            let (constant, one) = (at(0)?, at(1)?);
+            let solved = x.solve_len(
+                &s.buffers[i].name,
+                buffers[i].len(),
+                one - constant,
+                constant,
+                &var.name,
+            )?;
+            env.lengths[v] = solved;
+            bound[i] = true;
+        }
+        for ((b, data), bound) in s.buffers.iter().zip(buffers.iter()).zip(bound) {
+            if !bound {
+                let len = env.int(&b.len)?;
+                x.check_len(&b.name, data.len(), len)?;
+            }
         }
         for r in &s.verify.scalars {
             let (lo, mut hi) = (env.int(&r.lo)?, env.int(&r.hi)?);
@@ -116,10 +145,37 @@ fn reduce_op(op: Op) -> ReduceOp {
     }
 }
 
+/// Whether `e` mentions length variable `v`.
+fn uses_len_var(e: &Expr, v: usize) -> bool {
+    match &e.kind {
+        ExprKind::Int(_) => false,
+        ExprKind::Name(n) => n.kind == NameKind::LenVar(v),
+        ExprKind::Unary(_, x) => uses_len_var(x, v),
+        ExprKind::Binary(_, a, b) => uses_len_var(a, v) || uses_len_var(b, v),
+        ExprKind::Call(_, args) => args.iter().any(|a| uses_len_var(a, v)),
+    }
+}
+
 /// Scope marks: what to truncate back to at the end of a block.
 type Mark = (usize, usize, usize);
 
 impl Env {
+    /// An environment with this one's rank, world and scalars only (to
+    /// evaluate buffer lengths).
+    fn clone_scalars(&self) -> Env {
+        Env {
+            rank: self.rank,
+            world: self.world,
+            scalars: self.scalars.clone(),
+            lengths: Vec::new(),
+            vars: Vec::new(),
+            scratch: Vec::new(),
+            handles: Vec::new(),
+            params: Vec::new(),
+            sites: HashMap::new(),
+        }
+    }
+
     fn mark(&self) -> Mark {
         (self.vars.len(), self.scratch.len(), self.handles.len())
     }
