@@ -58,6 +58,15 @@
 //! all-reduce, pairwise all-to-all and binomial broadcast are such schedules
 //! ([`schedules`]).
 //!
+//! ## Model parallelism
+//!
+//! [`parallel::Context`] lays ranks out in tensor-, pipeline-, data- and
+//! expert-parallel groups as Megatron-LM does; [`tp`], [`pp`] and [`moe`]
+//! are the operations on those groups, on [`ndarray`] arrays (contiguous
+//! arrays and views are buffers like slices). Non-blocking collectives
+//! ([`Comm::iall_reduce`], [`Comm::iall_gather`], [`Comm::ireduce_scatter`])
+//! let gradient buckets be summed while the backward pass goes on.
+//!
 //! ## Environment
 //!
 //! | variable | meaning |

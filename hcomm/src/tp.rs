@@ -60,6 +60,10 @@ pub fn all_gather<T: Element, D: Dimension>(group: &Comm, x: ArrayView<'_, T, D>
     let len = x.len_of(axis);
     let mut shape = x.raw_dim();
     shape[axis.index()] = len * w;
+    if axis.index() == 0 {
+        // Blocks along the first axis lie end to end: the gather is the result.
+        return Array::from_shape_vec(shape, all).map_err(|e| Error::precondition(format!("tp::all_gather: {e}")));
+    }
     let mut out = Array::from_elem(shape, T::ZERO);
     for r in 0..w {
         let block = ArrayView::from_shape(x.raw_dim(), &all[r * n..(r + 1) * n])
@@ -83,16 +87,21 @@ pub fn reduce_scatter<T: Element, D: Dimension>(
     let axis = axis(x.shape(), dim, "tp::reduce_scatter")?;
     let w = group.world();
     let part = part_len(x.shape(), axis, w, "tp::reduce_scatter")?;
-    let mut send = Vec::with_capacity(x.len());
-    for r in 0..w {
-        send.extend(
-            x.slice_axis(axis, Slice::from(r * part..(r + 1) * part))
-                .iter()
-                .copied(),
-        );
-    }
     let mut recv = vec![T::ZERO; x.len() / w.max(1)];
-    group.reduce_scatter(&send, &mut recv, ReduceOp::Sum)?;
+    if axis.index() == 0 && x.is_standard_layout() {
+        // Slices along the first axis lie end to end: send the array itself.
+        group.reduce_scatter(&x, &mut recv, ReduceOp::Sum)?;
+    } else {
+        let mut send = Vec::with_capacity(x.len());
+        for r in 0..w {
+            send.extend(
+                x.slice_axis(axis, Slice::from(r * part..(r + 1) * part))
+                    .iter()
+                    .copied(),
+            );
+        }
+        group.reduce_scatter(&send, &mut recv, ReduceOp::Sum)?;
+    }
     let mut shape = x.raw_dim();
     shape[axis.index()] = part;
     Array::from_shape_vec(shape, recv).map_err(|e| Error::precondition(format!("tp::reduce_scatter: {e}")))

@@ -85,6 +85,10 @@ pub fn tensor_parallel(comm: &Comm) -> hcomm::Result<()> {
     let got = tp::all_gather(comm, x.view(), 1)?;
     let want = Array2::from_shape_fn((3, 2 * w), |(i, j)| val(j / 2, &[i, j % 2]));
     assert_eq!(got, want, "all_gather of a column-major array");
+    let tall = Array2::from_shape_fn((2 * w, 3).f(), |(i, j)| val(r, &[i, j]));
+    let got = tp::reduce_scatter(comm, tall.view(), 0)?;
+    let want = Array2::from_shape_fn((2, 3), |(i, j)| (0..w).map(|q| val(q, &[2 * r + i, j])).sum::<f64>());
+    assert_eq!(got, want, "reduce_scatter of a column-major array");
     let mut t = Array2::from_shape_fn((2, 3), |(i, j)| val(r, &[i, j]));
     tp::all_reduce(comm, t.view_mut().reversed_axes())?;
     let want = Array2::from_shape_fn((2, 3), |(i, j)| (0..w).map(|q| val(q, &[i, j])).sum::<f64>());
