@@ -14,10 +14,14 @@
 //! * **`HCOMM_TRACE=path`**: the launchers ([`host::run`](crate::host::run),
 //!   [`run`](crate::run) on every backend) run each rank thread with a
 //!   subscriber holding only the trace layer, and after each run write every
-//!   event recorded so far in the process to `path` (`{pid}` in the path is
-//!   replaced by the process id, so that the processes of one job write
-//!   files of their own). While the variable is set, the rank threads report
-//!   to this subscriber instead of the program's own.
+//!   event recorded so far in the process to `path`. A program that drives
+//!   a rank from a thread of its own (one process per rank) calls
+//!   [`init_from_env`] on that thread. `{pid}` in the path is replaced by
+//!   the process id and `{rank}` by `HCOMM_RANK` (or `RANK`), so that the
+//!   processes of one job write files of their own; [`merge_files`] joins
+//!   them into one trace (timestamps are Unix time, so the processes line
+//!   up). While the variable is set, the recording threads report to this
+//!   subscriber instead of the program's own.
 //! * **The API**, to keep the program's own subscriber: add the layer of
 //!   [`layer`] to it, run, then [`Trace::write`]. Nothing is installed by
 //!   the library.
@@ -125,16 +129,21 @@ impl Trace {
 
     /// The events as Chrome trace-event JSON (`{"traceEvents": [..]}`): one
     /// complete (`"ph": "X"`) event per operation, the rank as the thread,
-    /// this process as the process, with names for both.
+    /// this process as the process (named after its job rank when
+    /// `HCOMM_RANK` or `RANK` is set), with names for both.
     pub fn to_chrome_json(&self) -> Value {
         let pid = std::process::id();
         let events = self.events();
         let mut ranks: Vec<usize> = events.iter().map(|e| e.rank).collect();
         ranks.sort_unstable();
         ranks.dedup();
+        let process = match job_rank() {
+            Some(r) => format!("hcomm rank {r} (pid {pid})"),
+            None => format!("hcomm (pid {pid})"),
+        };
         let mut out = vec![json!({
             "name": "process_name", "ph": "M", "pid": pid, "tid": 0,
-            "args": { "name": format!("hcomm (pid {pid})") },
+            "args": { "name": process },
         })];
         for r in &ranks {
             out.push(json!({
@@ -205,6 +214,36 @@ impl Visit for Fields<'_> {
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
         self.0.insert(field.name().to_owned(), format!("{value:?}").into());
     }
+}
+
+/// This process's rank in a job of one process per rank, as its launcher
+/// says (`HCOMM_RANK`, else torchrun's `RANK`).
+fn job_rank() -> Option<String> {
+    ["HCOMM_RANK", "RANK"]
+        .into_iter()
+        .find_map(|n| std::env::var(n).ok().filter(|v| !v.trim().is_empty()))
+        .map(|v| v.trim().to_owned())
+}
+
+/// Joins Chrome trace files (such as the files of the processes of one job)
+/// into one at `output`: their events, one after the other.
+pub fn merge_files(inputs: &[PathBuf], output: &Path) -> Result<()> {
+    let mut all = Vec::new();
+    for path in inputs {
+        let bad = |why: String| Error::Config {
+            message: format!("trace {}: {why}", path.display()),
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        let mut json: Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        match json.get_mut("traceEvents").map(Value::take) {
+            Some(Value::Array(events)) => all.extend(events),
+            _ => return Err(bad("no `traceEvents` array".to_owned())),
+        }
+    }
+    let merged = json!({ "traceEvents": all, "displayTimeUnit": "ns" });
+    std::fs::write(output, merged.to_string()).map_err(|e| Error::Config {
+        message: format!("cannot write the trace to {}: {e}", output.display()),
+    })
 }
 
 /// The rank of a launcher thread (`hcomm-rank-N`).
@@ -288,6 +327,7 @@ where
 
 /// The trace `HCOMM_TRACE` asks for: every run of the process records into
 /// it, and each run rewrites the file with everything so far.
+#[derive(Debug)]
 pub(crate) struct EnvTrace {
     path: PathBuf,
     trace: Trace,
@@ -300,7 +340,10 @@ impl EnvTrace {
         static ENV: OnceLock<Option<EnvTrace>> = OnceLock::new();
         ENV.get_or_init(|| {
             let raw = std::env::var_os(TRACE_ENV).filter(|p| !p.is_empty())?;
-            let path = raw.to_string_lossy().replace("{pid}", &std::process::id().to_string());
+            let path = raw
+                .to_string_lossy()
+                .replace("{pid}", &std::process::id().to_string())
+                .replace("{rank}", &job_rank().unwrap_or_default());
             let (layer, trace) = layer();
             Some(EnvTrace {
                 path: PathBuf::from(path),
@@ -319,5 +362,45 @@ impl EnvTrace {
     /// Writes everything recorded so far.
     pub(crate) fn write(&self) -> Result<()> {
         self.trace.write(&self.path)
+    }
+}
+
+/// With `HCOMM_TRACE` set: records the operations of the calling thread
+/// until the guard is dropped or [finished](TraceGuard::finish), then writes
+/// the process's trace. `None` when the variable is unset. For a program
+/// that drives a rank from a thread of its own; the launchers do this for
+/// their rank threads.
+#[must_use = "the thread records only while the guard lives"]
+pub fn init_from_env() -> Option<TraceGuard> {
+    let env = EnvTrace::get()?;
+    Some(TraceGuard {
+        default: Some(tracing::dispatcher::set_default(&env.dispatch)),
+        env,
+    })
+}
+
+/// Records the calling thread into the `HCOMM_TRACE` trace while it lives
+/// (see [`init_from_env`]).
+#[derive(Debug)]
+pub struct TraceGuard {
+    default: Option<tracing::dispatcher::DefaultGuard>,
+    env: &'static EnvTrace,
+}
+
+impl TraceGuard {
+    /// Stops recording and writes the trace, reporting a failure to write.
+    pub fn finish(mut self) -> Result<()> {
+        self.default.take();
+        self.env.write()
+    }
+}
+
+impl Drop for TraceGuard {
+    fn drop(&mut self) {
+        if self.default.take().is_some() {
+            if let Err(e) = self.env.write() {
+                tracing::warn!(error = %e, "the trace could not be written");
+            }
+        }
     }
 }
