@@ -310,12 +310,12 @@ impl Comm {
                     send.copy_to(recv);
                     return Ok(());
                 }
+                if algorithm != Algorithm::RecursiveHalving {
+                    return ring::reduce_scatter(c, send, recv, op);
+                }
                 let mut work = send.as_slice().to_vec();
                 let view = RawBuf::of_mut(&mut work);
-                match algorithm {
-                    Algorithm::RecursiveHalving => halving_doubling::reduce_scatter(c, view, op)?,
-                    _ => ring::reduce_scatter(c, view, op)?,
-                }
+                halving_doubling::reduce_scatter(c, view, op)?;
                 view.block(c.rank, n).copy_to(recv);
                 Ok(())
             })

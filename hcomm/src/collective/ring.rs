@@ -1,45 +1,12 @@
-//! Ring phases over `world` nearly equal parts (any length): the ring
-//! reduce-scatter and the all-gather phase of the scatter + all-gather
-//! broadcast. Each step moves one part to the right neighbour and takes one
-//! from the left, in pipelined segments. (Ring all-reduce and ring
+//! Ring algorithms written by hand: the reduce-scatter (in cache-sized
+//! pieces, without a copy of the input) and the all-gather phase of the
+//! scatter + all-gather broadcast, which moves one of `world` nearly equal
+//! parts per step in pipelined segments. (Ring all-reduce and ring
 //! all-gather are schedules: see `schedules.rs`.)
 
 use super::raw::{Ctx, RawBuf};
 use crate::element::{Element, ReduceOp};
 use crate::error::Result;
-
-/// Reduce-scatter over the `world` parts of `buf`, in place: afterwards rank
-/// `r` holds the full reduction of part `(r + 1 + offset) mod world`.
-///
-/// # Safety
-///
-/// `buf` valid and writable for the whole call.
-pub(super) unsafe fn reduce_scatter_phase<T: Element>(
-    c: &Ctx<'_>,
-    buf: RawBuf<T>,
-    op: ReduceOp,
-    offset: usize,
-) -> Result<()> {
-    let w = c.world;
-    let segments = c.segments::<T>(buf.part(w, 0).len);
-    for s in 0..w - 1 {
-        let send = buf.part(w, (c.rank + offset + w - s % w) % w);
-        let recv = buf.part(w, (c.rank + offset + 2 * w - s - 1) % w);
-        // SAFETY: distinct parts of one valid buffer.
-        unsafe {
-            c.shift(
-                send,
-                c.right(1),
-                recv,
-                c.left(1),
-                Some(op),
-                segments,
-                "ring reduce-scatter step",
-            )?;
-        }
-    }
-    Ok(())
-}
 
 /// All-gather over the `world` parts of `buf`, in place, when rank `r`
 /// already holds part `(r + 1 + offset) mod world`.
@@ -69,13 +36,53 @@ pub(super) unsafe fn all_gather_phase<T: Element>(c: &Ctx<'_>, buf: RawBuf<T>, o
     Ok(())
 }
 
-/// Ring reduce-scatter of `work` (a scratch copy of the input) in place;
-/// afterwards block `rank` of `work` is the result.
+/// Ring reduce-scatter of `send` (`world` blocks of `recv.len` elements)
+/// into `recv`, the reduction of block `rank`. The blocks go around the ring
+/// in pieces of about `segment_bytes`, each piece a full ring, so a piece's
+/// partial results stay in cache: in step `s` a rank passes on the partial
+/// result of block `rank - s - 1` and combines its own part of block
+/// `rank - s - 2` with the partial result coming from the left; partial
+/// results alternate between two scratch pieces, and the last step combines
+/// straight into `recv`. No copy of the whole input is made.
 ///
 /// # Safety
 ///
-/// `work` valid and writable for the whole call.
-pub(super) unsafe fn reduce_scatter<T: Element>(c: &Ctx<'_>, work: RawBuf<T>, op: ReduceOp) -> Result<()> {
-    // SAFETY: forwarded; with offset `world - 1` rank r ends with block r.
-    unsafe { reduce_scatter_phase(c, work, op, c.world - 1) }
+/// `send` valid for `world * recv.len` elements; `recv` valid, writable and
+/// disjoint from `send`; neither accessed otherwise for the whole call.
+pub(super) unsafe fn reduce_scatter<T: Element>(
+    c: &Ctx<'_>,
+    send: RawBuf<T>,
+    recv: RawBuf<T>,
+    op: ReduceOp,
+) -> Result<()> {
+    let (w, r, n) = (c.world, c.rank, recv.len);
+    let piece = (c.segment_bytes / size_of::<T>()).clamp(1, n.max(1));
+    let mut scratch = vec![T::ZERO; if w > 2 { 2 * piece } else { 0 }];
+    let tmp = RawBuf::of_mut(&mut scratch);
+    let mut start = 0;
+    while start < n {
+        let len = piece.min(n - start);
+        let own = |block: usize| send.sub(block * n + start, len);
+        let mut sending = own((r + w - 1) % w);
+        for s in 0..w - 1 {
+            let into = if s == w - 2 {
+                recv.sub(start, len)
+            } else {
+                tmp.sub((s % 2) * piece, len)
+            };
+            let mut x = c.xfer();
+            // SAFETY: `into` (a piece of `recv` or a scratch piece) is disjoint
+            // from `send`, and from `sending` (the other scratch piece or a
+            // piece of `send`); every view lies inside its valid buffer.
+            unsafe {
+                own((r + 2 * w - s - 2) % w).copy_to(into);
+                x.send(sending, c.right(1), 0);
+                x.recv_reduce(into, c.left(1), 0, op);
+                x.run("ring reduce-scatter step")?;
+            }
+            sending = into;
+        }
+        start += len;
+    }
+    Ok(())
 }
