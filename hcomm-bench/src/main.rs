@@ -1,0 +1,162 @@
+//! `hcomm-bench --op all_reduce -b 4K -e 64M -f 4 -n 4`: times one
+//! operation over a geometric sweep of sizes, nccl-tests style.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Parser;
+use hcomm::{Algorithm, BackendKind};
+use hcomm_bench::data::parse_dtype;
+use hcomm_bench::size::{format_size, parse_size, sweep};
+use hcomm_bench::{Config, Op, Row, Schedule};
+
+/// Times an hcomm collective, point-to-point ring or schedule over a sweep
+/// of sizes. Each row: the median over iterations of the slowest rank's
+/// time, algbw = size / time and busbw = algbw x the nccl-tests bus factor
+/// (1 GB = 1e9 B), and a check of every rank's result against a serial
+/// reference.
+#[derive(Parser, Debug)]
+#[command(name = "hcomm-bench", version)]
+#[allow(clippy::doc_markdown, reason = "the doc comments are the plain-text --help")]
+struct Cli {
+    /// all_reduce, all_gather, reduce_scatter, all_to_all, broadcast or sendrecv.
+    #[arg(long, default_value = "all_reduce")]
+    op: String,
+    /// Run a built-in or example schedule instead of --op (ring_all_gather,
+    /// recursive_doubling_all_gather, bruck_all_gather, pairwise_all_to_all,
+    /// binomial_broadcast, ring_all_reduce_{sum,prod,max,min},
+    /// two_level_all_gather, sparse_all_gather).
+    #[arg(long, conflicts_with_all = ["op", "algo"])]
+    schedule: Option<String>,
+    /// Smallest size (4096, 4K, 64M, 1G; powers of 1024).
+    #[arg(short = 'b', long = "minbytes", default_value = "4K", value_parser = parse_size)]
+    min_bytes: usize,
+    /// Largest size.
+    #[arg(short = 'e', long = "maxbytes", default_value = "64M", value_parser = parse_size)]
+    max_bytes: usize,
+    /// Factor between consecutive sizes.
+    #[arg(short = 'f', long = "stepfactor", default_value_t = 4)]
+    factor: usize,
+    /// An explicit list of sizes instead of -b/-e/-f (4K,64K,1M).
+    #[arg(short = 's', long, value_delimiter = ',', value_parser = parse_size,
+          conflicts_with_all = ["min_bytes", "max_bytes", "factor"])]
+    sizes: Vec<usize>,
+    /// Number of ranks.
+    #[arg(short = 'n', long = "ranks", default_value_t = 2)]
+    ranks: usize,
+    /// Force the collective's algorithm (ring, halving_doubling, bruck, ...).
+    #[arg(long)]
+    algo: Option<String>,
+    /// host, hccl or nccl.
+    #[arg(long, default_value = "host")]
+    backend: String,
+    /// Element type: f32, f64, f16, bf16, i8, u8, i32, u32, i64, u64.
+    #[arg(long, default_value = "f32")]
+    dtype: String,
+    /// Timed iterations per size (default: about 256 MiB of traffic, 20 to 1000).
+    #[arg(long)]
+    iters: Option<usize>,
+    /// Warm-up iterations per size (default: a tenth of --iters, at least 3).
+    #[arg(long)]
+    warmup: Option<usize>,
+    /// One JSON object per line instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// No progress lines on stderr.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+fn config(cli: &Cli) -> Result<Config, String> {
+    let op = match &cli.schedule {
+        Some(name) => Op::Schedule(Schedule::parse(name)?),
+        None => Op::parse(&cli.op)?,
+    };
+    let algo = match (&cli.algo, op) {
+        (None, _) => None,
+        (Some(name), Op::Collective(c, _)) => Some(
+            Algorithm::parse(name)
+                .filter(|a| Algorithm::for_collective(c).contains(a))
+                .ok_or_else(|| {
+                    let names: Vec<_> = Algorithm::for_collective(c).iter().map(|a| a.name()).collect();
+                    format!(
+                        "`{name}` is not an algorithm of `{c}`; expected one of {}",
+                        names.join(", ")
+                    )
+                })?,
+        ),
+        (Some(_), _) => return Err(format!("--algo applies to collectives, not to `{}`", op.name())),
+    };
+    if cli.ranks == 0 {
+        return Err("--ranks must be at least 1".into());
+    }
+    Ok(Config {
+        op,
+        sizes: if cli.sizes.is_empty() {
+            sweep(cli.min_bytes, cli.max_bytes, cli.factor)?
+        } else {
+            cli.sizes.clone()
+        },
+        ranks: cli.ranks,
+        dtype: parse_dtype(&cli.dtype)?,
+        algo,
+        backend: BackendKind::parse(&cli.backend)
+            .ok_or_else(|| format!("unknown backend `{}`; expected host, hccl or nccl", cli.backend))?,
+        iters: cli.iters,
+        warmup: cli.warmup,
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match config(&cli) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("hcomm-bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if !cli.json {
+        let sizes: Vec<String> = config.sizes.iter().map(|&b| format_size(b)).collect();
+        println!(
+            "# hcomm-bench {}: {} ranks, {} backend, {}, sizes {}",
+            config.op.name(),
+            config.ranks,
+            config.backend,
+            config.dtype,
+            sizes.join(",")
+        );
+        println!("{}", Row::text_header());
+    }
+    let total = config.sizes.len();
+    let start = Instant::now();
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let on_row = |row: &Row| {
+        let line = if cli.json { row.to_json() } else { row.to_text() };
+        let mut out = std::io::stdout().lock();
+        // A closed stdout (a pipe into `head`) is not worth a panic.
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+        let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if !cli.quiet && total > 1 {
+            eprintln!(
+                "hcomm-bench: {k}/{total} sizes done ({} B, {:.1} s elapsed)",
+                row.bytes,
+                start.elapsed().as_secs_f64()
+            );
+        }
+    };
+    match hcomm_bench::sweep(&config, &on_row) {
+        Ok(rows) if rows.iter().all(|r| r.check == "ok") => ExitCode::SUCCESS,
+        Ok(rows) => {
+            for r in rows.iter().filter(|r| r.check != "ok") {
+                eprintln!("hcomm-bench: {} bytes: {}", r.bytes, r.check);
+            }
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("hcomm-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

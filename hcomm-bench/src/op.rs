@@ -1,0 +1,227 @@
+//! The operations `hcomm-bench` times, what their size means and their
+//! bus-bandwidth factors (both as in nccl-tests).
+
+use hcomm::{Collective, ReduceOp};
+
+/// What a benchmarked operation computes; decides the buffers, the size
+/// semantics, the bus factor and the correctness check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// Out-of-place all-reduce; size = the per-rank buffer.
+    AllReduce(ReduceOp),
+    /// All-reduce in place (the schedules); size = the per-rank buffer.
+    AllReduceInPlace(ReduceOp),
+    /// Size = the total output per rank (each rank contributes size / n).
+    AllGather,
+    /// Size = the total input per rank (each rank gets size / n).
+    ReduceScatter(ReduceOp),
+    /// Size = the total sent per rank (size / n to each peer).
+    AllToAll,
+    /// Size = the buffer, from rank 0.
+    Broadcast,
+    /// Ring of send to `rank + 1` and receive from `rank - 1`; size = bytes
+    /// sent per rank.
+    SendRecv,
+}
+
+impl Shape {
+    /// The nccl-tests factor from algorithm bandwidth to bus bandwidth on
+    /// `ranks` ranks: the fraction of the size each rank must move over the
+    /// slowest link of an optimal algorithm.
+    pub fn bus_factor(self, ranks: usize) -> f64 {
+        let n = ranks as f64;
+        match self {
+            Shape::AllReduce(_) | Shape::AllReduceInPlace(_) => 2.0 * (n - 1.0) / n,
+            Shape::AllGather | Shape::ReduceScatter(_) | Shape::AllToAll => (n - 1.0) / n,
+            Shape::Broadcast | Shape::SendRecv => 1.0,
+        }
+    }
+
+    /// Whether the size is split into one block per rank (so it must be a
+    /// multiple of `ranks` elements).
+    pub fn splits(self) -> bool {
+        matches!(
+            self,
+            Shape::AllReduceInPlace(_) | Shape::AllGather | Shape::ReduceScatter(_) | Shape::AllToAll
+        )
+    }
+}
+
+/// A built-in or example schedule that `--schedule NAME` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    /// `hcomm::schedules::ring_all_gather`.
+    RingAllGather,
+    /// `hcomm::schedules::recursive_doubling_all_gather` (power-of-two worlds).
+    RecursiveDoublingAllGather,
+    /// `hcomm::schedules::bruck_all_gather`.
+    BruckAllGather,
+    /// `hcomm::schedules::pairwise_all_to_all`.
+    PairwiseAllToAll,
+    /// `hcomm::schedules::binomial_broadcast` from rank 0.
+    BinomialBroadcast,
+    /// `hcomm::schedules::ring_all_reduce_{sum,prod,max,min}`.
+    RingAllReduce(ReduceOp),
+    /// The example `two_level_all_gather`, in groups of 2 ranks (1 on odd worlds).
+    TwoLevelAllGather,
+    /// The example `sparse_all_gather` with every rank active.
+    SparseAllGather,
+}
+
+impl Schedule {
+    /// Every schedule, in the order `--help` lists them.
+    pub const ALL: [Schedule; 11] = [
+        Schedule::RingAllGather,
+        Schedule::RecursiveDoublingAllGather,
+        Schedule::BruckAllGather,
+        Schedule::PairwiseAllToAll,
+        Schedule::BinomialBroadcast,
+        Schedule::RingAllReduce(ReduceOp::Sum),
+        Schedule::RingAllReduce(ReduceOp::Prod),
+        Schedule::RingAllReduce(ReduceOp::Max),
+        Schedule::RingAllReduce(ReduceOp::Min),
+        Schedule::TwoLevelAllGather,
+        Schedule::SparseAllGather,
+    ];
+
+    /// The schedule's function name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Schedule::RingAllGather => "ring_all_gather",
+            Schedule::RecursiveDoublingAllGather => "recursive_doubling_all_gather",
+            Schedule::BruckAllGather => "bruck_all_gather",
+            Schedule::PairwiseAllToAll => "pairwise_all_to_all",
+            Schedule::BinomialBroadcast => "binomial_broadcast",
+            Schedule::RingAllReduce(ReduceOp::Sum) => "ring_all_reduce_sum",
+            Schedule::RingAllReduce(ReduceOp::Prod) => "ring_all_reduce_prod",
+            Schedule::RingAllReduce(ReduceOp::Max) => "ring_all_reduce_max",
+            Schedule::RingAllReduce(ReduceOp::Min) => "ring_all_reduce_min",
+            Schedule::TwoLevelAllGather => "two_level_all_gather",
+            Schedule::SparseAllGather => "sparse_all_gather",
+        }
+    }
+
+    /// Looks a schedule up by its function name.
+    pub fn parse(name: &str) -> Result<Schedule, String> {
+        Schedule::ALL
+            .into_iter()
+            .find(|s| s.name() == name.trim())
+            .ok_or_else(|| {
+                let names: Vec<_> = Schedule::ALL.iter().map(|s| s.name()).collect();
+                format!("unknown schedule `{name}`; expected one of {}", names.join(", "))
+            })
+    }
+
+    /// What the schedule computes.
+    pub fn shape(self) -> Shape {
+        match self {
+            Schedule::RingAllGather
+            | Schedule::RecursiveDoublingAllGather
+            | Schedule::BruckAllGather
+            | Schedule::TwoLevelAllGather
+            | Schedule::SparseAllGather => Shape::AllGather,
+            Schedule::PairwiseAllToAll => Shape::AllToAll,
+            Schedule::BinomialBroadcast => Shape::Broadcast,
+            Schedule::RingAllReduce(op) => Shape::AllReduceInPlace(op),
+        }
+    }
+}
+
+/// One operation `hcomm-bench` can time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// A collective of [`hcomm::Comm`] (with `--algo`, a forced algorithm).
+    Collective(Collective, Shape),
+    /// `Comm::send_recv` around the ring.
+    SendRecv,
+    /// A schedule called directly on the communicator.
+    Schedule(Schedule),
+}
+
+impl Op {
+    /// The collectives `--op` accepts, besides `sendrecv`.
+    pub const COLLECTIVES: [Collective; 5] = [
+        Collective::AllReduce,
+        Collective::AllGather,
+        Collective::ReduceScatter,
+        Collective::AllToAll,
+        Collective::Broadcast,
+    ];
+
+    /// Parses an `--op` name (`all_reduce`, ..., `sendrecv`).
+    pub fn parse(name: &str) -> Result<Op, String> {
+        let name = name.trim();
+        if name == "sendrecv" || name == "send_recv" {
+            return Ok(Op::SendRecv);
+        }
+        let shape = |c| match c {
+            Collective::AllReduce => Some(Shape::AllReduce(ReduceOp::Sum)),
+            Collective::AllGather => Some(Shape::AllGather),
+            Collective::ReduceScatter => Some(Shape::ReduceScatter(ReduceOp::Sum)),
+            Collective::AllToAll => Some(Shape::AllToAll),
+            Collective::Broadcast => Some(Shape::Broadcast),
+            _ => None,
+        };
+        Collective::parse(name)
+            .and_then(|c| shape(c).map(|s| Op::Collective(c, s)))
+            .ok_or_else(|| {
+                let names: Vec<_> = Op::COLLECTIVES.iter().map(|c| c.name()).collect();
+                format!(
+                    "unknown op `{name}`; expected one of {}, sendrecv (or --schedule NAME)",
+                    names.join(", ")
+                )
+            })
+    }
+
+    /// The name rows and JSON carry.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Collective(c, _) => c.name(),
+            Op::SendRecv => "sendrecv",
+            Op::Schedule(s) => s.name(),
+        }
+    }
+
+    /// What the operation computes.
+    pub fn shape(self) -> Shape {
+        match self {
+            Op::Collective(_, shape) => shape,
+            Op::SendRecv => Shape::SendRecv,
+            Op::Schedule(s) => s.shape(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bus_factors_are_those_of_nccl_tests() {
+        let sum = ReduceOp::Sum;
+        assert!((Shape::AllReduce(sum).bus_factor(4) - 1.5).abs() < 1e-12);
+        assert!((Shape::AllReduce(sum).bus_factor(2) - 1.0).abs() < 1e-12);
+        assert!((Shape::AllReduceInPlace(sum).bus_factor(8) - 1.75).abs() < 1e-12);
+        for s in [Shape::AllGather, Shape::ReduceScatter(sum), Shape::AllToAll] {
+            assert!((s.bus_factor(4) - 0.75).abs() < 1e-12);
+            assert!((s.bus_factor(2) - 0.5).abs() < 1e-12);
+        }
+        assert!((Shape::Broadcast.bus_factor(4) - 1.0).abs() < 1e-12);
+        assert!((Shape::SendRecv.bus_factor(4) - 1.0).abs() < 1e-12);
+        assert!(Shape::AllReduce(sum).bus_factor(1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn ops_and_schedules_parse_by_name() {
+        assert_eq!(
+            Op::parse("all_reduce"),
+            Ok(Op::Collective(Collective::AllReduce, Shape::AllReduce(ReduceOp::Sum)))
+        );
+        assert_eq!(Op::parse("sendrecv"), Ok(Op::SendRecv));
+        assert!(Op::parse("gather").unwrap_err().contains("unknown op `gather`"));
+        for s in Schedule::ALL {
+            assert_eq!(Schedule::parse(s.name()), Ok(s));
+        }
+        assert!(Schedule::parse("ring").unwrap_err().contains("ring_all_gather"));
+    }
+}

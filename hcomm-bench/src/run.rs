@@ -1,0 +1,275 @@
+//! Running a sweep: every rank loops over the sizes; per size, warm-up
+//! runs, then timed iterations that each start at a barrier; rank 0 turns
+//! the ranks' times into a [`Row`] as soon as a size is done.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use hcomm::{schedules, Algorithm, BackendKind, Comm, CommOptions, DataType, ReduceOp};
+use hcomm_examples::all_gather::{sparse_all_gather, two_level_all_gather};
+
+use crate::data::{BenchElem, Buffers};
+use crate::op::{Op, Schedule, Shape};
+use crate::report::Row;
+
+/// One sweep: an operation over sizes, on one world.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// What to time.
+    pub op: Op,
+    /// Sizes in bytes, as the operation's shape defines size.
+    pub sizes: Vec<usize>,
+    /// Number of ranks.
+    pub ranks: usize,
+    /// Element type.
+    pub dtype: DataType,
+    /// A forced algorithm (collectives only).
+    pub algo: Option<Algorithm>,
+    /// Where the ranks run.
+    pub backend: BackendKind,
+    /// Timed iterations per size (`None`: about 256 MiB of traffic, 20 to 1000).
+    pub iters: Option<usize>,
+    /// Warm-up iterations per size (`None`: a tenth of the timed ones, at least 3).
+    pub warmup: Option<usize>,
+}
+
+/// The adaptive iteration count of the Open MPI baseline: about 256 MiB of
+/// "size" per measurement, between 20 and 1000 iterations.
+pub fn default_iters(bytes: usize) -> usize {
+    ((256 << 20) / bytes.max(1)).clamp(20, 1000)
+}
+
+impl Config {
+    /// The element count of each size: bytes over the element size, rounded
+    /// down to a multiple of the world size where the operation splits its
+    /// buffer into blocks, and at least one element (one block).
+    pub fn counts(&self) -> Vec<usize> {
+        let unit = if self.op.shape().splits() { self.ranks } else { 1 };
+        self.sizes
+            .iter()
+            .map(|&b| (b / self.dtype.size() / unit).max(1) * unit)
+            .collect()
+    }
+
+    fn iters_for(&self, bytes: usize) -> (usize, usize) {
+        let iters = self.iters.unwrap_or_else(|| default_iters(bytes)).max(1);
+        (iters, self.warmup.unwrap_or((iters / 10).max(3)))
+    }
+}
+
+/// One rank's part of one size.
+struct RankResult {
+    times: Vec<f64>,
+    first_error: Option<usize>,
+    algorithm: String,
+}
+
+/// Runs the sweep; `on_row` sees each row as soon as its size is done
+/// (called from rank 0's thread). Returns the rows in size order.
+pub fn sweep(config: &Config, on_row: &(dyn Fn(&Row) + Sync)) -> hcomm::Result<Vec<Row>> {
+    match config.dtype {
+        DataType::F32 => sweep_typed::<f32>(config, on_row),
+        DataType::F64 => sweep_typed::<f64>(config, on_row),
+        DataType::F16 => sweep_typed::<hcomm::f16>(config, on_row),
+        DataType::Bf16 => sweep_typed::<hcomm::bf16>(config, on_row),
+        DataType::I8 => sweep_typed::<i8>(config, on_row),
+        DataType::U8 => sweep_typed::<u8>(config, on_row),
+        DataType::I32 => sweep_typed::<i32>(config, on_row),
+        DataType::U32 => sweep_typed::<u32>(config, on_row),
+        DataType::I64 => sweep_typed::<i64>(config, on_row),
+        DataType::U64 => sweep_typed::<u64>(config, on_row),
+    }
+}
+
+fn sweep_typed<T: BenchElem>(config: &Config, on_row: &(dyn Fn(&Row) + Sync)) -> hcomm::Result<Vec<Row>> {
+    let counts = config.counts();
+    let world = config.ranks;
+    let results: Mutex<Vec<Vec<Option<RankResult>>>> =
+        Mutex::new((0..counts.len()).map(|_| (0..world).map(|_| None).collect()).collect());
+    let rows = Mutex::new(Vec::new());
+    let options = CommOptions::from_env()?;
+    hcomm::run_on(config.backend, world, &options, |comm| {
+        let rank = comm.rank();
+        if let (Op::Collective(c, _), Some(a)) = (config.op, config.algo) {
+            comm.set_algorithm(c, Some(a))?;
+        }
+        for (k, &count) in counts.iter().enumerate() {
+            let (iters, warmup) = config.iters_for(count * size_of::<T>());
+            let result = time_one::<T>(config.op, comm, count, iters, warmup)?;
+            results.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[k][rank] = Some(result);
+            comm.barrier()?;
+            if rank == 0 {
+                let per_rank: Vec<RankResult> = results.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[k]
+                    .iter_mut()
+                    .filter_map(Option::take)
+                    .collect();
+                let row = Row::new(config, count * size_of::<T>(), count, &summarize(&per_rank));
+                on_row(&row);
+                rows.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(row);
+            }
+        }
+        Ok(())
+    })?;
+    Ok(rows.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner))
+}
+
+/// What a size's row is made of, over every rank.
+pub(crate) struct Summary {
+    /// Median over iterations of the slowest rank's time, in seconds.
+    pub(crate) median_s: f64,
+    /// The fastest iteration's slowest rank, in seconds.
+    pub(crate) min_s: f64,
+    /// Timed iterations.
+    pub(crate) iters: usize,
+    /// The algorithm rank 0 reports.
+    pub(crate) algorithm: String,
+    /// `"ok"`, or which ranks got a wrong result and where.
+    pub(crate) check: String,
+}
+
+fn summarize(ranks: &[RankResult]) -> Summary {
+    let iters = ranks.iter().map(|r| r.times.len()).min().unwrap_or(0);
+    let mut slowest: Vec<f64> = (0..iters)
+        .map(|i| ranks.iter().map(|r| r.times[i]).fold(0.0, f64::max))
+        .collect();
+    slowest.sort_by(f64::total_cmp);
+    let median_s = median_sorted(&slowest);
+    let bad: Vec<String> = ranks
+        .iter()
+        .enumerate()
+        .filter_map(|(rank, r)| r.first_error.map(|i| format!("rank {rank} element {i}")))
+        .collect();
+    Summary {
+        median_s,
+        min_s: slowest.first().copied().unwrap_or(0.0),
+        iters,
+        algorithm: ranks.first().map_or_else(String::new, |r| r.algorithm.clone()),
+        check: if bad.is_empty() {
+            "ok".into()
+        } else {
+            format!("wrong: {}", bad.join(", "))
+        },
+    }
+}
+
+/// The median of sorted values (the mean of the middle two for an even
+/// count, 0 for none).
+pub fn median_sorted(v: &[f64]) -> f64 {
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
+    }
+}
+
+fn time_one<T: BenchElem>(op: Op, comm: &Comm, count: usize, iters: usize, warmup: usize) -> hcomm::Result<RankResult> {
+    let shape = op.shape();
+    let mut bufs = Buffers::<T>::new(shape, comm.rank(), comm.world(), count);
+    for _ in 0..warmup {
+        bufs.reset(shape);
+        run_once(op, comm, &mut bufs)?;
+    }
+    let mut times = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        bufs.reset(shape);
+        comm.barrier()?;
+        let t0 = Instant::now();
+        run_once(op, comm, &mut bufs)?;
+        times.push(t0.elapsed().as_secs_f64());
+    }
+    let algorithm = match op {
+        Op::Collective(c, _) => comm.last_algorithm(c).map_or("none", Algorithm::name),
+        Op::SendRecv => "p2p",
+        Op::Schedule(s) => s.name(),
+    };
+    Ok(RankResult {
+        times,
+        first_error: bufs.first_error(shape, comm.rank(), comm.world()),
+        algorithm: algorithm.into(),
+    })
+}
+
+fn run_once<T: BenchElem>(op: Op, comm: &Comm, b: &mut Buffers<T>) -> hcomm::Result<()> {
+    let (send, recv) = (&b.send, &mut b.recv);
+    let (rank, world) = (comm.rank(), comm.world());
+    match op {
+        Op::Collective(_, Shape::AllReduce(op) | Shape::AllReduceInPlace(op)) => comm.all_reduce(send, recv, op),
+        Op::Collective(_, Shape::AllGather) => comm.all_gather(send, recv),
+        Op::Collective(_, Shape::ReduceScatter(op)) => comm.reduce_scatter(send, recv, op),
+        Op::Collective(_, Shape::AllToAll) => comm.all_to_all(send, recv),
+        Op::Collective(_, Shape::Broadcast) => comm.broadcast(recv, 0),
+        Op::Collective(_, Shape::SendRecv) | Op::SendRecv => {
+            comm.send_recv(send, (rank + 1) % world, recv, (rank + world - 1) % world)
+        }
+        Op::Schedule(s) => match s {
+            Schedule::RingAllGather => schedules::ring_all_gather(comm, send, recv),
+            Schedule::RecursiveDoublingAllGather => schedules::recursive_doubling_all_gather(comm, send, recv),
+            Schedule::BruckAllGather => schedules::bruck_all_gather(comm, send, recv),
+            Schedule::PairwiseAllToAll => schedules::pairwise_all_to_all(comm, send, recv),
+            Schedule::BinomialBroadcast => schedules::binomial_broadcast(comm, recv, 0),
+            Schedule::RingAllReduce(ReduceOp::Sum) => schedules::ring_all_reduce_sum(comm, recv),
+            Schedule::RingAllReduce(ReduceOp::Prod) => schedules::ring_all_reduce_prod(comm, recv),
+            Schedule::RingAllReduce(ReduceOp::Max) => schedules::ring_all_reduce_max(comm, recv),
+            Schedule::RingAllReduce(ReduceOp::Min) => schedules::ring_all_reduce_min(comm, recv),
+            Schedule::TwoLevelAllGather => two_level_all_gather(comm, send, recv, if world % 2 == 0 { 2 } else { 1 }),
+            Schedule::SparseAllGather => sparse_all_gather(comm, send, recv, world),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert!((median_sorted(&[1.0, 2.0, 9.0]) - 2.0).abs() < 1e-12);
+        assert!((median_sorted(&[1.0, 2.0, 4.0, 9.0]) - 3.0).abs() < 1e-12);
+        assert!(median_sorted(&[]).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_slowest_rank_counts_per_iteration() {
+        let r = |times: Vec<f64>| RankResult {
+            times,
+            first_error: None,
+            algorithm: "ring".into(),
+        };
+        let s = summarize(&[r(vec![1.0, 5.0, 2.0]), r(vec![3.0, 1.0, 2.5])]);
+        // Slowest per iteration: 3, 5, 2.5 -> median 3, min 2.5.
+        assert!((s.median_s - 3.0).abs() < 1e-12);
+        assert!((s.min_s - 2.5).abs() < 1e-12);
+        assert_eq!(s.check, "ok");
+        let bad = summarize(&[
+            r(vec![1.0]),
+            RankResult {
+                first_error: Some(7),
+                ..r(vec![1.0])
+            },
+        ]);
+        assert_eq!(bad.check, "wrong: rank 1 element 7");
+    }
+
+    #[test]
+    fn counts_round_to_whole_blocks() {
+        let config = Config {
+            op: Op::parse("all_gather").unwrap(),
+            sizes: vec![4096, 100, 1],
+            ranks: 3,
+            dtype: DataType::F32,
+            algo: None,
+            backend: BackendKind::Host,
+            iters: None,
+            warmup: None,
+        };
+        assert_eq!(config.counts(), vec![1023, 24, 3]);
+        let all_reduce = Config {
+            op: Op::parse("all_reduce").unwrap(),
+            ..config
+        };
+        assert_eq!(all_reduce.counts(), vec![1024, 25, 1]);
+        assert_eq!(default_iters(4096), 1000);
+        assert_eq!(default_iters(64 << 20), 20);
+        assert_eq!(default_iters(1 << 20), 256);
+    }
+}
