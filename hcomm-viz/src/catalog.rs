@@ -67,6 +67,7 @@ pub const ALL: &[Entry] = entries! {
     Gallery: gallery::nonblocking_ring;
     Gallery: gallery::shift_by_two;
     Gallery: gallery::blocking_ring;
+    Gallery: gallery::send_versus_barrier;
     Gallery: gallery::send_without_recv;
     Gallery: gallery::ring_stops_early;
 };

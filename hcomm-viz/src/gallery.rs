@@ -43,6 +43,22 @@ comm_schedule! {
         }
     }
 
+    /// Rank 0 sends to rank 1 before a barrier that rank 1 enters before
+    /// receiving: a collective cannot complete while one member waits for
+    /// a point-to-point step of another member already inside it.
+    #[verify(world in [1])]
+    pub fn send_versus_barrier(a: &mut [T; n]) {
+        if rank == 0 && world > 1 {
+            send a to 1;
+            barrier;
+        } else if rank == 1 {
+            barrier;
+            recv a from 0;
+        } else {
+            barrier;
+        }
+    }
+
     /// Rank 0 sends to rank 1, which never receives.
     #[verify(world in [1])]
     pub fn send_without_recv(a: &[T; n]) {

@@ -216,3 +216,16 @@ fn device_plan_of_the_ring_draws_one_group_call_per_step() {
     assert_eq!(count(&doc, "message"), 12);
     assert!(svg.contains("the device plan"));
 }
+
+#[test]
+fn deadlock_through_a_collective_marks_the_members_stuck_in_it() {
+    let svg = drawing("send_versus_barrier", 3, &[]);
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    assert_eq!(count(&doc, "step collective blocked"), 2);
+    assert_eq!(count(&doc, "step blocking blocked"), 1);
+    assert_eq!(count(&doc, "collective"), 0, "the barrier never completes");
+    assert_eq!(
+        titles(&doc, "cycle"),
+        vec!["rank 0 waits for rank 1", "rank 1 waits for rank 0"]
+    );
+}

@@ -257,7 +257,8 @@ where
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let meta = attrs.metadata();
-        if !meta.target().starts_with("hcomm") {
+        let target = meta.target();
+        if target != "hcomm" && !target.starts_with("hcomm::") {
             return;
         }
         let Some(span) = ctx.span(id) else { return };
