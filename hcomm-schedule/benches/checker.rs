@@ -1,4 +1,5 @@
-//! Verification speed of the spec's ring all-gather.
+//! Verification speed of the spec's ring all-gather: compile time (a verify
+//! set), run time (one world size), and the first call of many rank threads.
 
 // `criterion_group!` defines an undocumented function.
 #![allow(missing_docs)]
@@ -160,6 +161,34 @@ fn bench(c: &mut Criterion) {
             b.iter(|| hcomm_schedule::check_world(black_box(&one), world, &[]));
         });
     }
+    g.finish();
+
+    // The first call of 16 rank threads at world 256 (outside the verify
+    // set): each thread checking on its own, as the cache used to let them,
+    // against one shared check the others wait for.
+    let (threads, world) = (16, 256);
+    let s = ring_all_gather(16);
+    let mut g = c.benchmark_group("first call of 16 rank threads at world 256");
+    g.sample_size(10);
+    g.bench_function("every thread checks", |b| {
+        b.iter(|| {
+            std::thread::scope(|scope| {
+                for _ in 0..threads {
+                    scope.spawn(|| assert!(hcomm_schedule::check_world(&s, world, &[]).is_empty()));
+                }
+            });
+        });
+    });
+    g.bench_function("one check per process", |b| {
+        b.iter(|| {
+            let cache = hcomm_schedule::VerifyCache::new();
+            std::thread::scope(|scope| {
+                for _ in 0..threads {
+                    scope.spawn(|| assert_eq!(cache.check(&s, world, &[]), Ok(())));
+                }
+            });
+        });
+    });
     g.finish();
 }
 
