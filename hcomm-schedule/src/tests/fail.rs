@@ -895,3 +895,139 @@ fn helpers_for_generated_code() {
     assert_eq!(crate::requires_holds(&s, 8, &[]), Ok(true));
     assert_eq!(crate::scalar_range(&s, 0, 4).unwrap_err().kind, DiagKind::MissingRange);
 }
+
+/// Dissemination all-reduce with `op` into `buf` (in place), for any world.
+fn dissemination(op: Op) -> Schedule {
+    let round = batch(vec![
+        send(p(0, "buf"), (rank() + pow2(var("k"))) % world()),
+        recv(scr("tmp"), (rank() - pow2(var("k"))) % world()),
+    ]);
+    S::new("dissemination")
+        .output("buf", n())
+        .worlds(1, 9)
+        .post(PostKind::AllReduce {
+            input: bref(0, "buf"),
+            output: bref(0, "buf"),
+            op,
+        })
+        .body(vec![
+            scratch("tmp", n()),
+            if_(
+                bin(BinOp::Gt, world(), int(1)),
+                vec![for_(
+                    "k",
+                    0,
+                    log2(world() - 1) + 1,
+                    vec![round, accumulate(scr("tmp"), p(0, "buf"), op)],
+                )],
+            ),
+        ])
+}
+
+#[test]
+fn idempotent_reductions_accept_repeated_contributions() {
+    // contributions arrive twice exactly when the world is not a power of two
+    for op in [Op::Max, Op::Min] {
+        assert!(verify(&dissemination(op)).is_empty(), "{op:?}");
+    }
+    for op in [Op::Sum, Op::Prod] {
+        let d = one(&verify(&dissemination(op)), DiagKind::PostconditionViolated);
+        assert!(d.message.starts_with("with world = 3,"), "{d}");
+    }
+    for w in 1..=9 {
+        let d = check_world(&dissemination(Op::Sum), w, &[]);
+        assert_eq!(d.is_empty(), (w as u64).is_power_of_two(), "world {w}: {d:?}");
+    }
+}
+
+#[test]
+fn local_moves_of_unequal_lengths_are_length_mismatches() {
+    let s = S::new("copy_len")
+        .input("a", n())
+        .output("b", n() * 2)
+        .world_list(&[2])
+        .body(vec![copy(p(0, "a"), p(1, "b"))]);
+    let d = one(&verify(&s), DiagKind::LengthMismatch);
+    assert_eq!(
+        d.message,
+        "with world = 2, rank 0's `copy` reads n elements but writes 2 * n"
+    );
+}
+
+#[test]
+fn empty_verify_sets_say_why() {
+    let body = || vec![coll(Collective::Barrier)];
+    let s = S::new("req")
+        .output("buf", n())
+        .world_list(&[3, 5, 6])
+        .requires(call(Func::IsPow2, vec![world()]))
+        .body(body());
+    let d = one(&verify(&s), DiagKind::EmptyVerifySet);
+    assert!(
+        d.message
+            .contains("holds at none of the world sizes of `#[verify]` (3, 5, 6)"),
+        "{d}"
+    );
+    let s = S::new("down").output("buf", n()).worlds(5, 3).body(body());
+    one(&verify(&s), DiagKind::EmptyVerifySet);
+    let s = S::new("scalar")
+        .output("buf", n())
+        .scalar("k")
+        .worlds(1, 4)
+        .range(0, world(), world())
+        .body(body());
+    let d = one(&verify(&s), DiagKind::EmptyVerifySet);
+    assert!(
+        d.message.starts_with("the range of `k` is empty at every world size"),
+        "{d}"
+    );
+    // one checked combination is enough
+    let s = S::new("some")
+        .output("buf", n())
+        .world_list(&[3, 4])
+        .requires(call(Func::IsPow2, vec![world()]))
+        .body(body());
+    assert!(verify(&s).is_empty());
+}
+
+#[test]
+fn blocking_self_messages_need_their_match_posted_before() {
+    let ok = S::new("self_ok")
+        .input("a", n())
+        .output("b", n())
+        .worlds(1, 3)
+        .body(vec![
+            isend("h", p(0, "a"), rank()),
+            recv(p(1, "b"), rank()),
+            wait(&["h"]),
+        ]);
+    assert!(verify(&ok).is_empty(), "{:?}", verify(&ok));
+    let bad = S::new("self_bad")
+        .input("a", n())
+        .output("b", n())
+        .worlds(1, 3)
+        .body(vec![
+            recv(p(1, "b"), rank()),
+            isend("h", p(0, "a"), rank()),
+            wait(&["h"]),
+        ]);
+    one(&verify(&bad), DiagKind::RecvFromSelf);
+}
+
+#[test]
+fn reading_unwritten_scratch_is_a_hazard() {
+    let s = S::new("fresh").output("buf", n()).worlds(2, 3).body(vec![
+        scratch("tmp", n()),
+        batch(vec![
+            send(p(0, "buf"), right()),
+            recv_reduce(scr("tmp"), left(), Op::Max),
+        ]),
+        copy(scr("tmp"), p(0, "buf")),
+    ]);
+    let d = one(&verify(&s), DiagKind::BufferHazard);
+    assert!(
+        d.message
+            .ends_with("rank 0's `recv .. reduce` reads element 0 of scratch `tmp`, which no statement has written"),
+        "{d}"
+    );
+}
