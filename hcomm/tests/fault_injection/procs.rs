@@ -91,7 +91,16 @@ fn spawn_rank(spec: &str, rank: usize, world: usize, port: u16) -> std::io::Resu
         .env("LOCAL_RANK", rank.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    for k in ["RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "HCOMM_BACKEND"] {
+    // A backtrace takes long to print, and is printed before the panicking
+    // rank's communicator is dropped.
+    for k in [
+        "RANK",
+        "WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "HCOMM_BACKEND",
+        "RUST_BACKTRACE",
+    ] {
         cmd.env_remove(k);
     }
     cmd.spawn()

@@ -497,6 +497,11 @@ pub(crate) fn names_the_fault(c: &Case, e: &Error) -> bool {
     match (c.fault, e) {
         // A process's error does not travel: the driver checks that the rank
         // named is the victim or one that failed because of it.
+        // A panicking process is not taken for one that finished (it says it
+        // panicked, or its connection closes first).
+        (Fault::Panic, Error::PeerFailed { rank, reason }) if c.backend == Backend::Processes && *rank == c.victim => {
+            !reason.contains("finished")
+        }
         (_, Error::PeerFailed { .. }) if c.backend == Backend::Processes => true,
         (Fault::Panic | Fault::Error | Fault::Kill, Error::PeerFailed { rank, reason }) => {
             *rank == c.victim || reason.contains(&injected)
