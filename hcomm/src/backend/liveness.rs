@@ -184,7 +184,20 @@ impl Presence {
 
 impl Drop for Presence {
     fn drop(&mut self) {
-        self.liveness.finish(self.rank);
+        if std::thread::panicking() {
+            // The rank's program panicked with its communicator alive (a
+            // launcher that catches the panic has recorded it already).
+            let message = "its communicator was dropped while the program panicked".to_owned();
+            self.liveness.fail(
+                self.rank,
+                &Error::Panicked {
+                    rank: self.rank,
+                    message,
+                },
+            );
+        } else {
+            self.liveness.finish(self.rank);
+        }
     }
 }
 
