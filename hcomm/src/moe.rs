@@ -68,8 +68,8 @@ impl<T> Dispatch<T> {
 /// Sends every token to the ranks holding its `k` experts and groups what
 /// arrives by local expert. Collective over `group`.
 ///
-/// `tokens` is `[T, H]`; `topk_ids` and `topk_weights` are `[T, k]`. `T` may
-/// differ between ranks; `H`, `k` and `num_experts` may not. An expert id
+/// `tokens` is `[T, H]`; `topk_ids` and `topk_weights` are `[T, k]`. `T` and
+/// `k` may differ between ranks; `H` and `num_experts` may not. An expert id
 /// `>= num_experts` on any rank, or shapes that do not fit together, fail
 /// on every rank of the group with an [`Error::Precondition`] naming the
 /// rank, the token and the id.
@@ -88,6 +88,10 @@ pub fn dispatch<T: Element>(
         group,
         "moe::dispatch",
         check_routing(&tokens, &topk_ids, &topk_weights, num_experts, ep),
+        &[
+            ("number of experts", num_experts as u64),
+            ("hidden size", tokens.ncols() as u64),
+        ],
     )?;
     let local = num_experts / ep;
     let hidden = tokens.ncols();
@@ -181,7 +185,12 @@ pub fn combine<T: Element + Float>(
             expert_out.nrows()
         )))
     };
-    all_ok(group, "moe::combine", shape_ok)?;
+    all_ok(
+        group,
+        "moe::combine",
+        shape_ok,
+        &[("expert output width", expert_out.ncols() as u64)],
+    )?;
     let hidden = expert_out.ncols();
 
     // From expert-major back to source-major order.

@@ -12,16 +12,31 @@ use crate::error::{Error, Result};
 const SHOWN_DIMS: usize = 6;
 
 /// Fails on every rank of `comm` when any rank's `local` check failed,
-/// with every failing rank's message: `"{what}: rank 2: ..."`.
-pub(crate) fn all_ok(comm: &Comm, what: &str, local: Result<()>) -> Result<()> {
+/// with every failing rank's message (`"{what}: rank 2: ..."`), or when the
+/// ranks pass different values for one of `same` (named settings that must
+/// agree), naming the setting and two ranks that differ.
+pub(crate) fn all_ok(comm: &Comm, what: &str, local: Result<()>, same: &[(&str, u64)]) -> Result<()> {
     let message = match local {
         Ok(()) => String::new(),
         Err(Error::Precondition { message }) => message,
         Err(e) => e.to_string(),
     };
-    let mut lens = vec![0u64; comm.world()];
-    comm.all_gather(&[message.len() as u64], &mut lens)?;
+    let mut mine = vec![message.len() as u64];
+    mine.extend(same.iter().map(|&(_, v)| v));
+    let mut all = vec![0u64; mine.len() * comm.world()];
+    comm.all_gather(&mine, &mut all)?;
+    let rows: Vec<&[u64]> = all.chunks(mine.len()).collect();
+    let lens: Vec<u64> = rows.iter().map(|r| r[0]).collect();
     if lens.iter().all(|&l| l == 0) {
+        for (i, (name, _)) in same.iter().enumerate() {
+            if let Some(other) = rows.iter().position(|r| r[1 + i] != rows[0][1 + i]) {
+                return Err(Error::precondition(format!(
+                    "{what}: the {name} differs across the group: rank 0 has {}, rank {other} has {}",
+                    rows[0][1 + i],
+                    rows[other][1 + i]
+                )));
+            }
+        }
         return Ok(());
     }
     let counts: Vec<usize> = lens.iter().map(|&l| l as usize).collect();

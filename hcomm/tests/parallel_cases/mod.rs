@@ -208,6 +208,12 @@ pub fn expert_parallel(comm: &Comm) -> hcomm::Result<()> {
             assert_eq!(out, want, "dense reference, k = {k}, {experts} experts");
         }
     }
+    // `k` may differ between ranks.
+    let k = 1 + r % 2;
+    let x = tokens(r, 3, h);
+    let ids = routing(r, 3, k, 2 * w, 0);
+    let d = moe::dispatch(comm, x.view(), ids.view(), weights(3, k).view(), 2 * w)?;
+    assert_eq!(moe::combine(comm, d.tokens.view(), &d)?, x, "k = {k} on rank {r}");
     // An out-of-range expert id on the last rank fails every rank.
     let x = tokens(r, 4, h);
     let mut ids = routing(r, 4, 2, 2 * w, 0);
@@ -224,6 +230,16 @@ pub fn expert_parallel(comm: &Comm) -> hcomm::Result<()> {
             "out of range",
         ],
     );
+    if w > 1 {
+        // A hidden size or expert count that differs on one rank fails every rank.
+        let wide = tokens(r, 4, if r == w - 1 { h + 1 } else { h });
+        let ids = routing(r, 4, 2, 2 * w, 0);
+        let e = moe::dispatch(comm, wide.view(), ids.view(), weights(4, 2).view(), 2 * w).unwrap_err();
+        expect_precondition(&e, &["hidden size differs", &format!("rank {} has {}", w - 1, h + 1)]);
+        let experts = if r == 0 { 4 * w } else { 2 * w };
+        let e = moe::dispatch(comm, x.view(), ids.view(), weights(4, 2).view(), experts).unwrap_err();
+        expect_precondition(&e, &["number of experts differs"]);
+    }
     // The group still works afterwards.
     let ids = routing(r, 4, 2, 2 * w, 0);
     let d = moe::dispatch(comm, x.view(), ids.view(), weights(4, 2).view(), 2 * w)?;
