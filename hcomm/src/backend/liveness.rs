@@ -155,6 +155,21 @@ impl Liveness {
         })
     }
 
+    /// Every rank that failed as a root cause, with its reason.
+    pub(crate) fn root_failures(&self) -> Vec<(usize, String)> {
+        lock(&self.states)
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| match s {
+                RankState::Failed {
+                    reason,
+                    secondary: false,
+                } => Some((i, reason.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The first failure that is a root cause (not itself a consequence of
     /// another rank's failure), else the first failure, with its rank.
     pub(crate) fn first_failure(&self) -> Option<(usize, Error)> {
@@ -254,5 +269,9 @@ mod tests {
             Some(Error::PeerFailed { rank: 2, .. })
         ));
         assert_eq!(l.root_failure(&[1, 2]), None);
+        assert_eq!(
+            l.root_failures(),
+            vec![(0, Error::Config { message: "root".into() }.to_string())]
+        );
     }
 }

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
+use super::slab::Slab;
 use super::world::HostWorld;
 use crate::backend::liveness::{lock, RankState, Watcher};
 use crate::backend::{Context, Dir, OpId, OpIds, P2pOp};
@@ -59,7 +60,6 @@ enum SlotState {
 }
 
 struct Slot {
-    generation: u32,
     state: SlotState,
     owner: u32,
     peer: u32,
@@ -80,8 +80,7 @@ unsafe impl Send for Posted {}
 
 struct State {
     channels: HashMap<ChannelKey, Queues>,
-    slots: Vec<Slot>,
-    free: Vec<u32>,
+    slots: Slab<Slot>,
     aborted: Option<String>,
     /// Set when ranks called different collectives: the group is unusable for
     /// collectives from then on.
@@ -109,8 +108,7 @@ impl Fabric {
             members,
             state: Mutex::new(State {
                 channels: HashMap::new(),
-                slots: Vec::new(),
-                free: Vec::new(),
+                slots: Slab::default(),
                 aborted: None,
                 coll_failure: None,
                 coll_entry: vec![None; size],
@@ -187,18 +185,15 @@ impl Fabric {
                         tag: op.tag,
                     },
                 };
-                let slot = st.alloc(Slot {
-                    generation: 0,
+                let id = st.slots.insert(Slot {
                     state: SlotState::Queued,
                     owner: me as u32,
                     peer: op.peer as u32,
                     dir: op.dir,
                     key,
                 });
-                ids.push(OpId {
-                    slot,
-                    generation: st.slots[slot as usize].generation,
-                });
+                ids.push(id);
+                let slot = id.slot;
                 let posted = Posted {
                     slot,
                     ptr: op.ptr,
@@ -224,8 +219,8 @@ impl Fabric {
                         };
                         match st.check_pair(&send, &recv, key) {
                             Ok(()) => {
-                                st.slots[send.slot as usize].state = SlotState::Claimed;
-                                st.slots[recv.slot as usize].state = SlotState::Claimed;
+                                st.slots[send.slot].state = SlotState::Claimed;
+                                st.slots[recv.slot].state = SlotState::Claimed;
                                 transfers.push(Transfer { send, recv });
                             }
                             Err(e) => {
@@ -339,14 +334,14 @@ impl Fabric {
                 match st.slot_state(*id) {
                     None | Some(SlotState::Free) => break,
                     Some(SlotState::Claimed) => {
-                        let owner = st.slots[id.slot as usize].owner as usize;
+                        let owner = st.slots[id.slot].owner as usize;
                         st = self.wake[owner]
                             .wait(st)
                             .unwrap_or_else(std::sync::PoisonError::into_inner);
                     }
                     Some(SlotState::Queued) => {
                         let (key, dir) = {
-                            let s = &st.slots[id.slot as usize];
+                            let s = &st.slots[id.slot];
                             (s.key, s.dir)
                         };
                         if let Some(q) = st.channels.get_mut(&key) {
@@ -374,7 +369,7 @@ impl Fabric {
         if let Some(reason) = &st.aborted {
             return Some(Error::Aborted { reason: reason.clone() });
         }
-        let slot = &st.slots[id.slot as usize];
+        let slot = &st.slots[id.slot];
         if slot.key.context == Context::Coll {
             if let Some(e) = &st.coll_failure {
                 return Some(e.clone());
@@ -477,29 +472,17 @@ impl Watcher for Fabric {
 }
 
 impl State {
-    fn alloc(&mut self, mut slot: Slot) -> u32 {
-        if let Some(i) = self.free.pop() {
-            slot.generation = self.slots[i as usize].generation.wrapping_add(1);
-            self.slots[i as usize] = slot;
-            i
-        } else {
-            self.slots.push(slot);
-            (self.slots.len() - 1) as u32
-        }
-    }
-
     fn free_slot(&mut self, i: u32) {
-        self.slots[i as usize].state = SlotState::Free;
-        self.free.push(i);
+        self.slots[i].state = SlotState::Free;
+        self.slots.release(i);
     }
 
     fn slot_state(&self, id: OpId) -> Option<SlotState> {
-        let slot = self.slots.get(id.slot as usize)?;
-        (slot.generation == id.generation).then(|| slot.state.clone())
+        self.slots.get(id).map(|s| s.state.clone())
     }
 
     fn complete(&mut self, slot: u32, error: Option<&Error>, wake: &[Condvar]) {
-        let s = &mut self.slots[slot as usize];
+        let s = &mut self.slots[slot];
         s.state = match error {
             None => SlotState::Done,
             Some(e) => SlotState::Failed(e.clone()),

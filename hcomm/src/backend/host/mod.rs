@@ -3,6 +3,7 @@
 
 mod fabric;
 pub(crate) mod proc;
+pub(crate) mod slab;
 mod world;
 
 use std::sync::Arc;
@@ -92,28 +93,13 @@ impl Backend for HostBackend {
     }
 
     fn subgroup(&self, key: &str, members: &[usize]) -> Result<Arc<dyn Backend>> {
-        let rank = members.iter().position(|&m| m == self.rank).ok_or_else(|| {
-            Error::precondition(format!(
-                "rank {} is not a member of the subgroup {members:?}",
-                self.rank
-            ))
-        })?;
-        if let Some(&bad) = members.iter().find(|&&m| m >= self.fabric.size()) {
-            return Err(Error::precondition(format!(
-                "subgroup member {bad} is out of range for a communicator of {} ranks",
-                self.fabric.size()
-            )));
-        }
-        let global: Vec<usize> = members.iter().map(|&m| self.fabric.members[m]).collect();
+        let (rank, global) = subgroup_of(self.rank, &self.fabric.members, members)?;
         let world = Arc::clone(&self.fabric.world);
         let fabric = self
             .fabric
             .world
             .subgroup_fabric(self.fabric.id, key, global, |g| Fabric::new(&world, g));
-        let topology = match &self.topology {
-            Topology::Custom { .. } => Topology::FullMesh,
-            t => t.clone(),
-        };
+        let topology = subgroup_topology(&self.topology);
         Ok(Arc::new(HostBackend::new(
             fabric,
             rank,
@@ -124,6 +110,31 @@ impl Backend for HostBackend {
 
     fn abort(&self, reason: &str) {
         self.fabric.abort(reason);
+    }
+}
+
+/// This rank's place in the subgroup `members` (ranks of a group whose
+/// ranks are the global ranks `global`): its rank there and the members'
+/// global ranks.
+pub(crate) fn subgroup_of(rank: usize, global: &[usize], members: &[usize]) -> Result<(usize, Vec<usize>)> {
+    let new_rank = members
+        .iter()
+        .position(|&m| m == rank)
+        .ok_or_else(|| Error::precondition(format!("rank {rank} is not a member of the subgroup {members:?}")))?;
+    if let Some(&bad) = members.iter().find(|&&m| m >= global.len()) {
+        return Err(Error::precondition(format!(
+            "subgroup member {bad} is out of range for a communicator of {} ranks",
+            global.len()
+        )));
+    }
+    Ok((new_rank, members.iter().map(|&m| global[m]).collect()))
+}
+
+/// The topology a subgroup's algorithms assume.
+pub(crate) fn subgroup_topology(parent: &Topology) -> Topology {
+    match parent {
+        Topology::Custom { .. } => Topology::FullMesh,
+        t => t.clone(),
     }
 }
 

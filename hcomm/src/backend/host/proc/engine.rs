@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use smallvec::SmallVec;
 
 use super::link::{read_remote, Link, Msg, Out, WireOp};
+use crate::backend::host::slab::Slab;
 use crate::backend::liveness::{lock, Liveness, RankState, Watcher};
 use crate::backend::{Context, Dir, OpId, OpIds, P2pOp};
 use crate::collective::CollHeader;
@@ -88,7 +89,6 @@ enum SlotState {
 }
 
 struct Slot {
-    generation: u32,
     state: SlotState,
     dir: Dir,
     key: ChannelKey,
@@ -114,8 +114,7 @@ struct Group {
 
 struct State {
     channels: HashMap<ChannelKey, Queues>,
-    slots: Vec<Slot>,
-    free: Vec<u32>,
+    slots: Slab<Slot>,
     groups: HashMap<u64, Group>,
 }
 
@@ -157,8 +156,7 @@ impl Engine {
             liveness,
             state: Mutex::new(State {
                 channels: HashMap::new(),
-                slots: Vec::new(),
-                free: Vec::new(),
+                slots: Slab::default(),
                 groups: HashMap::new(),
             }),
             wake: Condvar::new(),
@@ -226,8 +224,7 @@ impl Engine {
                     dst: dst as u32,
                     tag: op.tag,
                 };
-                let slot = st.alloc(Slot {
-                    generation: 0,
+                let id = st.slots.insert(Slot {
                     state: SlotState::Queued,
                     dir: op.dir,
                     key,
@@ -239,11 +236,11 @@ impl Engine {
                     reduce: op.reduce,
                     header: op.header,
                 });
-                let generation = st.slots[slot as usize].generation;
-                ids.push(OpId { slot, generation });
+                ids.push(id);
+                let OpId { slot, generation } = id;
                 match op.dir {
                     Dir::Send if peer != self.me => {
-                        st.slots[slot as usize].state = SlotState::Advertised;
+                        st.slots[slot].state = SlotState::Advertised;
                         if let Some(link) = self.link(peer) {
                             link.send(Msg::Rts {
                                 group,
@@ -298,7 +295,7 @@ impl Engine {
     /// Matches `offer` with receive `recv`: checks that they agree, then
     /// claims both and returns the copy to run (or asks for the data).
     fn pair(&self, st: &mut State, key: ChannelKey, offer: Offer, recv: u32) -> Option<Copy> {
-        let r = &st.slots[recv as usize];
+        let r = &st.slots[recv];
         let (src_rank, dst_rank) = (r.peer_rank, r.my_rank);
         let mismatch = match (offer.header, r.header) {
             (Some(s), Some(h)) if !s.agrees(&h) || s.seq != h.seq => {
@@ -335,14 +332,14 @@ impl Engine {
         }
         match offer.origin {
             Origin::Local(send) => {
-                st.slots[send as usize].state = SlotState::Claimed;
-                st.slots[recv as usize].state = SlotState::Claimed;
+                st.slots[send].state = SlotState::Claimed;
+                st.slots[recv].state = SlotState::Claimed;
                 Some(Copy::Local { send, recv })
             }
             Origin::Remote(send) => {
                 let link = Arc::clone(self.link(key.src as usize)?);
                 if link.cma {
-                    st.slots[recv as usize].state = SlotState::Claimed;
+                    st.slots[recv].state = SlotState::Claimed;
                     Some(Copy::Pull {
                         link,
                         addr: offer.addr,
@@ -350,11 +347,11 @@ impl Engine {
                         recv,
                     })
                 } else {
-                    st.slots[recv as usize].state = SlotState::AwaitingData;
-                    let generation = st.slots[recv as usize].generation;
+                    st.slots[recv].state = SlotState::AwaitingData;
+                    let OpId { slot, generation } = st.slots.id(recv);
                     link.send(Msg::Cts {
                         send,
-                        recv: WireOp { slot: recv, generation },
+                        recv: WireOp { slot, generation },
                     });
                     None
                 }
@@ -368,7 +365,7 @@ impl Engine {
             Copy::Local { send, recv } => {
                 let (src, dst, count, dtype, reduce) = {
                     let st = self.lock();
-                    let (s, r) = (&st.slots[send as usize], &st.slots[recv as usize]);
+                    let (s, r) = (&st.slots[send], &st.slots[recv]);
                     (s.ptr.cast_const(), r.ptr, r.count, r.dtype, r.reduce)
                 };
                 if !std::ptr::eq(src, dst) {
@@ -391,7 +388,7 @@ impl Engine {
             Copy::Pull { link, addr, send, recv } => {
                 let (dst, count, dtype, reduce) = {
                     let st = self.lock();
-                    let r = &st.slots[recv as usize];
+                    let r = &st.slots[recv];
                     (r.ptr, r.count, r.dtype, r.reduce)
                 };
                 // SAFETY: the receive is claimed by this thread; its owner
@@ -402,16 +399,23 @@ impl Engine {
                     })
                 };
                 let mut st = self.lock();
+                let mut dead = None;
                 match result {
                     Ok(()) => {
                         st.finish(recv, None);
                         link.send(Msg::Done { send });
                     }
                     Err(e) => {
-                        let peer_rank = st.slots[recv as usize].peer_rank;
+                        let (peer_rank, peer) = (st.slots[recv].peer_rank, st.slots[recv].key.src as usize);
+                        let gone = e.raw_os_error() == Some(nix::libc::ESRCH);
+                        let reason = if gone {
+                            format!("its process exited or was killed (reading its memory: {e})")
+                        } else {
+                            format!("cannot read its send buffer: {e}")
+                        };
                         let e = Error::PeerFailed {
                             rank: peer_rank,
-                            reason: format!("cannot read its send buffer: {e}"),
+                            reason: reason.clone(),
                         };
                         st.finish(recv, Some(&e));
                         link.send(Msg::Reject {
@@ -420,9 +424,19 @@ impl Engine {
                             group: u64::MAX,
                             coll: false,
                         });
+                        if gone {
+                            dead = Some((peer, reason));
+                        }
                     }
                 }
                 self.wake.notify_all();
+                drop(st);
+                // The sender's process is gone: its link may not know yet.
+                if let Some((peer, reason)) = dead {
+                    if self.liveness.state(peer) == RankState::Running {
+                        self.liveness.set_failed(peer, reason, false);
+                    }
+                }
             }
         }
     }
@@ -484,8 +498,8 @@ impl Engine {
                     let link = self.link(from).map(Arc::clone);
                     match (st.live(send), link) {
                         (Some(SlotState::Advertised | SlotState::Cancelling), Some(link)) => {
-                            st.slots[send.slot as usize].state = SlotState::Claimed;
-                            let s = &st.slots[send.slot as usize];
+                            st.slots[send.slot].state = SlotState::Claimed;
+                            let s = &st.slots[send.slot];
                             let engine = Arc::clone(self);
                             link.push(Out::Stream {
                                 recv,
@@ -494,7 +508,7 @@ impl Engine {
                                 done: Box::new(move |result: io::Result<()>| {
                                     let mut st = engine.lock();
                                     let e = result.err().map(|e| Error::PeerFailed {
-                                        rank: st.slots[send.slot as usize].peer_rank,
+                                        rank: st.slots[send.slot].peer_rank,
                                         reason: format!("the connection to it failed: {e}"),
                                     });
                                     st.finish(send.slot, e.as_ref());
@@ -509,7 +523,7 @@ impl Engine {
                 Msg::Data { recv, len } => {
                     let target = match st.live(recv) {
                         Some(SlotState::AwaitingData) => {
-                            let s = &st.slots[recv.slot as usize];
+                            let s = &st.slots[recv.slot];
                             (s.count * s.dtype.size() == len as usize).then_some((s.ptr, s.count, s.dtype, s.reduce))
                         }
                         _ => None,
@@ -527,7 +541,7 @@ impl Engine {
                     let mut st = self.lock();
                     if target.is_some() {
                         let e = result.as_ref().err().map(|e| Error::PeerFailed {
-                            rank: st.slots[recv.slot as usize].peer_rank,
+                            rank: st.slots[recv.slot].peer_rank,
                             reason: format!("the connection to it failed: {e}"),
                         });
                         st.finish(recv.slot, e.as_ref());
@@ -537,7 +551,7 @@ impl Engine {
                 }
                 Msg::Gone { recv } => {
                     if let Some(SlotState::AwaitingData) = st.live(recv) {
-                        let rank = st.slots[recv.slot as usize].peer_rank;
+                        let rank = st.slots[recv.slot].peer_rank;
                         let e = Error::PeerFailed {
                             rank,
                             reason: "it withdrew the message this receive matched".into(),
@@ -567,7 +581,7 @@ impl Engine {
                 }
                 Msg::Cancelled { send } => {
                     if let Some(SlotState::Cancelling) = st.live(send) {
-                        st.slots[send.slot as usize].state = SlotState::Done;
+                        st.slots[send.slot].state = SlotState::Done;
                     }
                 }
                 Msg::Enter { group, header } => {
@@ -578,13 +592,19 @@ impl Engine {
                 Msg::Abort { group, reason } => {
                     st.groups.entry(group).or_default().aborted.get_or_insert(reason);
                 }
-                Msg::Failed { reason, secondary } => {
+                Msg::Failed {
+                    reason,
+                    secondary,
+                    known,
+                } => {
                     drop(st);
+                    self.learn(known);
                     self.liveness.set_failed(from, reason, secondary);
                     return Ok(());
                 }
-                Msg::Finished => {
+                Msg::Finished { known } => {
                     drop(st);
+                    self.learn(known);
                     self.liveness.finish(from);
                     return Ok(());
                 }
@@ -595,6 +615,16 @@ impl Engine {
             self.run_copy(c);
         }
         Ok(())
+    }
+
+    /// Records root-cause failures a peer reports.
+    fn learn(&self, known: Vec<(u32, String)>) {
+        for (rank, reason) in known {
+            let rank = rank as usize;
+            if rank != self.me && self.liveness.state(rank) == RankState::Running {
+                self.liveness.set_failed(rank, reason, false);
+            }
+        }
     }
 
     /// The connection to `from` ended: unless this process is closing, the
@@ -610,21 +640,21 @@ impl Engine {
             self.liveness
                 .set_failed(from, format!("its process exited or was killed ({why})"), false);
         }
+        // Receives whose data was to come over the connection can never be
+        // filled; everything else that waits on the peer sees its state.
         let mut st = self.lock();
-        for i in 0..st.slots.len() {
-            let s = &st.slots[i];
-            let peer = if s.dir == Dir::Send { s.key.dst } else { s.key.src } as usize;
-            if peer == from
-                && matches!(
-                    s.state,
-                    SlotState::Advertised | SlotState::Cancelling | SlotState::AwaitingData
-                )
-            {
-                let e = Error::PeerFailed {
-                    rank: s.peer_rank,
-                    reason: format!("its process exited or was killed ({why})"),
-                };
-                st.slots[i].state = SlotState::Failed(e);
+        let st = &mut *st;
+        for (_, s) in st.slots.iter_mut() {
+            if s.key.src as usize == from && matches!(s.state, SlotState::AwaitingData) {
+                let members = st.groups.get(&s.key.group).map_or(&[][..], |g| &g.members[..]);
+                let e = self
+                    .liveness
+                    .root_failure(members)
+                    .unwrap_or_else(|| Error::PeerFailed {
+                        rank: s.peer_rank,
+                        reason: format!("its process exited or was killed ({why})"),
+                    });
+                s.state = SlotState::Failed(e);
             }
         }
         self.wake.notify_all();
@@ -715,8 +745,8 @@ impl Engine {
                         st = self.wake.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner);
                     }
                     Some(SlotState::Advertised) => {
-                        let peer = st.slots[id.slot as usize].key.dst as usize;
-                        st.slots[id.slot as usize].state = SlotState::Cancelling;
+                        let peer = st.slots[id.slot].key.dst as usize;
+                        st.slots[id.slot].state = SlotState::Cancelling;
                         match self.link(peer) {
                             Some(link) if self.liveness.state(peer) != RankState::Finished => {
                                 link.send(Msg::Cancel {
@@ -727,13 +757,13 @@ impl Engine {
                                 });
                             }
                             // Nobody will read it any more.
-                            _ => st.slots[id.slot as usize].state = SlotState::Done,
+                            _ => st.slots[id.slot].state = SlotState::Done,
                         }
                     }
                     Some(SlotState::Cancelling) => {
                         let deadline = *cancel_deadline.get_or_insert_with(|| Instant::now() + CANCEL_WAIT);
                         let now = Instant::now();
-                        let peer = st.slots[id.slot as usize].key.dst as usize;
+                        let peer = st.slots[id.slot].key.dst as usize;
                         if now >= deadline || self.liveness.state(peer) != RankState::Running {
                             st.free_slot(id.slot);
                             break;
@@ -746,7 +776,7 @@ impl Engine {
                     }
                     Some(SlotState::Queued) => {
                         let (key, dir) = {
-                            let s = &st.slots[id.slot as usize];
+                            let s = &st.slots[id.slot];
                             (s.key, s.dir)
                         };
                         if let Some(q) = st.channels.get_mut(&key) {
@@ -772,7 +802,7 @@ impl Engine {
 
     /// Why a pending operation can never complete, if that is already known.
     fn blocking_failure(&self, st: &State, id: OpId) -> Option<Error> {
-        let slot = &st.slots[id.slot as usize];
+        let slot = &st.slots[id.slot];
         let group = st.groups.get(&slot.key.group);
         if let Some(reason) = group.and_then(|g| g.aborted.clone()) {
             return Some(Error::Aborted { reason });
@@ -941,12 +971,21 @@ fn enter(st: &mut State, group: u64, who: usize, header: CollHeader) -> Result<(
 impl Watcher for Engine {
     fn rank_changed(&self, rank: usize, state: &RankState) {
         if rank == self.me {
+            let known = || {
+                self.liveness
+                    .root_failures()
+                    .into_iter()
+                    .filter(|&(r, _)| r != self.me)
+                    .map(|(r, why)| (r as u32, why))
+                    .collect()
+            };
             let msg = match state {
                 RankState::Running => None,
-                RankState::Finished => Some(Msg::Finished),
+                RankState::Finished => Some(Msg::Finished { known: known() }),
                 RankState::Failed { reason, secondary } => Some(Msg::Failed {
                     reason: reason.clone(),
                     secondary: *secondary,
+                    known: known(),
                 }),
             };
             if let Some(msg) = msg {
@@ -961,25 +1000,13 @@ impl Watcher for Engine {
 }
 
 impl State {
-    fn alloc(&mut self, mut slot: Slot) -> u32 {
-        if let Some(i) = self.free.pop() {
-            slot.generation = self.slots[i as usize].generation.wrapping_add(1);
-            self.slots[i as usize] = slot;
-            i
-        } else {
-            self.slots.push(slot);
-            (self.slots.len() - 1) as u32
-        }
-    }
-
     fn free_slot(&mut self, i: u32) {
-        self.slots[i as usize].state = SlotState::Free;
-        self.free.push(i);
+        self.slots[i].state = SlotState::Free;
+        self.slots.release(i);
     }
 
     fn slot_state(&self, id: OpId) -> Option<SlotState> {
-        let slot = self.slots.get(id.slot as usize)?;
-        (slot.generation == id.generation).then(|| slot.state.clone())
+        self.slots.get(id).map(|s| s.state.clone())
     }
 
     /// The state of an operation a peer names, while it is live.
@@ -992,7 +1019,7 @@ impl State {
     }
 
     fn finish(&mut self, slot: u32, error: Option<&Error>) {
-        self.slots[slot as usize].state = match error {
+        self.slots[slot].state = match error {
             None => SlotState::Done,
             Some(e) => SlotState::Failed(e.clone()),
         };

@@ -72,10 +72,17 @@ pub(super) enum Msg {
     Enter { group: u64, header: CollHeader },
     /// `group` was aborted.
     Abort { group: u64, reason: String },
-    /// The sender's rank failed.
-    Failed { reason: String, secondary: bool },
-    /// The sender's rank finished (its communicators are gone).
-    Finished,
+    /// The sender's rank failed; `known` are the ranks it knows failed as
+    /// root causes (so a rank that stopped because of another's failure
+    /// never hides that failure).
+    Failed {
+        reason: String,
+        secondary: bool,
+        known: Vec<(u32, String)>,
+    },
+    /// The sender's rank finished (its communicators are gone); `known` as
+    /// for `Failed`.
+    Finished { known: Vec<(u32, String)> },
 }
 
 /// What the writer thread writes next.

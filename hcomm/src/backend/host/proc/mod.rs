@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use self::engine::Engine;
 use self::link::{allow_peer_reads, read_remote, Link, Msg};
+use super::{subgroup_of, subgroup_topology};
 use crate::backend::liveness::{Liveness, Presence};
 use crate::backend::{Backend, OpId, OpIds, P2pOp};
 use crate::buffer::Memory;
@@ -141,25 +142,10 @@ impl Backend for ProcBackend {
     }
 
     fn subgroup(&self, key: &str, members: &[usize]) -> Result<Arc<dyn Backend>> {
-        let rank = members.iter().position(|&m| m == self.rank).ok_or_else(|| {
-            Error::precondition(format!(
-                "rank {} is not a member of the subgroup {members:?}",
-                self.rank
-            ))
-        })?;
-        if let Some(&bad) = members.iter().find(|&&m| m >= self.members.len()) {
-            return Err(Error::precondition(format!(
-                "subgroup member {bad} is out of range for a communicator of {} ranks",
-                self.members.len()
-            )));
-        }
-        let global: Vec<usize> = members.iter().map(|&m| self.members[m]).collect();
+        let (rank, global) = subgroup_of(self.rank, &self.members, members)?;
         let group = subgroup_id(self.group, key, &global);
         self.engine().join_group(group, &global);
-        let topology = match &self.topology {
-            Topology::Custom { .. } => Topology::FullMesh,
-            t => t.clone(),
-        };
+        let topology = subgroup_topology(&self.topology);
         Ok(Arc::new(ProcBackend {
             presence: Arc::clone(&self.presence),
             handle: Arc::clone(&self.handle),
