@@ -26,7 +26,7 @@ use crate::compile::compile;
 use crate::diag::{DiagKind, Diagnostic};
 use crate::fxhash::FxHashMap;
 use crate::ir::Schedule;
-use crate::unroll::{unroll, EvKind, Mode, Reg, Unrolled, NONE};
+use crate::unroll::{unroll, CollCall, EvKind, Mode, Reg, Unrolled, NONE};
 
 /// One schedule at one world size and scalar combination, laid out in
 /// columns.
@@ -280,7 +280,7 @@ pub fn plan_timeline(s: &Schedule, world: i64, scalars: &[i64]) -> Result<Timeli
     let (prog, _) = compile(s);
     let mut un = unroll(&prog, world, scalars).map_err(|d| first(d).unwrap_or_else(|| no_events(s)))?;
     matching::check(&mut un);
-    Ok(PlanLayout::new(&un, &plan).finish(checked))
+    Ok(PlanLayout::new(&un, &plan).finish())
 }
 
 fn first(d: Vec<Diagnostic>) -> Option<Diagnostic> {
@@ -450,25 +450,7 @@ impl<'u, 'p, 's> Layout<'u, 'p, 's> {
 
     fn finish(self, order: Order) -> Timeline {
         let un = self.un;
-        let mut t = Timeline {
-            name: un.prog.s.name.clone(),
-            world: un.ranks.len() as u32,
-            scalars: un
-                .prog
-                .s
-                .scalars
-                .iter()
-                .map(|x| x.name.clone())
-                .zip(un.scalars.iter().copied())
-                .collect(),
-            order,
-            columns: 0,
-            steps: Vec::new(),
-            messages: Vec::new(),
-            collectives: Vec::new(),
-            pending: Vec::new(),
-            failure: None,
-        };
+        let mut t = Timeline::empty(un, order);
         let mut seen_calls: HashSet<(u32, u32)> = HashSet::new();
         for (r, rt) in un.ranks.iter().enumerate() {
             let ru = r as u32;
@@ -510,13 +492,8 @@ impl<'u, 'p, 's> Layout<'u, 'p, 's> {
                     }
                     EvKind::Coll(ci) => {
                         let c = &rt.colls[ci as usize];
-                        if self.done[r][e] && seen_calls.insert((c.group, c.seq)) {
-                            t.collectives.push(Collective {
-                                kind: c.kind.name().to_owned(),
-                                column,
-                                ranks: un.groups.get(c.group as usize).cloned().unwrap_or_default(),
-                                world_group: c.group == 0,
-                            });
+                        if self.done[r][e] {
+                            add_call(&mut t, &mut seen_calls, un, c, column);
                         }
                         (StepKind::Collective, c.kind.name().to_owned())
                     }
@@ -704,21 +681,11 @@ impl<'u, 'p, 's> PlanLayout<'u, 'p, 's> {
         }
     }
 
-    /// `checked` (the simulated drawing, for its name and scalars) with the
-    /// plan's steps and messages.
-    fn finish(self, checked: Timeline) -> Timeline {
+    /// The plan's steps and messages.
+    fn finish(self) -> Timeline {
         use crate::plan::Step as P;
         let un = self.un;
-        let mut t = Timeline {
-            order: Order::Plan,
-            columns: 0,
-            steps: Vec::new(),
-            messages: Vec::new(),
-            collectives: Vec::new(),
-            pending: Vec::new(),
-            failure: None,
-            ..checked
-        };
+        let mut t = Timeline::empty(un, Order::Plan);
         let mut seen_calls: HashSet<(u32, u32)> = HashSet::new();
         for (r, rp) in self.plan.ranks.iter().enumerate() {
             let rt = &un.ranks[r];
@@ -749,14 +716,7 @@ impl<'u, 'p, 's> PlanLayout<'u, 'p, 's> {
                             continue;
                         };
                         let c = &rt.colls[ci as usize];
-                        if seen_calls.insert((c.group, c.seq)) {
-                            t.collectives.push(Collective {
-                                kind: c.kind.name().to_owned(),
-                                column,
-                                ranks: un.groups.get(c.group as usize).cloned().unwrap_or_default(),
-                                world_group: c.group == 0,
-                            });
-                        }
+                        add_call(&mut t, &mut seen_calls, un, c, column);
                         (StepKind::Collective, c.kind.name().to_owned(), String::new())
                     }
                 };
@@ -799,6 +759,42 @@ impl<'u, 'p, 's> PlanLayout<'u, 'p, 's> {
             }
         }
         t
+    }
+}
+
+impl Timeline {
+    /// Nothing drawn yet.
+    fn empty(un: &Unrolled<'_, '_>, order: Order) -> Self {
+        let s = un.prog.s;
+        Timeline {
+            name: s.name.clone(),
+            world: un.ranks.len() as u32,
+            scalars: s
+                .scalars
+                .iter()
+                .map(|x| x.name.clone())
+                .zip(un.scalars.iter().copied())
+                .collect(),
+            order,
+            columns: 0,
+            steps: Vec::new(),
+            messages: Vec::new(),
+            collectives: Vec::new(),
+            pending: Vec::new(),
+            failure: None,
+        }
+    }
+}
+
+/// Adds the collective call `c` standing at `column`, once per call.
+fn add_call(t: &mut Timeline, seen: &mut HashSet<(u32, u32)>, un: &Unrolled<'_, '_>, c: &CollCall, column: u32) {
+    if seen.insert((c.group, c.seq)) {
+        t.collectives.push(Collective {
+            kind: c.kind.name().to_owned(),
+            column,
+            ranks: un.groups.get(c.group as usize).cloned().unwrap_or_default(),
+            world_group: c.group == 0,
+        });
     }
 }
 

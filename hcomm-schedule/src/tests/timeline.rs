@@ -39,16 +39,21 @@ fn ring_all_gather_steps_share_columns_with_their_partners() {
     assert_eq!(batch.detail, "s = 1");
 }
 
-#[test]
-fn blocking_ring_draws_its_deadlock_cycle() {
-    let s = S::new("blocking_ring")
+/// Every rank sends to the right, then receives: a deadlock.
+fn blocking_ring() -> Schedule {
+    S::new("blocking_ring")
         .input("input", n())
         .output("output", n() * world())
         .worlds(2, 8)
         .body(vec![
             send(p(0, "input"), right()),
             recv(p(1, "output").chunk(left()), left()),
-        ]);
+        ])
+}
+
+#[test]
+fn blocking_ring_draws_its_deadlock_cycle() {
+    let s = blocking_ring();
     let t = timeline(&s, 3, &[]).unwrap();
     let f = t.failure.unwrap();
     assert_eq!(f.diagnostic.kind, DiagKind::Deadlock);
@@ -179,14 +184,7 @@ fn device_plan_of_the_ring_is_one_group_call_per_step() {
 
 #[test]
 fn device_plan_of_a_failing_schedule_is_its_failure() {
-    let s = S::new("blocking_ring")
-        .input("input", n())
-        .output("output", n() * world())
-        .worlds(2, 8)
-        .body(vec![
-            send(p(0, "input"), right()),
-            recv(p(1, "output").chunk(left()), left()),
-        ]);
+    let s = blocking_ring();
     let t = crate::timeline::plan_timeline(&s, 3, &[]).unwrap();
     assert_eq!(t.order, Order::Simulated);
     assert_eq!(t.failure.unwrap().diagnostic.kind, DiagKind::Deadlock);
