@@ -90,6 +90,14 @@ fn a_failing_rank_stops_the_job_with_its_exit_code() {
 }
 
 #[test]
+fn a_rank_that_panics_is_named_as_failed_not_finished() {
+    let o = launch(2, "panic", &[]);
+    let all = text(&o);
+    assert!(all.contains("rank 1 exited with code 101"), "{all}");
+    assert!(said(&String::from_utf8_lossy(&o.stdout), 0, "scenario passed"), "{all}");
+}
+
+#[test]
 fn mismatched_collectives_across_processes_are_errors_on_every_rank() {
     assert_all_passed(&launch(2, "mismatch", &[]), 2);
 }
@@ -199,6 +207,17 @@ fn rank_main() {
         "everything" => everything(&hcomm::init_from_env().unwrap()),
         "sigkill" => sigkill(&hcomm::init_from_env().unwrap()),
         "mismatch" => mismatch(&hcomm::init_from_env().unwrap()),
+        "panic" => {
+            let comm = hcomm::init_from_env().unwrap();
+            ignore_sigterm();
+            comm.barrier().unwrap();
+            assert!(comm.rank() != 1, "rank 1 panics on purpose");
+            let e = comm.recv(&mut [0u8; 4], 1).unwrap_err();
+            assert!(
+                matches!(&e, hcomm::Error::PeerFailed { rank: 1, reason } if reason.contains("panicked")),
+                "{e}"
+            );
+        }
         "exit3" => {
             let comm = hcomm::init_from_env().unwrap();
             comm.barrier().unwrap();
@@ -449,15 +468,20 @@ fn schedules(comm: &Comm) {
     assert_eq!(b, vec![5u8; 9]);
 }
 
+/// Survivors finish their checks even when the launcher asks them to stop.
+fn ignore_sigterm() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: ignoring SIGTERM installs no handler code.
+    unsafe { signal(Signal::SIGTERM, SigHandler::SigIgn) }.unwrap();
+}
+
 /// Rank 2 kills itself with SIGKILL while the ring all-reduces run; the
 /// others must fail with `PeerFailed` naming rank 2 within seconds.
 fn sigkill(comm: &Comm) {
-    use nix::sys::signal::{kill, signal, SigHandler, Signal};
+    use nix::sys::signal::{kill, Signal};
     comm.set_algorithm(Collective::AllReduce, Some(Algorithm::Ring))
         .unwrap();
-    // Survivors finish their check even when the launcher asks them to stop.
-    // SAFETY: ignoring SIGTERM installs no handler code.
-    unsafe { signal(Signal::SIGTERM, SigHandler::SigIgn) }.unwrap();
+    ignore_sigterm();
     let mut x = vec![1.0f32; 1 << 20];
     comm.all_reduce_in_place(&mut x, ReduceOp::Sum).unwrap();
     if comm.rank() == 2 {
