@@ -11,7 +11,7 @@ use crate::ir::*;
 mod eval_props;
 mod fail;
 pub(crate) mod pass;
-mod props;
+pub(crate) mod props;
 mod timeline;
 
 static NEXT_SPAN: AtomicU32 = AtomicU32::new(1000);

@@ -28,7 +28,7 @@ enum Order {
 /// `send_tag` and receives `output.chunk(p, 4)` from
 /// `(rank - recv_shift) % world` with `recv_tag`.
 #[derive(Clone, Copy, Debug)]
-struct Phase {
+pub(crate) struct Phase {
     shift: i64,
     recv_shift: i64,
     send_tag: i64,
@@ -36,7 +36,7 @@ struct Phase {
     order: Order,
 }
 
-fn phase() -> impl Strategy<Value = Phase> {
+pub(crate) fn phase() -> impl Strategy<Value = Phase> {
     (
         0_i64..4,
         prop_oneof![3 => Just(None), 1 => (0_i64..4).prop_map(Some)],
@@ -58,7 +58,7 @@ fn phase() -> impl Strategy<Value = Phase> {
         })
 }
 
-fn ring_schedule(phases: &[Phase]) -> Schedule {
+pub(crate) fn ring_schedule(phases: &[Phase]) -> Schedule {
     let mut body = Vec::new();
     for (idx, ph) in phases.iter().enumerate() {
         let s = send_tag(p(0, "input"), (rank() + ph.shift) % world(), ph.send_tag);
@@ -395,7 +395,7 @@ fn leaf_stmt() -> impl Strategy<Value = Stmt> {
     ]
 }
 
-fn stmts() -> impl Strategy<Value = Vec<Stmt>> {
+pub(crate) fn stmts() -> impl Strategy<Value = Vec<Stmt>> {
     let stmt = leaf_stmt().prop_recursive(3, 24, 4, |inner| {
         let body = prop::collection::vec(inner, 0..4);
         prop_oneof![
