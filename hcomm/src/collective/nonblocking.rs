@@ -15,10 +15,12 @@
 //! borrowed for the scope, and the scope waits every task it still holds
 //! when its closure returns. On unwinding (a panic leaving the scope's
 //! closure, or a request dropped while the thread panics) a task that has
-//! not started is withdrawn, and one that is running is stopped by aborting
-//! the subgroup (its peers' copies of the collective fail with
-//! [`Error::Aborted`](crate::Error::Aborted)); either way the cancel returns
-//! only once the helper no longer touches the buffers.
+//! not started is withdrawn and one that is running is stopped, and the
+//! subgroup is aborted: the peers' copies of the collective fail with
+//! [`Error::Aborted`](crate::Error::Aborted) at once instead of waiting for
+//! this rank until the timeout, and later non-blocking collectives of the
+//! communicator fail the same way (its blocking operations are unaffected).
+//! The cancel returns only once the helper no longer touches the buffers.
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::mpsc::{self, Sender};
@@ -94,10 +96,12 @@ impl Task {
         }
     }
 
-    /// Withdraws the task if it has not started, else stops it by aborting
-    /// the helper's communicator; returns once the buffers are free.
+    /// Withdraws the task if it has not started, else stops it; either way
+    /// aborts the helper's communicator, so that the peers' copies of the
+    /// collective fail at once instead of waiting for this rank until the
+    /// timeout. Returns once the buffers are free.
     pub(crate) fn cancel(&self) {
-        {
+        let running = {
             let mut state = lock(&self.state);
             match &*state {
                 State::Queued(_) => {
@@ -106,19 +110,21 @@ impl Task {
                         reason: "non-blocking collective cancelled before it started".into(),
                     }));
                     self.finished.notify_all();
-                    return;
+                    false
                 }
                 State::Done(_) => return,
-                State::Running => {}
+                State::Running => true,
             }
-        }
+        };
         self.side.abort(&format!(
-            "rank {} cancelled a running non-blocking collective while unwinding",
+            "rank {} cancelled a non-blocking collective while unwinding",
             self.side.rank()
         ));
-        // Aborted operations fail at once and release their buffers, so the
-        // helper finishes promptly.
-        let _ = self.wait();
+        if running {
+            // Aborted operations fail at once and release their buffers, so
+            // the helper finishes promptly.
+            let _ = self.wait();
+        }
     }
 }
 
@@ -181,12 +187,11 @@ impl Comm {
         body: impl FnOnce(&Comm) -> Result<()> + Send + 'static,
     ) -> Result<Request<'s, 'env>> {
         let mut slot = lock(&self.inner.nonblocking);
-        if slot.is_none() {
-            *slot = Some(Worker::start(self)?);
-        }
-        let Some(worker) = slot.as_ref() else {
-            unreachable!("the worker was just started")
+        let worker = match slot.take() {
+            Some(worker) => worker,
+            None => Worker::start(self)?,
         };
+        let worker = slot.insert(worker);
         worker.side.set_timeout(self.timeout());
         let task = Arc::new(Task {
             side: worker.side.clone(),
