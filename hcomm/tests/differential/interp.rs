@@ -266,6 +266,9 @@ impl Env {
     }
 
     fn stmt(&mut self, x: &mut Exec<'_, u64>, s: &Stmt) -> Result<()> {
+        if let Some(done) = self.control(x, s, Self::block) {
+            return done;
+        }
         match &s.kind {
             StmtKind::Send { region, peer, tag } => {
                 let (r, p, t) = (self.region(region)?, self.int(peer)?, self.tag(tag.as_ref())?);
@@ -330,17 +333,30 @@ impl Env {
                 let (a, b) = (self.region(src)?, self.region(dst)?);
                 x.accumulate(a, b, reduce_op(*op))
             }
-            StmtKind::Let { name, value } => {
-                let v = self.int(value)?;
-                self.vars.push((name.name.clone(), v));
-                Ok(())
-            }
             StmtKind::Scratch { name, len } => {
                 let n = self.int(len)?;
                 let i = x.scratch(n)?;
                 self.scratch.push((name.name.clone(), i, n));
                 Ok(())
             }
+            StmtKind::Collective { kind, over } => {
+                let site = self.sites.get(&(std::ptr::from_ref(s) as usize)).copied().unwrap_or(0);
+                self.collective(x, kind, over.as_ref(), site)
+            }
+            StmtKind::Let { .. } | StmtKind::For { .. } | StmtKind::If { .. } => Ok(()),
+        }
+    }
+
+    /// `let`, `for` and `if`, their bodies run by `run` (one block each);
+    /// `None` for every other statement.
+    fn control<C>(
+        &mut self,
+        cx: &mut C,
+        s: &Stmt,
+        run: fn(&mut Env, &mut C, &[Stmt]) -> Result<()>,
+    ) -> Option<Result<()>> {
+        match &s.kind {
+            StmtKind::Let { name, value } => Some(self.int(value).map(|v| self.vars.push((name.name.clone(), v)))),
             StmtKind::For {
                 var,
                 start,
@@ -348,27 +364,24 @@ impl Env {
                 inclusive,
                 reverse,
                 body,
-            } => {
+            } => Some((|| {
                 let (a, b) = (self.int(start)?, self.int(end)?);
                 for v in range(a, b, *inclusive, *reverse) {
                     self.vars.push((var.name.clone(), v));
-                    self.block(x, body)?;
+                    run(self, cx, body)?;
                     self.vars.pop();
                 }
                 Ok(())
-            }
-            StmtKind::If { branches, else_body } => {
+            })()),
+            StmtKind::If { branches, else_body } => Some((|| {
                 for (cond, body) in branches {
                     if self.int(cond)? != 0 {
-                        return self.block(x, body);
+                        return run(self, cx, body);
                     }
                 }
-                else_body.as_ref().map_or(Ok(()), |body| self.block(x, body))
-            }
-            StmtKind::Collective { kind, over } => {
-                let site = self.sites.get(&(std::ptr::from_ref(s) as usize)).copied().unwrap_or(0);
-                self.collective(x, kind, over.as_ref(), site)
-            }
+                else_body.as_ref().map_or(Ok(()), |body| run(self, cx, body))
+            })()),
+            _ => None,
         }
     }
 
@@ -377,6 +390,10 @@ impl Env {
     fn batch_block(&mut self, b: &mut hp::Batch<'_, '_, u64>, body: &[Stmt]) -> Result<()> {
         let m = self.mark();
         for s in body {
+            if let Some(done) = self.control(b, s, Self::batch_block) {
+                done?;
+                continue;
+            }
             match &s.kind {
                 StmtKind::Send { region, peer, tag } => {
                     let (r, p, t) = (self.region(region)?, self.int(peer)?, self.tag(tag.as_ref())?);
@@ -390,38 +407,6 @@ impl Env {
                 } => {
                     let (r, p, t) = (self.region(region)?, self.int(peer)?, self.tag(tag.as_ref())?);
                     b.recv(r, p, t, reduce.map(reduce_op))?;
-                }
-                StmtKind::Let { name, value } => {
-                    let v = self.int(value)?;
-                    self.vars.push((name.name.clone(), v));
-                }
-                StmtKind::For {
-                    var,
-                    start,
-                    end,
-                    inclusive,
-                    reverse,
-                    body,
-                } => {
-                    let (lo, hi) = (self.int(start)?, self.int(end)?);
-                    for v in range(lo, hi, *inclusive, *reverse) {
-                        self.vars.push((var.name.clone(), v));
-                        self.batch_block(b, body)?;
-                        self.vars.pop();
-                    }
-                }
-                StmtKind::If { branches, else_body } => {
-                    let mut taken = false;
-                    for (cond, body) in branches {
-                        if self.int(cond)? != 0 {
-                            self.batch_block(b, body)?;
-                            taken = true;
-                            break;
-                        }
-                    }
-                    if let (false, Some(body)) = (taken, else_body) {
-                        self.batch_block(b, body)?;
-                    }
                 }
                 _ => {
                     return Err(Error::Evaluation {
