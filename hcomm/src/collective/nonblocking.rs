@@ -54,15 +54,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Task {
-    /// Runs the task on the helper thread, unless it was withdrawn.
-    fn run(&self) {
+    /// Runs the task on the helper thread, unless it was withdrawn; its
+    /// error, if it ran and failed.
+    fn run(&self) -> Option<Error> {
         let body = {
             let mut state = lock(&self.state);
             match std::mem::replace(&mut *state, State::Running) {
                 State::Queued(body) => body,
                 done => {
                     *state = done;
-                    return;
+                    return None;
                 }
             }
         };
@@ -73,8 +74,19 @@ impl Task {
                 message: "a non-blocking collective panicked on the helper thread".into(),
             })
         });
+        let error = result.as_ref().err().cloned();
         *lock(&self.state) = State::Done(result);
         self.finished.notify_all();
+        error
+    }
+
+    /// Finishes the task with `error` unless it was withdrawn.
+    fn fail(&self, error: &Error) {
+        let mut state = lock(&self.state);
+        if matches!(*state, State::Queued(_)) {
+            *state = State::Done(Err(error.clone()));
+            self.finished.notify_all();
+        }
     }
 
     /// Blocks until the helper finished the task; its result.
@@ -143,8 +155,15 @@ impl Worker {
             .name(format!("hcomm-nonblocking-{}", comm.rank()))
             .spawn(move || {
                 // Ends when the communicator (the queue's sender) is gone.
+                // After a failure the ranks' helpers may no longer agree on
+                // which collective comes next: every later task fails with
+                // the first error instead of meeting another rank's task.
+                let mut failed: Option<Error> = None;
                 for task in rx {
-                    task.run();
+                    match &failed {
+                        Some(e) => task.fail(e),
+                        None => failed = task.run(),
+                    }
                 }
             })
             .map_err(|e| Error::Backend {
