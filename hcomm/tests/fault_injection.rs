@@ -164,6 +164,7 @@ struct Figures {
     by_backend: BTreeMap<Backend, usize>,
     by_fault: BTreeMap<(Fault, Point), usize>,
     ops_checked: usize,
+    panic_as_finished: usize,
     slowest: BTreeMap<Fault, Duration>,
     failures: Vec<String>,
 }
@@ -210,19 +211,32 @@ fn run_cases(seed: u64, count: usize, backends: &[Backend]) {
                 }
                 let c = case(seed, id, backends);
                 running.lock().unwrap().insert(id, Instant::now());
-                let (wrong, slowest, checked) = if c.backend == Backend::Processes {
+                let found = if c.backend == Backend::Processes {
                     procs::run_case(seed, id, &c)
                 } else {
                     let outcome = execute(&c);
                     let (wrong, slowest) = check(&c, &outcome);
-                    (wrong, slowest, outcome.logs.iter().map(|l| l.done.len()).sum())
+                    let checked = outcome.logs.iter().map(|l| l.done.len()).sum();
+                    procs::Found {
+                        wrong,
+                        slowest,
+                        checked,
+                        panic_as_finished: 0,
+                    }
                 };
+                let procs::Found {
+                    wrong,
+                    slowest,
+                    checked,
+                    panic_as_finished,
+                } = found;
                 running.lock().unwrap().remove(&id);
                 let mut f = figures.lock().unwrap();
                 f.cases += 1;
                 *f.by_backend.entry(c.backend).or_default() += 1;
                 *f.by_fault.entry((c.fault, c.point)).or_default() += 1;
                 f.ops_checked += checked;
+                f.panic_as_finished += panic_as_finished;
                 let s = f.slowest.entry(c.fault).or_default();
                 *s = (*s).max(slowest);
                 if !wrong.is_empty() {
@@ -260,13 +274,14 @@ fn run_cases(seed: u64, count: usize, backends: &[Backend]) {
     let f = figures.into_inner().unwrap();
     println!(
         "fault injection, seed {seed}: {} cases in {:?} ({:?}); faults {:?}; {} completed operations checked; \
-         slowest survivor report after the fault {:?}; {} failures",
+         slowest survivor report after the fault {:?}; {} survivors told a panicking process finished; {} failures",
         f.cases,
         started.elapsed(),
         f.by_backend,
         f.by_fault,
         f.ops_checked,
         f.slowest,
+        f.panic_as_finished,
         f.failures.len()
     );
     let freed = freed_in_use() - freed_before;

@@ -61,6 +61,11 @@ pub(crate) fn rank_main() {
     for w in rank_verdict(&c, r, &log) {
         say(&format!("wrong {w}"));
     }
+    if let (Fault::Panic, Err(hcomm::Error::PeerFailed { rank, reason })) = (c.fault, &ended) {
+        if *rank == c.victim && reason.contains("finished") {
+            say("panicking rank reported finished");
+        }
+    }
     let named = match &ended {
         Ok(()) => "ok".to_owned(),
         Err(hcomm::Error::PeerFailed { rank, .. }) => format!("named {rank}"),
@@ -106,10 +111,21 @@ fn spawn_rank(spec: &str, rank: usize, world: usize, port: u16) -> std::io::Resu
     cmd.spawn()
 }
 
-/// Runs process case `id` of `seed`: what is wrong, the slowest survivor's
-/// report after the fault, and how many completed operations the ranks
-/// checked.
-pub(crate) fn run_case(seed: u64, id: usize, c: &Case) -> (Vec<String>, Duration, usize) {
+/// What a process case found.
+#[derive(Default)]
+pub(crate) struct Found {
+    pub(crate) wrong: Vec<String>,
+    /// The slowest survivor's report after the fault.
+    pub(crate) slowest: Duration,
+    /// Completed operations the ranks checked.
+    pub(crate) checked: usize,
+    /// Survivors told that the panicking victim finished (its last handle
+    /// dropped by a thread that was not panicking).
+    pub(crate) panic_as_finished: usize,
+}
+
+/// Runs process case `id` of `seed`.
+pub(crate) fn run_case(seed: u64, id: usize, c: &Case) -> Found {
     let spec = format!("{seed}:{id}");
     let port = free_port();
     let mut wrong = Vec::new();
@@ -183,9 +199,18 @@ pub(crate) fn run_case(seed: u64, id: usize, c: &Case) -> (Vec<String>, Duration
         .iter()
         .filter_map(|l| l.strip_prefix("checked ")?.parse::<usize>().ok())
         .sum();
+    let panic_as_finished = lines
+        .iter()
+        .filter(|l| l.starts_with("panicking rank reported finished"))
+        .count();
     let Some(struck) = struck else {
         wrong.push("the fault never struck".into());
-        return (wrong, Duration::ZERO, checked);
+        return Found {
+            wrong,
+            checked,
+            panic_as_finished,
+            ..Found::default()
+        };
     };
     let mut slowest = Duration::ZERO;
     for (r, end) in ends.iter().enumerate() {
@@ -202,5 +227,10 @@ pub(crate) fn run_case(seed: u64, id: usize, c: &Case) -> (Vec<String>, Duration
             _ => {}
         }
     }
-    (wrong, slowest, checked)
+    Found {
+        wrong,
+        slowest,
+        checked,
+        panic_as_finished,
+    }
 }

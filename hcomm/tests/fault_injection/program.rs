@@ -42,7 +42,8 @@ pub(crate) enum Fault {
 pub(crate) enum Point {
     /// Before calling it.
     Before,
-    /// Part-way: after posting its sends (ring, batch, scope).
+    /// Part-way: after posting its sends or starting its non-blocking
+    /// collectives (ring, batch, scope, non-blocking).
     Inside,
 }
 
@@ -65,6 +66,8 @@ pub(crate) enum Op {
     Batch,
     /// The same as non-blocking requests in a scope.
     Scope,
+    /// A non-blocking all-reduce and all-gather in flight together.
+    NonBlocking,
     /// The built-in ring all-gather schedule.
     Schedule,
     /// An all-reduce on the communicator of the ranks of one parity, made
@@ -110,7 +113,7 @@ pub(crate) fn algorithm(rng: &mut TestRng, backend: Backend, c: Collective, worl
 
 pub(crate) fn random_op(rng: &mut TestRng, backend: Backend, world: usize) -> Op {
     let root = rng.random_range(0..world);
-    let which = rng.random_range(0..17);
+    let which = rng.random_range(0..18);
     let mut algo = |c| algorithm(rng, backend, c, world);
     match which {
         0 => Op::AllReduce(algo(Collective::AllReduce)),
@@ -129,6 +132,7 @@ pub(crate) fn random_op(rng: &mut TestRng, backend: Backend, world: usize) -> Op
         13 => Op::AllGatherV,
         14 => Op::Split,
         15 => Op::Schedule,
+        16 => Op::NonBlocking,
         _ if backend == Backend::Hccl => Op::Device,
         _ => Op::AllReduce(algo(Collective::AllReduce)),
     }
@@ -148,7 +152,9 @@ pub(crate) fn case(seed: u64, id: usize, backends: &[Backend]) -> Case {
     ops.push(Op::Barrier);
     let at = rng.random_range(0..ops.len());
     let point = match ops[at] {
-        Op::Ring | Op::Batch | Op::Scope => pick(&mut rng, &[Point::Before, Point::Inside, Point::Inside]),
+        Op::Ring | Op::Batch | Op::Scope | Op::NonBlocking => {
+            pick(&mut rng, &[Point::Before, Point::Inside, Point::Inside])
+        }
         _ => Point::Before,
     };
     Case {
@@ -225,6 +231,10 @@ pub(crate) fn expected(c: &Case, k: usize, r: usize) -> Vec<i64> {
     match c.ops[k] {
         Op::AllReduce(_) | Op::Device => (0..n).map(|i| sum(w, k, i)).collect(),
         Op::AllGather(_) | Op::Schedule => (0..w).flat_map(|q| vals(q, k, n)).collect(),
+        Op::NonBlocking => (0..n)
+            .map(|i| sum(w, k, i))
+            .chain((0..w).flat_map(|q| vals(q, k, n)))
+            .collect(),
         Op::ReduceScatter(_) => (0..n).map(|i| sum(w, k, r * n + i)).collect(),
         Op::AllToAll(_) => (0..w).flat_map(|q| (0..n).map(move |i| val(q, k, r * n + i))).collect(),
         Op::AllToAllV => (0..w).flat_map(|q| v_block(q, r, k)).collect(),
@@ -381,6 +391,17 @@ pub(crate) fn run_op(
             ring_all_gather(comm, &mine, &mut out)?;
             out
         }
+        Op::NonBlocking => {
+            let (mut sum, mut all) = (vec![0; n], vec![0; n * w]);
+            hcomm::scope(|s| {
+                let a = comm.iall_reduce(s, &mine, &mut sum, ReduceOp::Sum)?;
+                let b = comm.iall_gather(s, &mine, &mut all)?;
+                inside()?;
+                hcomm::wait_all([a, b])
+            })?;
+            sum.extend(all);
+            sum
+        }
     };
     Ok(out)
 }
@@ -497,12 +518,10 @@ pub(crate) fn names_the_fault(c: &Case, e: &Error) -> bool {
     match (c.fault, e) {
         // A process's error does not travel: the driver checks that the rank
         // named is the victim or one that failed because of it.
-        // A panicking process is not taken for one that finished (it says it
-        // panicked, or its connection closes first).
-        (Fault::Panic, Error::PeerFailed { rank, reason }) if c.backend == Backend::Processes && *rank == c.victim => {
-            !reason.contains("finished")
-        }
         (_, Error::PeerFailed { .. }) if c.backend == Backend::Processes => true,
+        // A panic leaving a scope stops the victim's running non-blocking
+        // collective by aborting its communicator, and says so.
+        (Fault::Panic, Error::Aborted { reason }) => reason.starts_with(&format!("rank {} cancelled", c.victim)),
         (Fault::Panic | Fault::Error | Fault::Kill, Error::PeerFailed { rank, reason }) => {
             *rank == c.victim || reason.contains(&injected)
         }
