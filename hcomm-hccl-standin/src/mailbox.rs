@@ -158,3 +158,68 @@ impl Mailbox {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn buf(bytes: &[u8]) -> usize {
+        let p = memory::alloc(bytes.len(), 0).unwrap() as usize;
+        memory::write_all(&[(p, bytes.to_vec())]).unwrap();
+        p
+    }
+
+    fn t(send: bool, peer: usize, addr: usize, bytes: usize) -> Transfer {
+        Transfer {
+            send,
+            peer,
+            addr,
+            bytes,
+        }
+    }
+
+    #[test]
+    fn a_pair_matches_in_posting_order_and_a_batch_to_itself_completes() {
+        let mb = Mailbox::default();
+        let (a, b) = (buf(&[1, 2]), buf(&[3, 4]));
+        let (x, y) = (buf(&[0, 0]), buf(&[0, 0]));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for addr in [a, b] {
+                    mb.exchange(1, &[t(true, 0, addr, 2)], None).unwrap();
+                }
+            });
+            for addr in [x, y] {
+                mb.exchange(0, &[t(false, 1, addr, 2)], None).unwrap();
+            }
+        });
+        assert_eq!(
+            (memory::read(x, 2).unwrap(), memory::read(y, 2).unwrap()),
+            (vec![1, 2], vec![3, 4])
+        );
+        let z = buf(&[0, 0]);
+        mb.exchange(0, &[t(false, 0, z, 2), t(true, 0, a, 2)], None).unwrap();
+        assert_eq!(memory::read(z, 2).unwrap(), [1, 2]);
+    }
+
+    #[test]
+    fn an_unmatched_send_is_withdrawn_at_the_deadline() {
+        let mb = Mailbox::default();
+        let a = buf(&[9]);
+        let deadline = Instant::now() + Duration::from_millis(30);
+        let Err(Stall::TimedOut(pending)) = mb.exchange(0, &[t(true, 1, a, 1)], Some(deadline)) else {
+            panic!("nobody receives");
+        };
+        assert_eq!((pending.len(), pending[0].peer), (1, 1));
+        // A later receive does not see the withdrawn offer.
+        let x = buf(&[0]);
+        let deadline = Instant::now() + Duration::from_millis(30);
+        assert!(matches!(
+            mb.exchange(1, &[t(false, 0, x, 1)], Some(deadline)),
+            Err(Stall::TimedOut(_))
+        ));
+        assert_eq!(memory::read(x, 1).unwrap(), [0]);
+    }
+}

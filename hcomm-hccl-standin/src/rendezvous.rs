@@ -101,3 +101,48 @@ impl Rendezvous {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use hcomm_sys::HcclDataType;
+
+    use super::*;
+    use crate::op::Kind;
+
+    fn barrier() -> Desc {
+        Desc::new(Kind::Barrier, HcclDataType::HCCL_DATA_TYPE_INT8)
+    }
+
+    #[test]
+    fn the_collective_runs_once_when_every_rank_joined() {
+        let r = Rendezvous::new(3);
+        let runs = AtomicUsize::new(0);
+        let run = |calls: &[Desc]| {
+            assert_eq!(calls.len(), 3);
+            runs.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        };
+        std::thread::scope(|s| {
+            for rank in 0..3 {
+                let (r, run) = (&r, &run);
+                s.spawn(move || r.meet(rank, barrier(), None, run).unwrap());
+            }
+        });
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_rank_that_gives_up_names_the_missing_ranks_and_leaves_nothing_behind() {
+        let r = Rendezvous::new(3);
+        let deadline = Instant::now() + Duration::from_millis(30);
+        let missed = r.meet(1, barrier(), Some(deadline), |_| Ok(()));
+        assert!(
+            matches!(&missed, Err(Missed::TimedOut { seq: 0, missing }) if *missing == [0, 2]),
+            "{missed:?}"
+        );
+        assert!(lock(&r.meetings).open.is_empty());
+    }
+}
