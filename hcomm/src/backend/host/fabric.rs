@@ -2,10 +2,16 @@
 //! operations, a slab of operation slots, and one condition variable per rank.
 //!
 //! A message is copied exactly once, from the sender's buffer into the
-//! receiver's, by whichever of the two posts second. The copy runs outside the
-//! lock; both operations are marked `Claimed` meanwhile, and cancelling a
-//! claimed operation waits for the copy to finish, so no buffer is touched
-//! after its operation is released. Queues and slots are reused: after warm-up
+//! receiver's. Whichever of the two posts second makes the match; it copies
+//! a small message itself, and leaves a large one whose receiver is blocked
+//! in `wait` to the receiver (`Matched`, in the receiver's pull list, which
+//! the receiver empties first when it wakes), so that ranks exchanging large
+//! messages copy their incoming data in parallel instead of one rank copying
+//! both ways. Either party takes a pending pull over when it releases its
+//! operation first. The copy runs outside the lock; both operations are
+//! marked `Claimed` meanwhile, and cancelling a claimed operation waits for
+//! the copy to finish, so no buffer is touched after its operation is
+//! released. Queues and slots are reused: after warm-up
 //! the hot path allocates nothing.
 
 use std::collections::{HashMap, VecDeque};
@@ -24,6 +30,10 @@ use crate::element::{DataType, ReduceOp};
 use crate::error::{Error, Result};
 
 static NEXT_FABRIC_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Messages from this size on are copied by their receiver (see the module
+/// documentation); smaller ones cost less to copy than to hand over.
+const PULL_MIN_BYTES: usize = 64 << 10;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct ChannelKey {
@@ -54,6 +64,8 @@ struct Queues {
 enum SlotState {
     Free,
     Queued,
+    /// Matched, waiting in the receiver's pull list.
+    Matched,
     Claimed,
     Done,
     Failed(Error),
@@ -87,6 +99,11 @@ struct State {
     coll_failure: Option<Error>,
     /// The last collective each rank entered.
     coll_entry: Vec<Option<CollHeader>>,
+    /// Matched transfers each rank is to copy into its receive buffers;
+    /// only a rank blocked in `wait` (`waiting`) is given any.
+    pulls: Vec<SmallVec<[Transfer; 2]>>,
+    /// Whether each rank is blocked in `wait`.
+    waiting: Vec<bool>,
 }
 
 /// The shared state of one group of in-process ranks.
@@ -112,6 +129,8 @@ impl Fabric {
                 aborted: None,
                 coll_failure: None,
                 coll_entry: vec![None; size],
+                pulls: (0..size).map(|_| SmallVec::new()).collect(),
+                waiting: vec![false; size],
             }),
             wake: (0..size).map(|_| Condvar::new()).collect(),
         });
@@ -218,6 +237,14 @@ impl Fabric {
                             Dir::Recv => (partner, posted),
                         };
                         match st.check_pair(&send, &recv, key) {
+                            Ok(())
+                                if st.waiting[key.dst as usize] && send.count * send.dtype.size() >= PULL_MIN_BYTES =>
+                            {
+                                st.slots[send.slot].state = SlotState::Matched;
+                                st.slots[recv.slot].state = SlotState::Matched;
+                                st.pulls[key.dst as usize].push(Transfer { send, recv });
+                                self.wake[key.dst as usize].notify_all();
+                            }
                             Ok(()) => {
                                 st.slots[send.slot].state = SlotState::Claimed;
                                 st.slots[recv.slot].state = SlotState::Claimed;
@@ -256,6 +283,10 @@ impl Fabric {
         let start = Instant::now();
         let mut st = self.lock();
         loop {
+            if !st.pulls[me].is_empty() {
+                st = self.pull(st, me, None);
+                continue;
+            }
             let mut pending = false;
             let mut failure: Option<Error> = None;
             for id in ids {
@@ -264,7 +295,7 @@ impl Fabric {
                     Some(SlotState::Failed(e)) => {
                         failure.get_or_insert(e);
                     }
-                    Some(SlotState::Queued | SlotState::Claimed) => {
+                    Some(SlotState::Queued | SlotState::Matched | SlotState::Claimed) => {
                         pending = true;
                         if failure.is_none() {
                             failure = self.blocking_failure(&st, *id);
@@ -273,6 +304,7 @@ impl Fabric {
                 }
             }
             if !pending || failure.is_some() {
+                st.waiting[me] = false;
                 let result = match failure {
                     Some(e) => Err(e),
                     None => Ok(()),
@@ -283,6 +315,7 @@ impl Fabric {
             }
             let now = Instant::now();
             if now >= deadline {
+                st.waiting[me] = false;
                 st = self.release(st, ids);
                 drop(st);
                 return Err(Error::Timeout {
@@ -292,6 +325,7 @@ impl Fabric {
                     limit,
                 });
             }
+            st.waiting[me] = true;
             st = self.wake[me]
                 .wait_timeout(st, deadline - now)
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -303,7 +337,7 @@ impl Fabric {
     pub(crate) fn test(&self, id: OpId) -> Result<bool> {
         let st = self.lock();
         match st.slot_state(id) {
-            Some(SlotState::Queued | SlotState::Claimed) => match self.blocking_failure(&st, id) {
+            Some(SlotState::Queued | SlotState::Matched | SlotState::Claimed) => match self.blocking_failure(&st, id) {
                 None => Ok(false),
                 Some(e) => {
                     drop(self.release(st, &[id]));
@@ -333,6 +367,10 @@ impl Fabric {
             loop {
                 match st.slot_state(*id) {
                     None | Some(SlotState::Free) => break,
+                    Some(SlotState::Matched) => {
+                        let receiver = st.slots[id.slot].key.dst as usize;
+                        st = self.pull(st, receiver, Some(id.slot));
+                    }
                     Some(SlotState::Claimed) => {
                         let owner = st.slots[id.slot].owner as usize;
                         st = self.wake[owner]
@@ -360,6 +398,40 @@ impl Fabric {
                     }
                 }
             }
+        }
+        st
+    }
+
+    /// Copies the pending pulls of `receiver` (only the one holding `slot`,
+    /// when given) outside the lock and completes them.
+    fn pull<'a>(&'a self, mut st: MutexGuard<'a, State>, receiver: usize, slot: Option<u32>) -> MutexGuard<'a, State> {
+        let taken: SmallVec<[Transfer; 2]> = match slot {
+            None => std::mem::take(&mut st.pulls[receiver]),
+            Some(slot) => {
+                let list = &mut st.pulls[receiver];
+                list.iter()
+                    .position(|t| t.send.slot == slot || t.recv.slot == slot)
+                    .map(|i| list.remove(i))
+                    .into_iter()
+                    .collect()
+            }
+        };
+        for t in &taken {
+            st.slots[t.send.slot].state = SlotState::Claimed;
+            st.slots[t.recv.slot].state = SlotState::Claimed;
+        }
+        drop(st);
+        for t in &taken {
+            // SAFETY: both operations were matched and are now claimed by this
+            // thread; their owners keep the buffers valid and untouched until
+            // released (releasing a claimed operation waits for this copy),
+            // and `check_pair` verified equal counts and types.
+            unsafe { copy_transfer(t) };
+        }
+        let mut st = self.lock();
+        for t in &taken {
+            st.complete(t.send.slot, None, &self.wake);
+            st.complete(t.recv.slot, None, &self.wake);
         }
         st
     }
