@@ -13,6 +13,7 @@ use std::path::Path;
 
 use crate::report::Row;
 use crate::run::median_sorted;
+use crate::scaling::{linear_fit, loglog_slope};
 use crate::size::format_size;
 
 /// Which implementation a measurement is of.
@@ -232,6 +233,52 @@ impl Results {
                     (Some(h), Some(c)) if c > 0.0 => format!("{:.0} %", h / c * 100.0),
                     _ => "-".to_owned(),
                 },
+            );
+        }
+        out
+    }
+}
+
+impl Results {
+    /// hcomm's time against message size per op and world size, with the
+    /// exponent of the fitted power law and the least-squares line over the
+    /// sizes from 1 MiB on (where bandwidth, not latency, dominates):
+    /// microseconds per MiB and the equivalent GB/s of algorithm bandwidth.
+    pub fn scaling_table(&self) -> String {
+        let points = self.hcomm_points();
+        let mut sizes: Vec<usize> = points.iter().map(|p| p.2).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let mut groups: Vec<(String, usize)> = points.iter().map(|p| (p.0.clone(), p.1)).collect();
+        groups.sort_by_key(|g| (op_order(&g.0), g.1));
+        groups.dedup();
+        let mut out = format!(
+            "| op | ranks | {} | slope (log t / log size) | us per MiB (>= 1M) | GB/s of that line |\n|---|---:|{}---:|---:|---:|\n",
+            sizes.iter().map(|&b| format!("{} us", format_size(b))).collect::<Vec<_>>().join(" | "),
+            "---:|".repeat(sizes.len())
+        );
+        for (op, ranks) in groups {
+            let series: Vec<(f64, f64)> = sizes
+                .iter()
+                .filter_map(|&b| Some((b as f64, self.time_us(Source::Hcomm, &op, ranks, b)?)))
+                .collect();
+            let cells: Vec<String> = sizes
+                .iter()
+                .map(|&b| {
+                    self.time_us(Source::Hcomm, &op, ranks, b)
+                        .map_or_else(|| "-".to_owned(), |t| format!("{t:.1}"))
+                })
+                .collect();
+            let large: Vec<(f64, f64)> = series.iter().copied().filter(|p| p.0 >= f64::from(1 << 20)).collect();
+            let slope = loglog_slope(&large).map_or_else(|| "-".to_owned(), |k| format!("{k:.2}"));
+            let (per_mib, gbps) = linear_fit(&large).map_or_else(
+                || ("-".to_owned(), "-".to_owned()),
+                |(_, b)| (format!("{:.1}", b * f64::from(1 << 20)), format!("{:.2}", 1e-3 / b)),
+            );
+            let _ = writeln!(
+                out,
+                "| {op} | {ranks} | {} | {slope} | {per_mib} | {gbps} |",
+                cells.join(" | ")
             );
         }
         out

@@ -1,7 +1,12 @@
-//! `hcomm-bench-checker [-w 8,16,...]`: how the run-time verification of
-//! built-in schedules scales with the world size (the check a communicator
-//! outside a schedule's `#[verify]` set runs once per size), as a markdown
-//! table with the fitted slope of log(time) against log(world).
+//! `hcomm-bench-checker`: how the schedule checker scales with the world
+//! size, as markdown tables with the fitted slope of log(time) against
+//! log(world):
+//!
+//! * run time: `check_world` at one world size, the check a communicator
+//!   outside a schedule's `#[verify]` set runs once per size (first call);
+//! * compile time: `verify` over `world in 1..=K`, the work `comm_schedule!`
+//!   does inside the compiler for `#[verify(world in 1..=K)]` (without
+//!   rustc's own parsing and expansion).
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -9,53 +14,84 @@ use std::time::Instant;
 use clap::Parser;
 use hcomm::schedules;
 use hcomm_bench::scaling::loglog_slope;
-use hcomm_schedule::{check_world, Schedule};
+use hcomm_schedule::{check_world, verify, Diagnostic, Schedule, WorldSet};
 
-/// Times `check_world` (every check the compiler runs, at one world size)
-/// on built-in schedules.
+/// Times the checker on built-in schedules.
 #[derive(Parser, Debug)]
 #[command(name = "hcomm-bench-checker", version)]
 struct Cli {
-    /// World sizes.
+    /// World sizes for the run-time check.
     #[arg(short = 'w', long, value_delimiter = ',', default_value = "8,16,32,64,128,256,512")]
     worlds: Vec<i64>,
-    /// Repetitions per world size; the table shows the fastest.
-    #[arg(short = 'r', long, default_value_t = 1)]
-    reps: usize,
+    /// Upper ends K of `#[verify(world in 1..=K)]` for the compile-time check
+    /// of the ring all-gather.
+    #[arg(short = 'k', long, value_delimiter = ',', default_value = "16,32,64,128")]
+    ranges: Vec<i64>,
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
+fn timed(f: impl FnOnce() -> Vec<Diagnostic>, what: &str) -> Result<f64, String> {
+    let t0 = Instant::now();
+    let diags = f();
+    let t = t0.elapsed().as_secs_f64();
+    diags.first().map_or(Ok(t), |d| Err(format!("{what}: {d}")))
+}
+
+fn slope_row(label: &str, series: &[Vec<(f64, f64)>]) -> String {
+    let cells: Vec<String> = series
+        .iter()
+        .map(|s| loglog_slope(s).map_or_else(|| "-".to_owned(), |k| format!("{k:.2}")))
+        .collect();
+    format!("| {label} | {} |", cells.join(" | "))
+}
+
+fn run(cli: &Cli) -> Result<(), String> {
     let named: [(&str, &Schedule); 3] = [
         ("ring_all_gather", &schedules::ring_all_gather::SCHEDULE),
         ("ring_all_reduce_sum", &schedules::ring_all_reduce_sum::SCHEDULE),
         ("pairwise_all_to_all", &schedules::pairwise_all_to_all::SCHEDULE),
     ];
-    println!("| world | {} |", named.map(|n| format!("{} (ms)", n.0)).join(" | "));
+    println!("Run-time check at one world size (first call), ms:\n");
+    println!("| world | {} |", named.map(|n| n.0).join(" | "));
     println!("|---:|{}", "---:|".repeat(named.len()));
-    let mut series: Vec<Vec<(f64, f64)>> = vec![Vec::new(); named.len()];
+    let mut series = vec![Vec::new(); named.len()];
     for &world in &cli.worlds {
         let mut cells = Vec::new();
         for (i, (name, schedule)) in named.iter().enumerate() {
-            let mut best = f64::INFINITY;
-            for _ in 0..cli.reps.max(1) {
-                let t0 = Instant::now();
-                let diags = check_world(schedule, world, &[]);
-                best = best.min(t0.elapsed().as_secs_f64());
-                if let Some(d) = diags.first() {
-                    eprintln!("hcomm-bench-checker: {name} at world {world}: {d}");
-                    return ExitCode::FAILURE;
-                }
-            }
-            series[i].push((world as f64, best));
-            cells.push(format!("{:.2}", best * 1e3));
+            let t = timed(
+                || check_world(schedule, world, &[]),
+                &format!("{name} at world {world}"),
+            )?;
+            series[i].push((world as f64, t));
+            cells.push(format!("{:.2}", t * 1e3));
         }
         println!("| {world} | {} |", cells.join(" | "));
     }
-    let slopes: Vec<String> = series
-        .iter()
-        .map(|s| loglog_slope(s).map_or_else(|| "-".to_owned(), |k| format!("{k:.2}")))
-        .collect();
-    println!("| slope (log time / log world) | {} |", slopes.join(" | "));
-    ExitCode::SUCCESS
+    println!("{}", slope_row("slope", &series));
+    println!("\nCompile-time check of `#[verify(world in 1..=K)]`, ring_all_gather, s:\n");
+    println!("| K | time | ");
+    println!("|---:|---:|");
+    let mut compile = Vec::new();
+    for &k in &cli.ranges {
+        let mut s = schedules::ring_all_gather::SCHEDULE.clone();
+        s.verify.world = WorldSet::Range {
+            lo: 1,
+            hi: k,
+            inclusive: true,
+        };
+        let t = timed(|| verify(&s), &format!("ring_all_gather over 1..={k}"))?;
+        compile.push((k as f64, t));
+        println!("| {k} | {t:.2} |");
+    }
+    println!("{}", slope_row("slope", &[compile]));
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run(&Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hcomm-bench-checker: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -25,6 +25,8 @@ fn main() -> ExitCode {
     let run = || -> Result<(), String> {
         let results = Results::read_dir(&cli.results)?;
         print!("{}", results.table());
+        println!("\nhcomm time against size (median over runs):\n");
+        print!("{}", results.scaling_table());
         if let Some(dir) = &cli.svg {
             std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
             let mut ops: Vec<String> = results.hcomm_points().into_iter().map(|p| p.0).collect();
