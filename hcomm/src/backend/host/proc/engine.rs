@@ -448,7 +448,7 @@ impl Engine {
         {
             let mut st = self.lock();
             match msg {
-                Msg::Hello { .. } => {}
+                Msg::Hello { .. } | Msg::Ready { .. } => {}
                 Msg::Rts {
                     group,
                     context,

@@ -37,6 +37,9 @@ pub(super) enum Msg {
         probe_addr: u64,
         probe: u64,
     },
+    /// Second message on a connection: whether the sender can read the
+    /// receiver's memory (data moves that way only when both can).
+    Ready { can_read: bool },
     /// A send is ready: `count` elements of `dtype` at `addr` in the
     /// sender's memory.
     Rts {
@@ -85,6 +88,9 @@ pub(super) enum Msg {
     Finished { known: Vec<(u32, String)> },
 }
 
+/// How long a direct write may wait for the peer to drain the connection.
+const DIRECT_WRITE_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// What the writer thread writes next.
 pub(super) enum Out {
     Msg(Msg),
@@ -108,10 +114,19 @@ struct Queue {
 }
 
 /// The sending half of one connection.
+///
+/// When the two processes read each other's memory (`cma`), only small
+/// control messages travel on the connection and every thread writes them
+/// itself (`direct`, under a lock; a write the peer does not drain within
+/// [`DIRECT_WRITE_LIMIT`] fails the connection). Otherwise data streams too,
+/// and one writer thread does all writing, so no thread that reads ever
+/// blocks on a write.
 pub(super) struct Link {
     pub(super) pid: i32,
-    /// Whether this process can read the peer's memory directly.
+    /// Whether the two processes read each other's memory.
     pub(super) cma: bool,
+    /// The frame buffer of direct writes.
+    direct: Mutex<Vec<u8>>,
     queue: Mutex<Queue>,
     ready: Condvar,
     stream: TcpStream,
@@ -121,21 +136,28 @@ pub(super) struct Link {
 }
 
 impl Link {
-    pub(super) fn new(pid: i32, cma: bool, stream: TcpStream) -> Arc<Link> {
-        Arc::new(Link {
+    pub(super) fn new(pid: i32, cma: bool, stream: TcpStream) -> io::Result<Arc<Link>> {
+        if cma {
+            stream.set_write_timeout(Some(DIRECT_WRITE_LIMIT))?;
+        }
+        Ok(Arc::new(Link {
             pid,
             cma,
+            direct: Mutex::new(Vec::with_capacity(256)),
             queue: Mutex::new(Queue::default()),
             ready: Condvar::new(),
             stream,
-            stopped: Mutex::new(false),
+            stopped: Mutex::new(cma),
             stopped_cv: Condvar::new(),
-        })
+        }))
     }
 
     /// Queues `out` for the writer thread; dropped once the link closed
     /// (a stream's `done` then runs with an error).
     pub(super) fn push(&self, out: Out) {
+        if self.cma {
+            return self.write_direct(out);
+        }
         let mut q = lock(&self.queue);
         if q.closed {
             drop(q);
@@ -152,10 +174,39 @@ impl Link {
         self.push(Out::Msg(msg));
     }
 
+    /// Writes `out` on the calling thread (links whose data never travels
+    /// on the connection).
+    fn write_direct(&self, out: Out) {
+        let msg = match out {
+            Out::Msg(m) => m,
+            // Never asked for: the peer reads the data itself.
+            Out::Stream { done, .. } => {
+                return done(Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "this connection carries no data",
+                )))
+            }
+        };
+        if lock(&self.queue).closed {
+            return;
+        }
+        let mut buf = lock(&self.direct);
+        if write_frame(&mut &self.stream, &msg, &mut buf).is_err() {
+            // The reader sees the connection end and fails what waits on it.
+            drop(buf);
+            self.shutdown();
+        }
+    }
+
     /// Stops the writer after what is queued and closes the connection.
     pub(super) fn close(&self) {
         lock(&self.queue).closed = true;
         self.ready.notify_all();
+        if self.cma {
+            // Everything was written already; the peer sees the end.
+            let _d = lock(&self.direct);
+            let _ = self.stream.shutdown(Shutdown::Write);
+        }
     }
 
     /// Records that the writer thread stopped.

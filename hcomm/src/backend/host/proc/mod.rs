@@ -282,23 +282,23 @@ pub(crate) fn connect(
         }
     }
     let force_tcp = std::env::var("HCOMM_TRANSPORT").is_ok_and(|v| v.trim().eq_ignore_ascii_case("tcp"));
-    let mut links = Vec::with_capacity(world);
-    let mut readers = Vec::new();
+    // Tell each peer whether this process can read its memory, then learn
+    // the same from it: data moves by memory reads only when both can.
+    let mut ready = Vec::new();
+    let mut buf = Vec::new();
     for (peer, s) in streams.into_iter().enumerate() {
-        let Some((stream, theirs)) = s else {
-            links.push(None);
-            continue;
-        };
-        let Msg::Hello {
-            pid,
-            host,
-            probe_addr,
-            probe,
-            world: their_world,
-            ..
-        } = theirs
+        let Some((
+            mut stream,
+            Msg::Hello {
+                pid,
+                host,
+                probe_addr,
+                probe,
+                world: their_world,
+                ..
+            },
+        )) = s
         else {
-            links.push(None);
             continue;
         };
         if their_world as usize != world {
@@ -306,11 +306,22 @@ pub(crate) fn connect(
                 message: format!("rank {peer} runs in a world of {their_world} ranks, rank {rank} in one of {world}"),
             });
         }
-        let cma = !force_tcp && host == hostname() && can_read(pid, probe_addr, probe);
+        let can_read = !force_tcp && host == hostname() && can_read(pid, probe_addr, probe);
+        write_frame(&mut stream, &Msg::Ready { can_read }, &mut buf)
+            .map_err(|e| os_error("handshake with a peer", &e))?;
+        ready.push((peer, stream, pid, can_read));
+    }
+    let mut links: Vec<Option<Arc<Link>>> = (0..world).map(|_| None).collect();
+    let mut readers = Vec::new();
+    for (peer, mut stream, pid, can_read) in ready {
+        let theirs: Msg = read_frame(&mut stream, &mut buf).map_err(|e| os_error("handshake with a peer", &e))?;
+        let cma = can_read && matches!(theirs, Msg::Ready { can_read: true });
         tracing::debug!(rank, peer, cma, "connected");
-        stream.set_nodelay(true).map_err(|e| os_error("peer connection", &e))?;
-        let read_half = stream.try_clone().map_err(|e| os_error("peer connection", &e))?;
-        links.push(Some(Link::new(pid, cma, stream)));
+        let io = |e: std::io::Error| os_error("peer connection", &e);
+        stream.set_nodelay(true).map_err(io)?;
+        stream.set_read_timeout(None).map_err(io)?;
+        let read_half = stream.try_clone().map_err(io)?;
+        links[peer] = Some(Link::new(pid, cma, stream).map_err(io)?);
         readers.push((peer, read_half));
     }
     let liveness = Liveness::new(world);
@@ -338,9 +349,8 @@ fn handshake(stream: &mut TcpStream, hello: &Msg, deadline: Instant) -> Result<M
     let result = (|| {
         stream.set_read_timeout(Some(left))?;
         write_frame(stream, hello, &mut buf)?;
-        let theirs: Msg = read_frame(stream, &mut buf)?;
-        stream.set_read_timeout(None)?;
-        Ok::<_, std::io::Error>(theirs)
+        // The read timeout stays until the handshake's second message.
+        read_frame(stream, &mut buf)
     })();
     result.map_err(|e| os_error("handshake with a peer", &e))
 }
@@ -352,17 +362,19 @@ fn spawn_threads(engine: &Arc<Engine>, peer: usize, read_half: TcpStream) -> Res
     };
     let writer_link = Arc::clone(&link);
     let e = Arc::clone(engine);
-    std::thread::Builder::new()
-        .name(format!("hcomm-tx-{peer}"))
-        .spawn(move || {
-            let result = writer_link.write_loop();
-            writer_link.shutdown();
-            writer_link.mark_stopped();
-            if let Err(err) = result {
-                e.link_lost(peer, &format!("writing to it failed: {err}"));
-            }
-        })
-        .map_err(|e| os_error("cannot start a connection thread", &e))?;
+    if !link.cma {
+        std::thread::Builder::new()
+            .name(format!("hcomm-tx-{peer}"))
+            .spawn(move || {
+                let result = writer_link.write_loop();
+                writer_link.shutdown();
+                writer_link.mark_stopped();
+                if let Err(err) = result {
+                    e.link_lost(peer, &format!("writing to it failed: {err}"));
+                }
+            })
+            .map_err(|e| os_error("cannot start a connection thread", &e))?;
+    }
     let e = Arc::clone(engine);
     std::thread::Builder::new()
         .name(format!("hcomm-rx-{peer}"))
