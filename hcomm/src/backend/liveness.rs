@@ -48,6 +48,16 @@ impl RankState {
     }
 }
 
+/// What a finished peer left undone for a point-to-point operation that
+/// waits on it (`dir`: the waiting operation's direction).
+pub(crate) fn unmatched(dir: crate::backend::Dir, tag: i64) -> String {
+    let missing = match dir {
+        crate::backend::Dir::Send => "receive",
+        crate::backend::Dir::Recv => "send",
+    };
+    format!("it finished without posting the matching {missing} (tag {tag})")
+}
+
 /// Told of every change of a rank's state.
 pub(crate) trait Watcher: Send + Sync {
     /// Global rank `rank` changed to `state`.

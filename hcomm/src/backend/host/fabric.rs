@@ -23,7 +23,7 @@ use smallvec::SmallVec;
 
 use super::slab::Slab;
 use super::world::HostWorld;
-use crate::backend::liveness::{lock, RankState, Watcher};
+use crate::backend::liveness::{lock, unmatched, RankState, Watcher};
 use crate::backend::{Context, Dir, OpId, OpIds, P2pOp};
 use crate::collective::CollHeader;
 use crate::element::{DataType, ReduceOp};
@@ -451,16 +451,10 @@ impl Fabric {
             return None;
         }
         let peer = slot.peer as usize;
-        self.world.liveness.state(self.members[peer]).blocking_error(peer, || {
-            format!(
-                "it finished without posting the matching {} (tag {})",
-                match slot.dir {
-                    Dir::Send => "receive",
-                    Dir::Recv => "send",
-                },
-                slot.key.tag
-            )
-        })
+        self.world
+            .liveness
+            .state(self.members[peer])
+            .blocking_error(peer, || unmatched(slot.dir, slot.key.tag))
     }
 
     /// Records that rank `me` enters the collective `header`; fails every

@@ -26,7 +26,7 @@ use smallvec::SmallVec;
 
 use super::link::{read_remote, Link, Msg, Out, WireOp};
 use crate::backend::host::slab::Slab;
-use crate::backend::liveness::{lock, Liveness, RankState, Watcher};
+use crate::backend::liveness::{lock, unmatched, Liveness, RankState, Watcher};
 use crate::backend::{Context, Dir, OpId, OpIds, P2pOp};
 use crate::collective::CollHeader;
 use crate::element::{DataType, ReduceOp};
@@ -835,16 +835,7 @@ impl Engine {
         if let Some(root) = group.and_then(|g| self.liveness.root_failure(&g.members)) {
             return Some(root);
         }
-        state.blocking_error(slot.peer_rank, || {
-            format!(
-                "it finished without posting the matching {} (tag {})",
-                match slot.dir {
-                    Dir::Send => "receive",
-                    Dir::Recv => "send",
-                },
-                slot.key.tag
-            )
-        })
+        state.blocking_error(slot.peer_rank, || unmatched(slot.dir, slot.key.tag))
     }
 
     /// Records that this rank (`rank` of `group`) enters collective
