@@ -163,6 +163,21 @@ fn a_wrong_world_size_on_one_rank_is_an_error_on_both() {
 }
 
 #[test]
+fn a_store_that_never_comes_up_is_a_timeout_naming_its_address() {
+    let port = free_port();
+    let mut vars = torch_vars(1, 2, port);
+    vars.push(("HCOMM_TIMEOUT", "1".into()));
+    let o = spawn_rank("join_error", &vars).wait_with_output().unwrap();
+    let t = text(&o);
+    assert!(
+        t.contains(&format!(
+            "join failed: timeout: connecting to the rendezvous store at 127.0.0.1:{port}"
+        )),
+        "{t}"
+    );
+}
+
+#[test]
 fn two_processes_claiming_one_rank_is_an_error() {
     let port = free_port();
     let start = Instant::now();
