@@ -91,19 +91,6 @@ impl ProcBackend {
     }
 }
 
-impl Drop for ProcBackend {
-    fn drop(&mut self) {
-        // A communicator dropped by a panic's unwinding: the rank failed
-        // (its peers hear that, not that it finished).
-        if std::thread::panicking() {
-            self.presence.fail(&Error::Panicked {
-                rank: self.members[self.rank],
-                message: "its communicator was dropped while the thread unwound".into(),
-            });
-        }
-    }
-}
-
 impl Backend for ProcBackend {
     fn name(&self) -> &'static str {
         "host"
