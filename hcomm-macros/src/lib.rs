@@ -89,13 +89,11 @@ mod tests;
 ///   `pow2` of constants allowed); a world size must be at least 1. Several
 ///   `#[verify]` attributes are merged. Scalar ranges are `LO..HI` or
 ///   `LO..=HI` over `world` and literals.
-/// * A `scratch` buffer starts uninitialized: reading an element of it that
-///   no statement has written (sending it, copying or accumulating from it,
-///   a `recv .. reduce` or `accumulate` into it, a collective's input) is a
-///   `buffer hazard` at compile time, found by running the schedule on
-///   symbolic data at the length variables' sample values. (The executor
-///   still fills scratch with zeros, so that no uninitialized memory is ever
-///   read, but no schedule the checker accepts can observe them.)
+/// * A `scratch` buffer's contents are unspecified until a statement writes
+///   them: reading them first is not an error, but the postcondition check
+///   treats such data as a symbol of its own, so a schedule whose output
+///   depends on it fails its postcondition. Every backend starts scratch
+///   zeroed, so such a schedule still computes the same data everywhere.
 /// * A blocking `send` to the calling rank (`recv` from it) is accepted when
 ///   the matching `irecv` (`isend`) on that channel was posted before it;
 ///   otherwise it is `send to self` (`recv from self`).

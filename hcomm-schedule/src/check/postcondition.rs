@@ -1,7 +1,9 @@
 //! Step 7: the postcondition, by symbolic execution (spec section 5.7).
 //!
 //! Every element of every parameter buffer starts as a distinct symbol
-//! `(rank, buffer, index)`; scratch buffers start as "uninitialized".
+//! `(rank, buffer, index)`; scratch buffers start as "uninitialized", a
+//! symbol that may be read and moved but fails the check if it reaches an
+//! output.
 //! Reductions (`accumulate`, `recv .. reduce`, reducing collectives) build
 //! multisets of symbols, kept as a count plus two 64-bit additive hash
 //! fingerprints (and a tree used only to describe a wrong value), so
@@ -179,52 +181,26 @@ pub(crate) struct Wrong {
 
 /// [`check`], with the wrong element when one is found.
 pub(crate) fn check_located(un: &Unrolled<'_, '_>, order: &[u32]) -> (Vec<Diagnostic>, Option<Wrong>) {
-    let post = un.prog.post.as_ref();
-    let scratch = un.ranks.iter().any(|t| t.bufs.iter().any(|b| b.param.is_none()));
-    if post.is_none() && !scratch {
+    let Some(post) = un.prog.post.as_ref() else {
         return (Vec::new(), None);
-    }
+    };
     let nvars = un.prog.len_names.len();
     let mut points = vec![vec![1_i64; nvars]];
     if nvars > 0 && !(nvars == 1 && homogeneous(un)) {
         points.push((0..nvars as i64).map(|i| i + 2).collect());
     }
-    if let Some(d) = post.and_then(|p| shapes(un, p)) {
+    if let Some(d) = shapes(un, post) {
         return (vec![d], None);
     }
     for point in &points {
-        match run_tracked(un, post, point, order, false) {
-            Some(Outcome::UndefRead(d)) => return (vec![d], None),
-            Some(Outcome::Wrong(..)) => {
-                // again, tracking writers to name the statement at fault
-                if let (Some(p), Some(Outcome::Wrong(d, w))) = (post, run_tracked(un, post, point, order, true)) {
-                    let _ = p;
-                    return (vec![d], Some(w));
-                }
+        if run_tracked(un, post, point, order, false).is_some() {
+            // again, tracking writers to name the statement at fault
+            if let Some((d, w)) = run_tracked(un, post, point, order, true) {
+                return (vec![d], Some(w));
             }
-            None => {}
         }
     }
     (Vec::new(), None)
-}
-
-/// What a symbolic run found.
-enum Outcome {
-    /// A read of scratch data no statement wrote.
-    UndefRead(Diagnostic),
-    /// A wrong output element.
-    Wrong(Diagnostic, Wrong),
-}
-
-/// The first read of never-written scratch data.
-#[derive(Clone, Copy)]
-struct UndefRead {
-    rank: u32,
-    stmt: u32,
-    ctx: u32,
-    /// Absolute position in [`Exec::data`].
-    pos: usize,
-    what: &'static str,
 }
 
 /// Whether every length and region bound is a multiple of the one length
@@ -321,32 +297,28 @@ struct Exec<'u, 'p, 's> {
     op_ranges: Vec<Option<(usize, usize, usize)>>,
     /// Per rank: its next event.
     pc: Vec<u32>,
-    /// The first read of scratch data no statement wrote.
-    undef_read: Option<UndefRead>,
 }
 
 /// Aborts a run that cannot be carried out (never expected after steps
 /// 1-6; the postcondition is then not judged).
 struct Skip;
 
-/// Runs at one point: a read of never-written scratch data, or (with a
-/// postcondition) a wrong output element; `track` keeps the writer of each
-/// element, to name the statement at fault.
+/// Runs at one point: the first wrong output element, if any; `track`
+/// keeps the writer of each element, to name the statement at fault.
+/// Scratch data no statement wrote is a symbol of its own: reading it is
+/// fine, but it reaching an output is wrong.
 fn run_tracked(
     un: &Unrolled<'_, '_>,
-    post: Option<&CPost<'_>>,
+    post: &CPost<'_>,
     point: &[i64],
     order: &[u32],
     track: bool,
-) -> Option<Outcome> {
+) -> Option<(Diagnostic, Wrong)> {
     let (ex, complete) = replayed(un, point, order, track)?;
-    if let Some(u) = ex.undef_read {
-        return Some(Outcome::UndefRead(ex.undef_diag(u)));
-    }
     if !complete {
         return None;
     }
-    ex.compare(post?).map(|(d, w)| Outcome::Wrong(d, w))
+    ex.compare(post)
 }
 
 /// The final contents of every rank's parameter buffers at `point` (see
@@ -474,68 +446,12 @@ fn replayed<'u, 'p, 's>(
             })
             .collect(),
         pc: vec![0; n],
-        undef_read: None,
     };
     let complete = ex.replay(order).is_ok() && (0..n).all(|r| ex.pc[r] as usize >= un.ranks[r].events.len());
-    (complete || ex.undef_read.is_some()).then_some((ex, complete))
+    Some((ex, complete))
 }
 
 impl Exec<'_, '_, '_> {
-    /// Records the first never-written element of `data[s..e]`, read by
-    /// statement `stmt` of rank `r`.
-    #[inline]
-    fn note_read(&mut self, r: u32, s: usize, e: usize, stmt: u32, ctx: u32, what: &'static str) {
-        if self.undef_read.is_some() {
-            return;
-        }
-        if let Some(k) = self.data[s..e].iter().position(|v| matches!(v, Val::Undef)) {
-            self.undef_read = Some(UndefRead {
-                rank: r,
-                stmt,
-                ctx,
-                pos: s + k,
-                what,
-            });
-        }
-    }
-
-    /// The diagnostic of a read of never-written scratch data.
-    fn undef_diag(&self, u: UndefRead) -> Diagnostic {
-        let un = self.un;
-        let first = self.buf_first[u.rank as usize] as usize;
-        let end = self.buf_first[u.rank as usize + 1] as usize;
-        let (b, idx) = (first..end)
-            .find_map(|k| {
-                let (off, len) = self.bufs[k];
-                (off..off + len).contains(&u.pos).then(|| (k - first, u.pos - off))
-            })
-            .unwrap_or((0, 0));
-        let name = un.ranks[u.rank as usize].bufs.get(b).map_or("?", |x| x.name.as_str());
-        let at = if self.point.iter().all(|&v| v == 1) || self.point.is_empty() {
-            String::new()
-        } else {
-            let vals: Vec<String> = un
-                .prog
-                .len_names
-                .iter()
-                .zip(self.point)
-                .map(|(n, v)| format!("{n} = {v}"))
-                .collect();
-            format!(" (at {})", vals.join(", "))
-        };
-        Diagnostic::new(
-            DiagKind::BufferHazard,
-            un.span(u.stmt),
-            format!(
-                "{}, rank {}'s `{}` reads element {idx} of scratch `{name}`{at}, which no statement has written",
-                un.at(u.rank, u.stmt, u.ctx),
-                u.rank,
-                u.what
-            ),
-        )
-        .with_hint("a scratch buffer starts uninitialized: write it (`copy`, a plain `recv`, a collective's output) before sending it, reading it or receiving into it with `reduce`")
-    }
-
     /// (offset in `data`, length) of buffer `b` of rank `r`.
     #[inline]
     fn buf(&self, r: u32, b: usize) -> Option<(usize, usize)> {
@@ -603,15 +519,9 @@ impl Exec<'_, '_, '_> {
     }
 
     /// `copy`/`accumulate` within one rank (through `tmp`, no allocation).
-    fn local(&mut self, r: u32, c: &crate::unroll::LocalCopy, stmt: u32, ctx: u32) -> Result<(), Skip> {
+    fn local(&mut self, r: u32, c: &crate::unroll::LocalCopy, stmt: u32) -> Result<(), Skip> {
         let (src, dst, op) = (&c.src, &c.dst, c.op);
         let (s, e) = self.range(r, src)?;
-        let what = if op.is_some() { "accumulate" } else { "copy" };
-        self.note_read(r, s, e, stmt, ctx, what);
-        if op.is_some() {
-            let (ds, de) = self.range(r, dst)?;
-            self.note_read(r, ds, de, stmt, ctx, what);
-        }
         let mut tmp = std::mem::take(&mut self.tmp);
         tmp.clear();
         tmp.extend_from_slice(&self.data[s..e]);
@@ -629,8 +539,6 @@ impl Exec<'_, '_, '_> {
             if self.arena.len() + (e - s) > MAX_ELEMENTS {
                 return Err(Skip);
             }
-            let (stmt, ctx) = (o.stmt, o.ctx);
-            self.note_read(r, s, e, stmt, ctx, "send");
             let at = self.op_first[r as usize] as usize + i as usize;
             self.sent[at] = self.arena.len() as u32;
             if e == s + 1 {
@@ -661,10 +569,6 @@ impl Exec<'_, '_, '_> {
         }
         let off = off as usize;
         let (s, e) = self.op_range(r, o.reg)?;
-        if o.reduce.is_some() {
-            let (stmt, ctx) = (o.stmt, o.ctx);
-            self.note_read(r, s, e, stmt, ctx, "recv .. reduce");
-        }
         let o = &self.un.ranks[r as usize].ops[i as usize];
         let src = self.arena.get(off..off + (e - s)).ok_or(Skip)?;
         let reds = &mut self.reds;
@@ -703,7 +607,7 @@ impl Exec<'_, '_, '_> {
             match ev.kind {
                 EvKind::Copy(ci) => {
                     let c = &t.copies[ci as usize];
-                    self.local(r, c, ev.stmt, ev.ctx)?;
+                    self.local(r, c, ev.stmt)?;
                 }
                 EvKind::Post(_) => {}
                 EvKind::Blocking(i) => {
@@ -767,7 +671,6 @@ impl Exec<'_, '_, '_> {
         let members = un.groups.get(group as usize).ok_or(Skip)?;
         let g = members.len();
         let mut calls = Vec::with_capacity(g);
-        let mut ctxs = Vec::with_capacity(g);
         for &m in members {
             let t = &un.ranks[m as usize];
             let ev = t.events.get(self.pc[m as usize] as usize).ok_or(Skip)?;
@@ -775,22 +678,9 @@ impl Exec<'_, '_, '_> {
                 return Err(Skip);
             };
             calls.push((m, &t.colls[ci as usize], ev.stmt));
-            ctxs.push(ev.ctx);
         }
         let (_, c0, _) = calls[0];
         let op = c0.op.unwrap_or(Op::Sum);
-        let root = usize::try_from(c0.root.unwrap_or(0)).unwrap_or(0);
-        for (i, ((m, c, st), ctx)) in calls.iter().zip(&ctxs).enumerate() {
-            let reads = match c0.kind {
-                CollKind::Barrier => false,
-                CollKind::Broadcast => i == root,
-                _ => true,
-            };
-            if let (true, Some(src)) = (reads, c.src.as_ref()) {
-                let (s, e) = self.range(*m, src)?;
-                self.note_read(*m, s, e, *st, *ctx, c0.kind.name());
-            }
-        }
         let inputs: Vec<Vec<Val>> = calls
             .iter()
             .map(|(m, c, _)| c.src.as_ref().map_or(Ok(Vec::new()), |s| self.read(*m, s)))

@@ -1015,19 +1015,29 @@ fn blocking_self_messages_need_their_match_posted_before() {
 }
 
 #[test]
-fn reading_unwritten_scratch_is_a_hazard() {
-    let s = S::new("fresh").output("buf", n()).worlds(2, 3).body(vec![
-        scratch("tmp", n()),
-        batch(vec![
-            send(p(0, "buf"), right()),
-            recv_reduce(scr("tmp"), left(), Op::Max),
-        ]),
-        copy(scr("tmp"), p(0, "buf")),
-    ]);
-    let d = one(&verify(&s), DiagKind::BufferHazard);
-    assert!(
-        d.message
-            .ends_with("rank 0's `recv .. reduce` reads element 0 of scratch `tmp`, which no statement has written"),
-        "{d}"
-    );
+fn unwritten_scratch_may_be_read_but_fails_a_postcondition_it_reaches() {
+    let fresh = |post: Option<PostKind>| {
+        let s = S::new("fresh").output("buf", n()).worlds(2, 3);
+        let s = match post {
+            Some(k) => s.post(k),
+            None => s,
+        };
+        s.body(vec![
+            scratch("tmp", n()),
+            batch(vec![
+                send(p(0, "buf"), right()),
+                recv_reduce(scr("tmp"), left(), Op::Max),
+            ]),
+            copy(scr("tmp"), p(0, "buf")),
+        ])
+    };
+    // Reading scratch before writing it is not an error in itself.
+    assert!(verify(&fresh(None)).is_empty());
+    let claimed = fresh(Some(PostKind::AllReduce {
+        input: bref(0, "buf"),
+        output: bref(0, "buf"),
+        op: Op::Max,
+    }));
+    let d = one(&verify(&claimed), DiagKind::PostconditionViolated);
+    assert!(d.message.contains("uninitialized scratch data"), "{d}");
 }

@@ -2,6 +2,7 @@ use hcomm::comm_schedule;
 
 comm_schedule! {
     #[verify(world in 2..=4)]
+    #[postcondition(all_reduce(buf, max))]
     pub fn f(buf: &mut [T; n]) {
         let tmp = scratch[T; n];
         batch {
