@@ -1,7 +1,10 @@
 //! Recursive halving and doubling over nearly equal parts (any length):
 //! all-reduce as recursive-halving reduce-scatter then recursive-doubling
 //! all-gather (Rabenseifner; a non-power-of-two world first folds its extra
-//! ranks into partners), and the recursive-halving reduce-scatter.
+//! ranks into partners), and the recursive-halving reduce-scatter. Where
+//! latency dominates (small messages) the all-reduce
+//! skips the halving: partners exchange and combine whole vectors,
+//! `log2 p` steps instead of `2 log2 p`.
 
 use super::raw::{Ctx, RawBuf};
 use crate::element::{Element, ReduceOp};
@@ -85,6 +88,44 @@ unsafe fn doubling<T: Element>(
     Ok(())
 }
 
+/// Messages up to this many bytes reduce by whole-vector doubling.
+const WHOLE_VECTOR_BYTES: usize = 32 << 10;
+
+/// Recursive-doubling all-reduce over `p` (a power of two) virtual ranks:
+/// partners `2^k` apart exchange their whole partial results and combine
+/// them (both combine the same two values, so every rank ends with the same
+/// result, bit for bit).
+///
+/// # Safety
+///
+/// `buf` valid and writable for the whole call, and not accessed by anything
+/// else meanwhile.
+unsafe fn whole_doubling<T: Element>(
+    c: &Ctx<'_>,
+    buf: RawBuf<T>,
+    op: ReduceOp,
+    v: usize,
+    p: usize,
+    real: &dyn Fn(usize) -> usize,
+) -> Result<()> {
+    // SAFETY: `buf` is valid and not written while this copy is made.
+    let mut outgoing = unsafe { buf.as_slice() }.to_vec();
+    let mut mask = 1;
+    while mask < p {
+        if mask > 1 {
+            // SAFETY: as above; the previous step has completed.
+            outgoing.copy_from_slice(unsafe { buf.as_slice() });
+        }
+        let mut x = c.xfer();
+        x.send(RawBuf::of_mut(&mut outgoing), real(v ^ mask), 0)
+            .recv_reduce(buf, real(v ^ mask), 0, op);
+        // SAFETY: `outgoing` is this function's own copy, disjoint from `buf`.
+        unsafe { x.run("recursive-doubling all-reduce step")? };
+        mask *= 2;
+    }
+    Ok(())
+}
+
 /// Halving-doubling all-reduce of `buf`, in place, for any world size.
 ///
 /// # Safety
@@ -116,8 +157,12 @@ pub(super) unsafe fn all_reduce<T: Element>(c: &Ctx<'_>, buf: RawBuf<T>, op: Red
     let real = |v: usize| if v < extra { 2 * v + 1 } else { v + extra };
     // SAFETY: forwarded.
     unsafe {
-        halving(c, buf, op, v, p, &real)?;
-        doubling(c, buf, v, p, &real)?;
+        if buf.len * size_of::<T>() <= WHOLE_VECTOR_BYTES {
+            whole_doubling(c, buf, op, v, p, &real)?;
+        } else {
+            halving(c, buf, op, v, p, &real)?;
+            doubling(c, buf, v, p, &real)?;
+        }
     }
     if r < 2 * extra {
         let mut x = c.xfer();
