@@ -38,6 +38,10 @@ pub(crate) struct Inner {
     split_seq: AtomicU64,
     /// `comm_schedule!` calls so far (their entry check's sequence).
     schedule_seq: AtomicU64,
+    /// What the entry check of `comm_schedule!` calls shares with the
+    /// group's other in-process ranks (`None` where they share no memory);
+    /// made at the first call.
+    pub(crate) schedule_entries: std::sync::OnceLock<Option<Arc<dyn std::any::Any + Send + Sync>>>,
     /// Subgroups created by `comm_schedule!` `over` clauses, by key.
     groups: Mutex<HashMap<String, Comm>>,
     /// The helper thread of non-blocking collectives, once started.
@@ -81,6 +85,7 @@ impl Comm {
                 coll_seq: AtomicU64::new(0),
                 split_seq: AtomicU64::new(0),
                 schedule_seq: AtomicU64::new(0),
+                schedule_entries: std::sync::OnceLock::new(),
                 groups: Mutex::new(HashMap::new()),
                 nonblocking: Mutex::new(None),
             }),

@@ -266,6 +266,31 @@ fn ranks_passing_different_lengths_all_get_a_mismatch() {
 }
 
 #[test]
+fn a_rank_failing_before_entry_fails_the_others_with_a_mismatch() {
+    for (backend, out) in each_backend(3, |c| {
+        let start = Instant::now();
+        let a = [1i64; 2];
+        // rank 1's output has the wrong length: it fails before entering
+        let mut b = vec![0i64; if c.rank() == 1 { 3 } else { 2 }];
+        (isend_across_barrier(c, &a, &mut b), start.elapsed())
+    }) {
+        for (rank, (r, took)) in out.into_iter().enumerate() {
+            let e = r.expect_err("the call must fail everywhere");
+            if rank == 1 {
+                assert!(matches!(&e, Error::BufferLength { .. }), "{backend} rank {rank}: {e}");
+            } else {
+                assert!(matches!(&e, Error::Mismatch { .. }), "{backend} rank {rank}: {e}");
+                assert!(
+                    e.to_string().contains("failed before entering"),
+                    "{backend} rank {rank}: {e}"
+                );
+            }
+            assert!(took < Duration::from_secs(10), "{backend} rank {rank} waited {took:?}");
+        }
+    }
+}
+
+#[test]
 fn ranks_that_agree_run_the_rooted_schedule_on_both_backends() {
     for w in 1..=4 {
         for root in 0..w {

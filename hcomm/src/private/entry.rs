@@ -3,24 +3,30 @@
 //! Every rank of a communicator must call the same schedule with the same
 //! element type, scalars and lengths at the same point (its k-th schedule
 //! call on the communicator). Ranks that disagree would otherwise wait for
-//! messages that never come, until the timeout. At entry each rank announces
-//! its call in a table the communicator's in-process ranks share (keyed by
-//! the group's shared backend state); the first rank's call is kept, each
-//! later one is compared with it, and the entry is dropped once every rank
-//! arrived. A rank that disagrees gets `Err(Mismatch)` at once and aborts the
-//! communicator with the same text, so ranks already inside the call stop
-//! waiting; their error becomes the same `Mismatch`. A rank that fails before
-//! announcing its call (a wrong buffer length, say) counts as disagreeing
-//! with the ranks that entered.
+//! messages that never come, until the timeout. At entry each rank publishes
+//! a fingerprint of its call in a record of its own, in memory the
+//! communicator's in-process ranks share (keyed by the group's shared
+//! backend state), and compares it with its two ring neighbours' records of
+//! the same call: agreement of neighbours is agreement of all, and of two
+//! neighbours arriving at once at least one sees the other's record. A rank
+//! that finds a disagreement gets `Err(Mismatch)` naming both calls, records
+//! it for the group and aborts the communicator with the same text, so ranks
+//! already inside the call stop waiting; their error, and that of ranks
+//! arriving later, becomes the same `Mismatch`. A rank that fails before
+//! announcing its call (a wrong buffer length, say) publishes that failure,
+//! which disagrees with every call.
 //!
-//! The cost is one uncontended-in-the-common-case lock of the call's slot
-//! and a comparison of a few integers per call. Ranks in other processes share no table; their calls
-//! are not compared.
+//! The cost per call: writing one's own record and reading two others (no
+//! lock is shared in the common case). Ranks more than [`SLOTS`] calls apart
+//! (which only ranks that never wait for each other can be) skip the older
+//! call's comparison; ranks in other processes are not compared.
 
 use std::any::Any;
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::{Mutex, OnceLock, PoisonError, Weak};
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use hcomm_schedule::ir::Schedule;
 use smallvec::SmallVec;
@@ -39,7 +45,7 @@ pub(super) struct Entry<'a> {
 }
 
 /// One rank's announced call, or its failure before announcing one.
-#[derive(Clone, PartialEq)]
+#[derive(Clone, PartialEq, Hash)]
 struct Arrival {
     schedule: usize,
     dtype: DataType,
@@ -48,68 +54,105 @@ struct Arrival {
     failure: Option<String>,
 }
 
-struct Call {
-    first_rank: usize,
-    first: Arrival,
-    arrived: usize,
-    /// Whether a rank announced a call (and may be waiting inside it).
-    entered: bool,
-    disagreement: Option<Error>,
+impl Arrival {
+    /// Equal for equal calls; every failure has the same one.
+    fn fingerprint(&self) -> u64 {
+        if self.failure.is_some() {
+            return FAILED;
+        }
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.hash(&mut h);
+        // 0 marks a record being written, FAILED a failure
+        h.finish().max(2)
+    }
 }
 
-/// One slot per call modulo [`SLOTS`]: ranks more than that many calls
-/// apart (which only ranks that never wait for each other can be) drop the
-/// older call's check.
-const SLOTS: usize = 64;
+const FAILED: u64 = 1;
+
+/// Calls per rank whose records are kept.
+const SLOTS: usize = 16;
+
+/// One rank's record of one call: `seq` is the call's sequence + 1 (0 while
+/// being written), `fp` its fingerprint, `detail` the call for messages.
+struct Record {
+    seq: AtomicU64,
+    fp: AtomicU64,
+    detail: Mutex<Option<(u64, Arrival)>>,
+}
 
 struct GroupTable {
     token: Weak<dyn Any + Send + Sync>,
-    slots: Vec<Mutex<Option<(u64, Call)>>>,
+    world: usize,
+    /// `SLOTS` records per rank.
+    records: Vec<Record>,
+    /// Whether `failures` holds anything.
+    failed: AtomicBool,
+    failures: Mutex<Vec<(u64, Error)>>,
 }
 
-type Tables = Mutex<HashMap<usize, std::sync::Arc<GroupTable>>>;
+impl GroupTable {
+    fn new(token: &Weak<dyn Any + Send + Sync>, world: usize) -> Self {
+        GroupTable {
+            token: token.clone(),
+            world,
+            records: (0..world * SLOTS)
+                .map(|_| Record {
+                    seq: AtomicU64::new(0),
+                    fp: AtomicU64::new(0),
+                    detail: Mutex::new(None),
+                })
+                .collect(),
+            failed: AtomicBool::new(false),
+            failures: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn record(&self, rank: usize, seq: u64) -> &Record {
+        &self.records[rank * SLOTS + seq as usize % SLOTS]
+    }
+
+    fn failure(&self, seq: u64) -> Option<Error> {
+        if !self.failed.load(Ordering::Acquire) {
+            return None;
+        }
+        let failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
+        failures.iter().find(|(s, _)| *s == seq).map(|(_, e)| e.clone())
+    }
+}
+
+type Tables = Mutex<HashMap<usize, Arc<GroupTable>>>;
 
 fn tables() -> &'static Tables {
     static TABLES: OnceLock<Tables> = OnceLock::new();
     TABLES.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-thread_local! {
-    /// The table this thread used last: ranks call schedules on one
-    /// communicator again and again, and then take no process-wide lock.
-    static LAST: std::cell::RefCell<Option<std::sync::Arc<GroupTable>>> = const { std::cell::RefCell::new(None) };
+/// The table of `comm`'s group, kept by the communicator after its first
+/// schedule call; `None` where ranks share no memory.
+fn table(comm: &Comm) -> Option<&GroupTable> {
+    comm.inner
+        .schedule_entries
+        .get_or_init(|| {
+            let token = comm.inner.backend.group_token()?;
+            let world = comm.world();
+            let mut tables = tables().lock().unwrap_or_else(PoisonError::into_inner);
+            tables.retain(|_, t| t.token.strong_count() > 0);
+            let t = tables
+                .entry(token.as_ptr().cast::<()>() as usize)
+                .or_insert_with(|| Arc::new(GroupTable::new(&token, world)));
+            if !t.token.ptr_eq(&token) || t.world != world {
+                // a group that lived at the same address before
+                *t = Arc::new(GroupTable::new(&token, world));
+            }
+            let shared: Arc<dyn Any + Send + Sync> = t.clone();
+            Some(shared)
+        })
+        .as_ref()?
+        .downcast_ref::<GroupTable>()
 }
 
-/// The table of the group `token` names.
-fn table(token: &Weak<dyn Any + Send + Sync>) -> std::sync::Arc<GroupTable> {
-    let cached = LAST.with(|l| l.borrow().as_ref().filter(|t| t.token.ptr_eq(token)).cloned());
-    if let Some(t) = cached {
-        return t;
-    }
-    let t = {
-        let mut tables = tables().lock().unwrap_or_else(PoisonError::into_inner);
-        tables.retain(|_, t| t.token.strong_count() > 0);
-        let t = tables.entry(key(token)).or_insert_with(|| {
-            std::sync::Arc::new(GroupTable {
-                token: token.clone(),
-                slots: (0..SLOTS).map(|_| Mutex::new(None)).collect(),
-            })
-        });
-        if !t.token.ptr_eq(token) {
-            // a group that lived at the same address before
-            *t = std::sync::Arc::new(GroupTable {
-                token: token.clone(),
-                slots: (0..SLOTS).map(|_| Mutex::new(None)).collect(),
-            });
-        }
-        std::sync::Arc::clone(t)
-    };
-    LAST.with(|l| *l.borrow_mut() = Some(std::sync::Arc::clone(&t)));
-    t
-}
-
-/// Announces this rank's call; `Err(Mismatch)` when it disagrees with the
-/// ranks that announced theirs before.
+/// Announces this rank's call; `Err(Mismatch)` when it disagrees with a
+/// neighbour's, or when a disagreement was found for this call.
 pub(super) fn enter(comm: &Comm, schedule: &'static Schedule, entry: &Entry<'_>) -> crate::Result<()> {
     let arrival = Arrival {
         schedule: std::ptr::from_ref(schedule) as usize,
@@ -118,7 +161,7 @@ pub(super) fn enter(comm: &Comm, schedule: &'static Schedule, entry: &Entry<'_>)
         lens: entry.lens.iter().copied().collect(),
         failure: None,
     };
-    arrive(comm, schedule, entry.seq, arrival)
+    arrive(comm, schedule, entry.seq, &arrival)
 }
 
 /// Records that this rank failed call `seq` before announcing it.
@@ -131,80 +174,63 @@ pub(super) fn fail_before_entry(comm: &Comm, schedule: &'static Schedule, seq: u
         failure: Some(error.to_string()),
     };
     // this rank already fails with its own error
-    let _ = arrive(comm, schedule, seq, arrival);
+    let _ = arrive(comm, schedule, seq, &arrival);
 }
 
 /// The disagreement found for call `seq`, if any.
 pub(super) fn disagreement(comm: &Comm, seq: u64) -> Option<Error> {
-    let token = comm.inner.backend.group_token()?;
-    let t = table(&token);
-    let slot = t.slots[seq as usize % SLOTS]
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    match &*slot {
-        Some((s, call)) if *s == seq => call.disagreement.clone(),
-        _ => None,
-    }
+    table(comm)?.failure(seq)
 }
 
-fn key(token: &Weak<dyn Any + Send + Sync>) -> usize {
-    token.as_ptr().cast::<()>() as usize
-}
-
-fn arrive(comm: &Comm, schedule: &Schedule, seq: u64, arrival: Arrival) -> crate::Result<()> {
+fn arrive(comm: &Comm, schedule: &Schedule, seq: u64, arrival: &Arrival) -> crate::Result<()> {
     let world = comm.world();
     if world < 2 {
         return Ok(());
     }
-    let Some(token) = comm.inner.backend.group_token() else {
+    let Some(t) = table(comm) else {
         return Ok(());
     };
     let rank = comm.rank();
-    let t = table(&token);
-    let (e, abort) = {
-        let mut slot = t.slots[seq as usize % SLOTS]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let call = match &mut *slot {
-            Some((s, call)) if *s == seq => call,
-            other => {
-                let entered = arrival.failure.is_none();
-                *other = Some((
-                    seq,
-                    Call {
-                        first_rank: rank,
-                        first: arrival,
-                        arrived: 1,
-                        entered,
-                        disagreement: None,
-                    },
-                ));
-                return Ok(());
+    if let Some(e) = t.failure(seq) {
+        return Err(e);
+    }
+    let fp = arrival.fingerprint();
+    let mine = t.record(rank, seq);
+    mine.seq.store(0, Ordering::SeqCst);
+    mine.fp.store(fp, Ordering::SeqCst);
+    *mine.detail.lock().unwrap_or_else(PoisonError::into_inner) = Some((seq, arrival.clone()));
+    mine.seq.store(seq + 1, Ordering::SeqCst);
+    for q in [(rank + 1) % world, (rank + world - 1) % world] {
+        let theirs = t.record(q, seq);
+        if theirs.seq.load(Ordering::SeqCst) != seq + 1 {
+            continue;
+        }
+        let their_fp = theirs.fp.load(Ordering::SeqCst);
+        if their_fp == fp || theirs.seq.load(Ordering::SeqCst) != seq + 1 {
+            continue;
+        }
+        let detail = theirs.detail.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let Some((s, other)) = detail.filter(|(s, _)| *s == seq) else {
+            continue;
+        };
+        debug_assert_eq!(s, seq);
+        let e = Error::mismatch(describe(schedule, q, &other, rank, arrival));
+        let e = {
+            let mut failures = t.failures.lock().unwrap_or_else(PoisonError::into_inner);
+            // the first disagreement found for a call is the one every rank reports
+            if let Some((_, first)) = failures.iter().find(|(s, _)| *s == seq) {
+                first.clone()
+            } else {
+                failures.push((seq, e.clone()));
+                t.failed.store(true, Ordering::Release);
+                e
             }
         };
-        call.arrived += 1;
-        if let Some(e) = &call.disagreement {
-            return Err(e.clone());
-        }
-        // ranks that all failed before entering agree: nobody is inside
-        let agrees = call.first == arrival || (call.first.failure.is_some() && arrival.failure.is_some());
-        if agrees {
-            if call.arrived >= world {
-                *slot = None;
-            }
-            return Ok(());
-        }
-        let e = Error::mismatch(describe(schedule, call.first_rank, &call.first, rank, &arrival));
-        call.disagreement = Some(e.clone());
-        let abort = call.entered || arrival.failure.is_none();
-        call.entered |= arrival.failure.is_none();
-        (e, abort)
-    };
-    if abort {
         // ranks inside the call stop waiting; their error becomes `e`
         comm.inner.backend.abort(&e.to_string());
+        return Err(e);
     }
-    Err(e)
+    Ok(())
 }
 
 /// "ranks 0 and 2 called `bcast` with different arguments: rank 0 with
