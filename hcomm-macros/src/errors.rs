@@ -9,7 +9,7 @@ use crate::expand;
 use crate::lower::SpanTable;
 use crate::parse::Item;
 
-/// At most this many errors per schedule (spec section 6).
+/// At most this many errors per schedule (language reference, section 8).
 pub(crate) const MAX_ERRORS: usize = 8;
 
 /// Hint of `unknown name` when a close name exists.
@@ -19,7 +19,7 @@ pub(crate) static DID_YOU_MEAN: &str = "did you mean";
 pub(crate) static LEN_VAR_NOTE: &str =
     "length variables may appear only in buffer lengths, `scratch` lengths and region bounds";
 
-/// Errors found so far (STYLE.md 6: accumulate, don't bail).
+/// Errors found so far (accumulate, don't bail).
 #[derive(Default)]
 pub(crate) struct Errors(Vec<syn::Error>);
 
@@ -35,7 +35,7 @@ impl Errors {
     }
 
     /// Records checker diagnostics: each at its span, with its notes as extra
-    /// errors at theirs (STYLE.md 8), at most [`MAX_ERRORS`] primary ones.
+    /// errors at theirs, at most [`MAX_ERRORS`] primary ones.
     pub(crate) fn diagnostics(&mut self, diagnostics: &[Diagnostic], spans: &SpanTable) {
         for diag in diagnostics.iter().take(MAX_ERRORS) {
             self.0.push(spans.get(diag.span).error(diag));
@@ -69,7 +69,7 @@ impl Errors {
 }
 
 /// The errors as `compile_error!`s plus an item of the right shape whose body
-/// is unreachable (STYLE.md 11), so the caller's uses of the function and of
+/// is unreachable, so the caller's uses of the function and of
 /// `NAME::SCHEDULE` do not add errors of their own.
 pub(crate) fn fallback(item: &Item, error: &syn::Error) -> TokenStream {
     let errors = error.to_compile_error();

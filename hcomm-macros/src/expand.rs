@@ -8,7 +8,7 @@
 //! become `__v_NAME` (carrying the user's span), handles `__h_NAME`, scratch
 //! buffers `__b_NAME`, parameters' buffer indices `__pI`, scalars `__sI`,
 //! length variables `__lenI`. Expansion is infallible: everything it relies on
-//! was checked by the phases before it (STYLE.md 4).
+//! was checked by the phases before it.
 
 use hcomm_schedule::ir;
 use proc_macro2::{Ident, Literal, Span, TokenStream};
@@ -39,7 +39,7 @@ pub(crate) fn compile(item: &Item) -> syn::Result<TokenStream> {
     })
 }
 
-/// Parse the body and attributes, lower, check, expand (STYLE.md 4).
+/// Parse the body and attributes, lower, check, expand.
 pub(crate) fn phases(item: &Item) -> syn::Result<TokenStream> {
     let mut errors = Errors::new();
     let (attrs, attr_errors) = item.attrs();

@@ -48,7 +48,7 @@ pub(crate) mod kw {
 /// Deepest nesting of expressions and blocks accepted (keeps recursion bounded).
 const MAX_DEPTH: usize = 128;
 
-/// Prefix of every parse error (spec section 6: the kind comes first).
+/// Prefix of every parse error (the language reference, section 8: the kind comes first).
 const SYNTAX: &str = "syntax error: ";
 
 /// The first and last token of a node; an error on it underlines both and

@@ -1,4 +1,4 @@
-//! Expansion tests (STYLE.md 14) and a no-panic property test.
+//! Expansion tests and a no-panic property test.
 
 use proc_macro2::TokenStream;
 use proptest::prelude::*;

@@ -1,4 +1,4 @@
-//! Verification speed of the spec's ring all-gather: compile time (a verify
+//! Verification speed of the ring all-gather: compile time (a verify
 //! set), run time (one world size), and the first call of many rank threads.
 
 // `criterion_group!` defines an undocumented function.

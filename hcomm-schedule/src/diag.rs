@@ -6,7 +6,7 @@ use std::fmt;
 use crate::ir::SpanId;
 
 /// The kind of a diagnostic; [`DiagKind::as_str`] gives the leading words of
-/// its message (spec section 6).
+/// its message (language reference, section 8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DiagKind {
     /// `syntax error` (mostly the macro's; the checker uses it for statements
@@ -89,7 +89,7 @@ impl DiagKind {
         }
     }
 
-    /// The check of spec section 5 that reports this kind: `0` for the
+    /// The check (language reference, section 7) that reports this kind: `0` for the
     /// world-independent checks, then `1` (evaluation) to `7`
     /// (postcondition).
     pub const fn step(self) -> u8 {
@@ -126,7 +126,7 @@ impl fmt::Display for DiagKind {
 ///
 /// The text the compiler prints is the [`Display`](fmt::Display) form:
 /// `"{kind}: {message}"`, followed by `"\nhint: {hint}"` when there is a hint.
-/// `notes` are secondary locations (STYLE.md 8/9); the macro reports each as
+/// `notes` are secondary locations; the macro reports each as
 /// an extra error at its span with the note's text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diagnostic {

@@ -261,7 +261,7 @@ pub struct Stmt {
     pub span: SpanId,
 }
 
-/// The statements of spec section 3.
+/// The statements of the language (reference, section 3).
 ///
 /// Inside a [`StmtKind::Batch`] only these may appear: `send`, `recv` (with
 /// or without `reduce`), and `let`, `for` and `if` whose bodies again hold
@@ -389,7 +389,7 @@ pub enum StmtKind {
     },
 }
 
-/// The collectives of spec section 3. Roots are ranks inside the group.
+/// The collectives of the language (reference, section 3). Roots are ranks inside the group.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Collective {
     /// `all_reduce(SRC -> DST, OP)`, or in place `all_reduce(SRC, OP)` with
@@ -491,12 +491,12 @@ pub struct Region {
     pub span: SpanId,
 }
 
-/// `REGION` of spec section 3. Bounds may use length variables (linearly).
+/// `REGION` of the language (reference, section 3). Bounds may use length variables (linearly).
 #[derive(Clone, Debug, PartialEq)]
 pub enum RegionKind {
     /// `IDENT`: the whole buffer.
     Whole(BufRef),
-    /// `BASE[START..END]`: elements `[START, END)` of `base` (the spec's
+    /// `BASE[START..END]`: elements `[START, END)` of `base` (the reference's
     /// grammar only puts a [`RegionKind::Whole`] here; any region works).
     Slice {
         /// The region sliced.
@@ -527,7 +527,7 @@ pub struct Expr {
     pub span: SpanId,
 }
 
-/// Integer expressions of spec section 4. Booleans are integers: comparisons,
+/// Integer expressions (language reference, section 4). Booleans are integers: comparisons,
 /// `&&`, `||`, `!` and `is_pow2` give `0` or `1`, and a condition holds when
 /// non-zero.
 #[derive(Clone, Debug, PartialEq)]

@@ -12,7 +12,7 @@
 //! resolution and step 0), `unroll` (per-rank events; steps 1-2), `check::*`
 //! (steps 3-7), `verify` (the loop over world sizes and scalars).
 //!
-//! # Choices where the spec is silent
+//! # Finer points of the language
 //!
 //! * **Message format.** [`Diagnostic`]'s `Display` is `"{kind}: {message}"`
 //!   plus `"\nhint: {hint}"`; messages start with the concrete situation
@@ -26,7 +26,7 @@
 //!   of the enclosing block, later definitions shadow earlier ones) and
 //!   reports `unknown name` (with "did you mean" when a close name exists)
 //!   for what it cannot find. `wait` of a handle that is not in scope is
-//!   `unknown request` (step 6), as the spec says for undefined handles.
+//!   `unknown request` (step 6), as the reference says for undefined handles.
 //! * **Request scope.** A pending request whose handle goes out of scope
 //!   (end of its block, including each iteration of a loop body) or is
 //!   redefined is an `unwaited request`, reported at its `isend`/`irecv`.

@@ -15,7 +15,7 @@ use crate::fxhash::FxHashMap;
 use crate::ir::{Op, SpanId};
 use crate::lin::Lin;
 
-/// At most this many loop iterations per rank (spec section 5, step 1).
+/// At most this many loop iterations per rank (language reference, section 7, check 1).
 pub(crate) const MAX_ITERATIONS: u64 = 1 << 24;
 
 /// At most this many events plus operations per rank (indices are `u32`;

@@ -1,4 +1,4 @@
-//! The loop over world sizes and scalar values (spec sections 5 and 6), the
+//! The loop over world sizes and scalar values (language reference, sections 7 and 8), the
 //! helpers the generated code needs at entry, and the run-time cache.
 
 use std::collections::BTreeMap;
@@ -36,7 +36,7 @@ pub fn check_world(s: &Schedule, world: i64, scalars: &[i64]) -> Vec<Diagnostic>
 /// increasing order with every scalar combination in its declared range,
 /// skipping combinations that fail `#[requires]`. Large verify sets are
 /// spread over the available cores (the result does not depend on it). Returns the diagnostics of
-/// the first check (in the order of spec section 5) that fails at the
+/// the first check (in the order of the language reference, section 7) that fails at the
 /// smallest failing world size — at that size, of the first scalar
 /// combination failing that check — at most one per statement and at most 8.
 pub fn verify(s: &Schedule) -> Vec<Diagnostic> {

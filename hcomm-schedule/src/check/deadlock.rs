@@ -1,5 +1,5 @@
 //! Step 4: deadlock and collective mismatch, by simulating every rank under
-//! rendezvous semantics (spec section 5.4).
+//! rendezvous semantics (language reference, section 7, check 4).
 //!
 //! A rank stands at an event until the event completes: a blocking `send` or
 //! `recv` when its partner has been posted (the partner's rank has reached

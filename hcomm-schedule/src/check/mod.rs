@@ -1,4 +1,4 @@
-//! The checks of spec section 5 that run on an unrolled schedule, in order:
+//! The checks (language reference, section 7) that run on an unrolled schedule, in order:
 //! ranges (during unrolling), matching, deadlock, hazards, completion and
 //! postcondition.
 

@@ -1,4 +1,4 @@
-//! Step 7: the postcondition, by symbolic execution (spec section 5.7).
+//! Step 7: the postcondition, by symbolic execution (language reference, section 7, check 7).
 //!
 //! Every element of every parameter buffer starts as a distinct symbol
 //! `(rank, buffer, index)`; scratch buffers start as "uninitialized", a

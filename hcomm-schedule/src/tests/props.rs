@@ -86,7 +86,7 @@ pub(crate) fn ring_schedule(phases: &[Phase]) -> Schedule {
         .body(body)
 }
 
-/// What the oracle expects first (in the order of spec section 5).
+/// What the oracle expects first (in the order of the language reference, section 7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Verdict {
     SelfMessage,

@@ -1,6 +1,6 @@
 //! The HCCL driver: HCCL + the ACL runtime through `hcomm-sys`.
 //!
-//! Library calls map one to one (abi.md §1, §2); HCCL and ACL result codes
+//! Library calls map one to one; HCCL and ACL result codes
 //! become [`Error::Backend`] with the library's own message (and
 //! `aclGetRecentErrMsg`), or [`Error::Timeout`] for `HCCL_E_TIMEOUT` and the
 //! ACL task and stream timeouts.
