@@ -695,11 +695,18 @@ impl<'a, T: Element> Exec<'a, T> {
                 self.hazard(r, true, what)?;
             }
             CollCall::Barrier => {}
+            CollCall::Reduce { src, dst, root, .. } => {
+                self.hazard(src, false, what)?;
+                // Off the root the output is neither read nor written (on
+                // every backend), so operations in flight may use it.
+                if self.group_comm(group)?.rank() == root {
+                    self.hazard(dst, true, what)?;
+                }
+            }
             CollCall::AllReduce { src, dst, .. }
             | CollCall::AllGather { src, dst }
             | CollCall::ReduceScatter { src, dst, .. }
-            | CollCall::AllToAll { src, dst }
-            | CollCall::Reduce { src, dst, .. } => {
+            | CollCall::AllToAll { src, dst } => {
                 self.hazard(src, false, what)?;
                 self.hazard(dst, true, what)?;
             }
