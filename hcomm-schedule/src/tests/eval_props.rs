@@ -5,6 +5,7 @@
 
 use proptest::prelude::*;
 
+use super::props::binop;
 use crate::compile::{CExpr, CK};
 use crate::eval::{binary, call, eval_c, short_circuit, unary, EvalError, Fail};
 use crate::ir::{BinOp, Func, SpanId, UnOp};
@@ -47,29 +48,6 @@ enum E {
     Un(UnOp, Box<E>),
     Bin(BinOp, Box<E>, Box<E>),
     Call(Func, Vec<E>),
-}
-
-fn binop() -> impl Strategy<Value = BinOp> {
-    prop::sample::select(vec![
-        BinOp::Add,
-        BinOp::Sub,
-        BinOp::Mul,
-        BinOp::Div,
-        BinOp::Rem,
-        BinOp::BitXor,
-        BinOp::BitAnd,
-        BinOp::BitOr,
-        BinOp::Shl,
-        BinOp::Shr,
-        BinOp::Eq,
-        BinOp::Ne,
-        BinOp::Lt,
-        BinOp::Le,
-        BinOp::Gt,
-        BinOp::Ge,
-        BinOp::And,
-        BinOp::Or,
-    ])
 }
 
 fn expr() -> impl Strategy<Value = E> {

@@ -290,7 +290,8 @@ fn leaf_expr() -> impl Strategy<Value = Expr> {
     ]
 }
 
-fn binop() -> impl Strategy<Value = BinOp> {
+/// Every binary operator of the language.
+pub(super) fn binop() -> impl Strategy<Value = BinOp> {
     prop::sample::select(vec![
         BinOp::Add,
         BinOp::Sub,
