@@ -16,7 +16,7 @@ use quote::{format_ident, quote, quote_spanned};
 
 use crate::errors::{self, Errors};
 use crate::lower::{self, Lowered, SpanTable};
-use crate::parse::{Item, ParamKind, Schedule};
+use crate::parse::{Item, Param, ParamKind, Schedule};
 use crate::quote_ir::quote_schedule;
 
 /// Every item of the invocation: its function and static, or its errors and
@@ -75,6 +75,7 @@ pub(crate) fn signature(item: &Item) -> TokenStream {
             ParamKind::Buffer { mutable: true, .. } => quote!(#name: &mut (impl ::hcomm::BufferMut<Elem = T> + ?Sized)),
             ParamKind::Buffer { mutable: false, .. } => quote!(#name: &(impl ::hcomm::Buffer<Elem = T> + ?Sized)),
             ParamKind::Scalar => quote!(#name: usize),
+            ParamKind::Op => quote!(#name: ::hcomm::ReduceOp),
         }
     });
     quote! {
@@ -104,23 +105,28 @@ fn expand(item: &Item, docs: &[syn::Attribute], lowered: &Lowered) -> TokenStrea
     let ir = &lowered.ir;
     let name = &item.name;
     let signature = signature(item);
+    // Scalars as i64 (for `#[requires]` and lengths); an operator parameter
+    // is its operator's index.
+    let scalar_params: Vec<&Param> = item
+        .params
+        .iter()
+        .filter(|p| matches!(p.kind, ParamKind::Scalar | ParamKind::Op))
+        .collect();
+    let scalar_ints = scalar_params.iter().enumerate().map(|(i, p)| {
+        let s = format_ident!("__s{}", i);
+        let name = &p.name;
+        if matches!(p.kind, ParamKind::Op) {
+            quote!(let #s: i64 = __hp::op_index(#name);)
+        } else {
+            quote!(let #s: i64 = __hp::int(#name)?;)
+        }
+    });
     let mut cx = Expander {
         spans: &lowered.spans,
         handles: vec![Vec::new()],
         sites: 0,
+        scalar_params: scalar_params.iter().map(|p| p.name.clone()).collect(),
     };
-
-    // Scalars as i64 (for `#[requires]` and lengths).
-    let scalar_params: Vec<&Ident> = item
-        .params
-        .iter()
-        .filter(|p| matches!(p.kind, ParamKind::Scalar))
-        .map(|p| &p.name)
-        .collect();
-    let scalar_ints = scalar_params.iter().enumerate().map(|(i, p)| {
-        let s = format_ident!("__s{}", i);
-        quote!(let #s: i64 = __hp::int(#p)?;)
-    });
     let requires = ir
         .requires
         .iter()
@@ -171,7 +177,7 @@ fn expand(item: &Item, docs: &[syn::Attribute], lowered: &Lowered) -> TokenStrea
         .scalars
         .iter()
         .filter_map(|r| {
-            let param = scalar_params.get(r.scalar)?;
+            let param = &scalar_params.get(r.scalar)?.name;
             let s = format_ident!("__s{}", r.scalar);
             let lo = cx.int(&r.lo);
             let mut hi = cx.int(&r.hi);
@@ -247,6 +253,8 @@ struct Expander<'a> {
     handles: Vec<Vec<String>>,
     /// Call sites of `over` collectives, numbered in source order.
     sites: u32,
+    /// The scalar and operator parameters, in the order of the IR's scalars.
+    scalar_params: Vec<Ident>,
 }
 
 /// `prefix` + the user's name, at the user's span (raw identifiers lose `r#`).
@@ -254,14 +262,6 @@ fn local(prefix: &str, name: &str, span: Span) -> Ident {
     Ident::new(&format!("{prefix}{}", name.trim_start_matches("r#")), span)
 }
 
-fn op_tokens(op: ir::Op) -> TokenStream {
-    match op {
-        ir::Op::Sum => quote!(__hp::ReduceOp::Sum),
-        ir::Op::Prod => quote!(__hp::ReduceOp::Prod),
-        ir::Op::Max => quote!(__hp::ReduceOp::Max),
-        ir::Op::Min => quote!(__hp::ReduceOp::Min),
-    }
-}
 
 impl Expander<'_> {
     fn span(&self, id: ir::SpanId) -> Span {
@@ -428,9 +428,24 @@ impl Expander<'_> {
         tag.map_or_else(|| quote!(0_i64), |t| self.int(t))
     }
 
-    fn reduce(reduce: Option<ir::Op>) -> TokenStream {
+    /// The run-time operator: a `ReduceOp` constant, or the operator
+    /// parameter.
+    fn op_tokens(&self, op: ir::OpExpr) -> TokenStream {
+        match op {
+            ir::OpExpr::Lit(ir::Op::Sum) => quote!(__hp::ReduceOp::Sum),
+            ir::OpExpr::Lit(ir::Op::Prod) => quote!(__hp::ReduceOp::Prod),
+            ir::OpExpr::Lit(ir::Op::Max) => quote!(__hp::ReduceOp::Max),
+            ir::OpExpr::Lit(ir::Op::Min) => quote!(__hp::ReduceOp::Min),
+            ir::OpExpr::Param(i) => {
+                let p = &self.scalar_params[i];
+                quote!(#p)
+            }
+        }
+    }
+
+    fn reduce(&self, reduce: Option<ir::OpExpr>) -> TokenStream {
         if let Some(op) = reduce {
-            let op = op_tokens(op);
+            let op = self.op_tokens(op);
             quote!(::core::option::Option::Some(#op))
         } else {
             quote!(::core::option::Option::None)
@@ -455,7 +470,7 @@ impl Expander<'_> {
                 reduce,
             } => {
                 let (r, p, t) = (self.region(region), self.int(peer), self.tag(tag.as_ref()));
-                let reduce = Self::reduce(*reduce);
+                let reduce = self.reduce(*reduce);
                 quote!(#target.recv(#r, #p, #t, #reduce)?;)
             }
             ir::StmtKind::Isend {
@@ -479,7 +494,7 @@ impl Expander<'_> {
                 reduce,
             } => {
                 let (r, p, t) = (self.region(region), self.int(peer), self.tag(tag.as_ref()));
-                let reduce = Self::reduce(*reduce);
+                let reduce = self.reduce(*reduce);
                 let h = local("__h_", &handle.name, self.span(handle.span));
                 if let Some(scope) = self.handles.last_mut() {
                     scope.push(handle.name.clone());
@@ -507,7 +522,7 @@ impl Expander<'_> {
                 quote!(__x.copy(#s, #d)?;)
             }
             ir::StmtKind::Accumulate { src, dst, op } => {
-                let (s, d, op) = (self.region(src), self.region(dst), op_tokens(*op));
+                let (s, d, op) = (self.region(src), self.region(dst), self.op_tokens(*op));
                 quote!(__x.accumulate(#s, #d, #op)?;)
             }
             ir::StmtKind::Let { name, value } => {
@@ -583,7 +598,7 @@ impl Expander<'_> {
         };
         let call = match kind {
             ir::Collective::AllReduce { src, dst: None, op } => {
-                let (r, op) = (self.region(src), op_tokens(*op));
+                let (r, op) = (self.region(src), self.op_tokens(*op));
                 quote! {
                     let __r = #r;
                     __x.all_reduce(__r, __r, #op, #group)?;
@@ -594,7 +609,7 @@ impl Expander<'_> {
                 dst: Some(dst),
                 op,
             } => {
-                let (s, d, op) = (self.region(src), self.region(dst), op_tokens(*op));
+                let (s, d, op) = (self.region(src), self.region(dst), self.op_tokens(*op));
                 quote!(__x.all_reduce(#s, #d, #op, #group)?;)
             }
             ir::Collective::AllGather { src, dst } => {
@@ -602,7 +617,7 @@ impl Expander<'_> {
                 quote!(__x.all_gather(#s, #d, #group)?;)
             }
             ir::Collective::ReduceScatter { src, dst, op } => {
-                let (s, d, op) = (self.region(src), self.region(dst), op_tokens(*op));
+                let (s, d, op) = (self.region(src), self.region(dst), self.op_tokens(*op));
                 quote!(__x.reduce_scatter(#s, #d, #op, #group)?;)
             }
             ir::Collective::AllToAll { src, dst } => {
@@ -614,7 +629,7 @@ impl Expander<'_> {
                 quote!(__x.broadcast(#r, #root, #group)?;)
             }
             ir::Collective::Reduce { src, dst, op, root } => {
-                let (s, d, op, root) = (self.region(src), self.region(dst), op_tokens(*op), self.int(root));
+                let (s, d, op, root) = (self.region(src), self.region(dst), self.op_tokens(*op), self.int(root));
                 quote!(__x.reduce(#s, #d, #op, #root, #group)?;)
             }
             ir::Collective::Barrier => quote!(__x.barrier(#group)?;),

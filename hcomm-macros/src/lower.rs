@@ -106,6 +106,7 @@ pub(crate) fn lower(item: &Item, attrs: &Attrs, body: &[Stmt], diags: &mut Vec<D
         reported: false,
         buffers: Vec::new(),
         scalars: Vec::new(),
+        op_params: Vec::new(),
         len_vars: Vec::new(),
         scopes: vec![Vec::new()],
     };
@@ -140,7 +141,10 @@ pub(crate) fn lower(item: &Item, attrs: &Attrs, body: &[Stmt], diags: &mut Vec<D
         }
         match param.kind {
             ParamKind::Buffer { .. } => cx.buffers.push(name),
-            ParamKind::Scalar => cx.scalars.push(name),
+            ParamKind::Scalar | ParamKind::Op => {
+                cx.scalars.push(name);
+                cx.op_params.push(matches!(param.kind, ParamKind::Op));
+            }
         }
     }
     for param in &item.params {
@@ -156,8 +160,9 @@ pub(crate) fn lower(item: &Item, attrs: &Attrs, body: &[Stmt], diags: &mut Vec<D
                     span,
                 });
             }
-            ParamKind::Scalar => ir_scalars.push(ir::Scalar {
+            ParamKind::Scalar | ParamKind::Op => ir_scalars.push(ir::Scalar {
                 name: param.name.to_string(),
+                op: matches!(param.kind, ParamKind::Op),
                 span,
             }),
         }
@@ -165,7 +170,7 @@ pub(crate) fn lower(item: &Item, attrs: &Attrs, body: &[Stmt], diags: &mut Vec<D
 
     let verify = cx.verify(attrs, item_span);
     for (i, scalar) in ir_scalars.iter().enumerate() {
-        if !verify.scalars.iter().any(|r| r.scalar == i) {
+        if !scalar.op && !verify.scalars.iter().any(|r| r.scalar == i) {
             cx.begin_stmt();
             let sp = cx.spans.get(scalar.span);
             let name = &scalar.name;
@@ -219,6 +224,8 @@ struct Lower<'d> {
     reported: bool,
     buffers: Vec<String>,
     scalars: Vec<String>,
+    /// Which of `scalars` are operator parameters (`NAME: ReduceOp`).
+    op_params: Vec<bool>,
     len_vars: Vec<(String, SpanId)>,
     /// Lexical scopes of `let`s, loop variables, scratch buffers and handles.
     scopes: Vec<Vec<(String, Local)>>,
@@ -427,6 +434,14 @@ impl Lower<'_> {
         }
         if ctx != Ctx::WorldOnly {
             if let Some(i) = self.scalars.iter().position(|s| s == text) {
+                if self.op_params[i] {
+                    self.report(
+                        DiagKind::UnknownName,
+                        sp,
+                        format!("`{text}` is an operator parameter, not an integer"),
+                        Some(OP_PARAM_NOTE.to_owned()),
+                    );
+                }
                 return ir::NameKind::Scalar(i);
             }
         }
@@ -606,6 +621,15 @@ impl Lower<'_> {
                 self.report(DiagKind::UnknownName, Sp::one(entry.name.span()), message, hint);
                 continue;
             };
+            if self.op_params[scalar] {
+                self.report(
+                    DiagKind::SyntaxError,
+                    entry_sp,
+                    format!("`{name}` is an operator parameter and takes no range in `#[verify]`"),
+                    Some("every operator (`sum`, `prod`, `max`, `min`) is checked".to_owned()),
+                );
+                continue;
+            }
             if spec.scalars.iter().any(|r| r.scalar == scalar) {
                 self.report(
                     DiagKind::SyntaxError,
@@ -754,7 +778,7 @@ impl Lower<'_> {
             Some(dst) => buf(self, Some(dst)),
             None => input.clone(),
         };
-        let op = call.op.map(op);
+        let op = call.op.as_ref().map(|o| self.op(o));
         let root = call.root.as_ref().map(|r| self.expr(r, Ctx::Attr));
         let kind = match (call.kind, input, output, op, root) {
             (CollKind::AllGather, Some(input), Some(output), _, _) => ir::PostKind::AllGather { input, output },
@@ -878,11 +902,11 @@ impl Lower<'_> {
         out
     }
 
-    fn p2p_parts(&mut self, op: &parse::P2p) -> (ir::Region, ir::Expr, Option<ir::Expr>, Option<ir::Op>) {
+    fn p2p_parts(&mut self, op: &parse::P2p) -> (ir::Region, ir::Expr, Option<ir::Expr>, Option<ir::OpExpr>) {
         let region = self.region(&op.region);
         let peer = self.expr(&op.peer, Ctx::Body);
         let tag = op.tag.as_ref().map(|t| self.expr(t, Ctx::Body));
-        (region, peer, tag, op.reduce.map(self::op))
+        (region, peer, tag, op.reduce.as_ref().map(|o| self.op(o)))
     }
 
     fn stmt(&mut self, stmt: &Stmt) -> ir::Stmt {
@@ -939,7 +963,7 @@ impl Lower<'_> {
             StmtKind::Accumulate { src, dst, op } => ir::StmtKind::Accumulate {
                 src: self.region(src),
                 dst: self.region(dst),
-                op: self::op(*op),
+                op: self.op(op),
             },
             StmtKind::Let { name, value } => {
                 let value = self.expr(value, Ctx::Body);
@@ -994,7 +1018,7 @@ impl Lower<'_> {
     fn collective(&mut self, call: &CollCall) -> ir::Collective {
         let src = call.src.as_ref().map(|r| self.region(r));
         let dst = call.dst.as_ref().map(|r| self.region(r));
-        let op = call.op.map_or(ir::Op::Sum, op);
+        let op = call.op.as_ref().map_or(ir::OpExpr::Lit(ir::Op::Sum), |o| self.op(o));
         let root = call.root.as_ref().map(|r| self.expr(r, Ctx::Body));
         let placeholder = || ir::Region {
             kind: ir::RegionKind::Whole(ir::BufRef {
@@ -1040,12 +1064,45 @@ impl Lower<'_> {
     }
 }
 
-fn op(op: parse::Op) -> ir::Op {
-    match op {
-        parse::Op::Sum => ir::Op::Sum,
-        parse::Op::Prod => ir::Op::Prod,
-        parse::Op::Max => ir::Op::Max,
-        parse::Op::Min => ir::Op::Min,
+/// Where operator parameters may be written.
+const OP_PARAM_NOTE: &str =
+    "an operator parameter is written where an operator is: `reduce OP`, `accumulate .., OP`, a collective's `OP`";
+
+impl Lower<'_> {
+    /// An operator: a keyword, or the name of an operator parameter.
+    fn op(&mut self, op: &parse::Op) -> ir::OpExpr {
+        let name = match op {
+            parse::Op::Sum => return ir::OpExpr::Lit(ir::Op::Sum),
+            parse::Op::Prod => return ir::OpExpr::Lit(ir::Op::Prod),
+            parse::Op::Max => return ir::OpExpr::Lit(ir::Op::Max),
+            parse::Op::Min => return ir::OpExpr::Lit(ir::Op::Min),
+            parse::Op::Param(name) => name,
+        };
+        let text = name.to_string();
+        if let Some(i) = self.scalars.iter().position(|s| *s == text) {
+            if self.op_params[i] {
+                return ir::OpExpr::Param(i);
+            }
+        }
+        let mut candidates: Vec<String> = vec!["sum".into(), "prod".into(), "max".into(), "min".into()];
+        candidates.extend(
+            self.scalars
+                .iter()
+                .zip(&self.op_params)
+                .filter(|(_, op)| **op)
+                .map(|(s, _)| s.clone()),
+        );
+        let hint = suggest(&text, &candidates).map_or_else(
+            || Some("declare it as a parameter `NAME: ReduceOp`".to_owned()),
+            |s| Some(format!("{DID_YOU_MEAN} `{s}`?")),
+        );
+        self.report(
+            DiagKind::UnknownName,
+            Sp::one(name.span()),
+            format!("`{text}` is not an operator (`sum`, `prod`, `max`, `min`) or an operator parameter"),
+            hint,
+        );
+        ir::OpExpr::Lit(ir::Op::Sum)
     }
 }
 

@@ -42,6 +42,7 @@ pub(crate) mod kw {
     syn::custom_keyword!(broadcast);
     syn::custom_keyword!(barrier);
     syn::custom_keyword!(usize);
+    syn::custom_keyword!(ReduceOp);
     syn::custom_keyword!(T);
 }
 
@@ -143,6 +144,8 @@ pub(crate) enum ParamKind {
     Buffer { mutable: bool, len: Expr },
     /// `usize`.
     Scalar,
+    /// `ReduceOp`: an operator parameter.
+    Op,
 }
 
 impl Parse for Schedule {
@@ -237,6 +240,13 @@ impl Parse for Param {
             Ok(Param {
                 name,
                 kind: ParamKind::Scalar,
+                ty_sp: Sp::one(ty.span),
+            })
+        } else if lookahead.peek(kw::ReduceOp) {
+            let ty: kw::ReduceOp = input.parse()?;
+            Ok(Param {
+                name,
+                kind: ParamKind::Op,
                 ty_sp: Sp::one(ty.span),
             })
         } else {
@@ -462,13 +472,14 @@ pub(crate) struct P2p {
     pub(crate) reduce: Option<Op>,
 }
 
-/// `sum`, `prod`, `max`, `min`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// `sum`, `prod`, `max`, `min`, or the name of an operator parameter.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Op {
     Sum,
     Prod,
     Max,
     Min,
+    Param(Ident),
 }
 
 /// The range of a `for` loop.
@@ -877,6 +888,8 @@ fn parse_op(input: ParseStream) -> syn::Result<Op> {
     } else if lookahead.peek(kw::min) {
         input.parse::<kw::min>()?;
         Ok(Op::Min)
+    } else if lookahead.peek(Ident) && !input.peek(kw::root) {
+        Ok(Op::Param(input.parse()?))
     } else {
         Err(lookahead.error())
     }

@@ -131,8 +131,8 @@ impl Q for ir::Buffer {
 
 impl Q for ir::Scalar {
     fn q(&self) -> TokenStream {
-        let (name, span) = (self.name.q(), self.span.q());
-        quote!(__ir::Scalar { name: #name, span: #span })
+        let (name, op, span) = (self.name.q(), self.op, self.span.q());
+        quote!(__ir::Scalar { name: #name, op: #op, span: #span })
     }
 }
 
@@ -174,6 +174,18 @@ impl Q for ir::Op {
             ir::Op::Prod => quote!(__ir::Op::Prod),
             ir::Op::Max => quote!(__ir::Op::Max),
             ir::Op::Min => quote!(__ir::Op::Min),
+        }
+    }
+}
+
+impl Q for ir::OpExpr {
+    fn q(&self) -> TokenStream {
+        match self {
+            ir::OpExpr::Lit(op) => {
+                let op = op.q();
+                quote!(__ir::OpExpr::Lit(#op))
+            }
+            ir::OpExpr::Param(i) => quote!(__ir::OpExpr::Param(#i)),
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use crate::diag::{span_key, stmt_key, DiagKind, Diagnostic, Sink};
 use crate::ir::{
-    BinOp, BufKind, BufRef, Collective, Expr, ExprKind, Func, Ident, NameKind, Op, PostKind, Region, RegionKind,
+    BinOp, BufKind, BufRef, Collective, Expr, ExprKind, Func, Ident, NameKind, OpExpr, PostKind, Region, RegionKind,
     Schedule, SpanId, Stmt, StmtKind, UnOp, WorldSet,
 };
 
@@ -169,7 +169,7 @@ pub(crate) struct P2pStmt<'s> {
     pub(crate) region: CRegion<'s>,
     pub(crate) peer: CExpr,
     pub(crate) tag: Option<CExpr>,
-    pub(crate) reduce: Option<Op>,
+    pub(crate) reduce: Option<OpExpr>,
     /// The handle slot of `isend`/`irecv`.
     pub(crate) handle: Option<u32>,
     /// Whether `peer` reads only `rank`, `world` and scalars (its value is
@@ -208,7 +208,7 @@ impl CollKind {
 #[derive(Debug)]
 pub(crate) struct CColl<'s> {
     pub(crate) kind: CollKind,
-    pub(crate) op: Option<Op>,
+    pub(crate) op: Option<OpExpr>,
     pub(crate) src: Option<CRegion<'s>>,
     pub(crate) dst: Option<CRegion<'s>>,
     pub(crate) root: Option<CExpr>,
@@ -235,7 +235,7 @@ pub(crate) enum CKind<'s> {
     Copy {
         src: CRegion<'s>,
         dst: CRegion<'s>,
-        op: Option<Op>,
+        op: Option<OpExpr>,
     },
     Let {
         slot: u32,
@@ -276,7 +276,7 @@ pub(crate) struct CPost<'s> {
     pub(crate) span: SpanId,
     pub(crate) input: u32,
     pub(crate) output: u32,
-    pub(crate) op: Option<Op>,
+    pub(crate) op: Option<OpExpr>,
     pub(crate) root: Option<CExpr>,
 }
 
@@ -596,6 +596,21 @@ impl<'s> Compiler<'s> {
         );
     }
 
+    /// Checks that an operator parameter names one.
+    fn op(&mut self, op: OpExpr, span: SpanId) -> OpExpr {
+        if let OpExpr::Param(i) = op {
+            if !self.s.scalars.get(i).is_some_and(|x| x.op) {
+                let name = self.s.scalars.get(i).map_or("?", |x| x.name.as_str());
+                self.unknown(
+                    span,
+                    format!("`{name}` is not an operator parameter"),
+                    Some("an operator is `sum`, `prod`, `max`, `min` or a parameter `NAME: ReduceOp`".to_owned()),
+                );
+            }
+        }
+        op
+    }
+
     fn unknown(&mut self, span: SpanId, msg: String, hint: Option<String>) {
         let mut d = Diagnostic::new(DiagKind::UnknownName, span, msg);
         d.hint = hint;
@@ -622,6 +637,13 @@ impl<'s> Compiler<'s> {
             NameKind::Scalar(i) => {
                 if i >= self.s.scalars.len() {
                     self.unknown(span, format!("`{text}` is not a scalar parameter"), None);
+                    zero
+                } else if self.s.scalars[i].op {
+                    self.unknown(
+                        span,
+                        format!("`{text}` is an operator parameter; it cannot be used in an expression"),
+                        Some("an operator parameter may only be written where an operator is (`reduce OP`, `accumulate .., OP`, a collective's or postcondition's `OP`)".to_owned()),
+                    );
                     zero
                 } else if ctx == Ctx::Range {
                     self.unknown(
@@ -831,7 +853,8 @@ impl<'s> Compiler<'s> {
                 tag,
                 reduce,
             } => {
-                let p = self.p2p(false, region, peer, tag.as_ref(), *reduce, None);
+                let reduce = reduce.map(|op| self.op(op, st.span));
+                let p = self.p2p(false, region, peer, tag.as_ref(), reduce, None);
                 self.writes(&p.region, "`recv`");
                 CKind::P2p(p)
             }
@@ -854,7 +877,8 @@ impl<'s> Compiler<'s> {
                 tag,
                 reduce,
             } => {
-                let p = self.p2p(false, region, peer, tag.as_ref(), *reduce, Some(handle));
+                let reduce = reduce.map(|op| self.op(op, st.span));
+                let p = self.p2p(false, region, peer, tag.as_ref(), reduce, Some(handle));
                 self.writes(&p.region, "`irecv`");
                 if let Some(h) = p.handle {
                     handles.push(h);
@@ -890,7 +914,7 @@ impl<'s> Compiler<'s> {
                 CKind::Copy {
                     src,
                     dst,
-                    op: Some(*op),
+                    op: Some(self.op(*op, st.span)),
                 }
             }
             StmtKind::Let { name, value } => {
@@ -956,7 +980,7 @@ impl<'s> Compiler<'s> {
                     else_body,
                 }
             }
-            StmtKind::Collective { kind, over } => CKind::Coll(self.collective(kind, over.as_ref())),
+            StmtKind::Collective { kind, over } => CKind::Coll(self.collective(kind, over.as_ref(), st.span)),
         };
         Some(CStmt { id, kind })
     }
@@ -967,7 +991,7 @@ impl<'s> Compiler<'s> {
         region: &'s Region,
         peer: &'s Expr,
         tag: Option<&'s Expr>,
-        reduce: Option<Op>,
+        reduce: Option<OpExpr>,
         handle: Option<&'s Ident>,
     ) -> P2pStmt<'s> {
         let (region, _) = self.region(region);
@@ -998,7 +1022,7 @@ impl<'s> Compiler<'s> {
         }
     }
 
-    fn collective(&mut self, kind: &'s Collective, over: Option<&'s Expr>) -> CColl<'s> {
+    fn collective(&mut self, kind: &'s Collective, over: Option<&'s Expr>, span: SpanId) -> CColl<'s> {
         let mut c = CColl {
             kind: CollKind::Barrier,
             op: None,
@@ -1010,7 +1034,7 @@ impl<'s> Compiler<'s> {
         match kind {
             Collective::AllReduce { src, dst, op } => {
                 c.kind = CollKind::AllReduce;
-                c.op = Some(*op);
+                c.op = Some(self.op(*op, span));
                 let s = self.region(src).0;
                 match dst {
                     Some(d) => {
@@ -1033,7 +1057,7 @@ impl<'s> Compiler<'s> {
                     _ => CollKind::Reduce,
                 };
                 if let Collective::ReduceScatter { op, .. } | Collective::Reduce { op, .. } = kind {
-                    c.op = Some(*op);
+                    c.op = Some(self.op(*op, span));
                 }
                 if let Collective::Reduce { root, .. } = kind {
                     c.root = Some(self.expr(root, Ctx::Body).0);
@@ -1089,6 +1113,14 @@ impl<'s> Compiler<'s> {
                 );
                 continue;
             }
+            if s.scalars[r.scalar].op {
+                self.error(
+                    DiagKind::SyntaxError,
+                    r.span,
+                    format!("`{}` is an operator parameter and takes no range in `#[verify]`", r.name.name),
+                );
+                continue;
+            }
             self.expr(&r.lo, Ctx::Range);
             self.expr(&r.hi, Ctx::Range);
             if out[r.scalar] {
@@ -1102,7 +1134,7 @@ impl<'s> Compiler<'s> {
             out[r.scalar] = true;
         }
         for (i, sc) in s.scalars.iter().enumerate() {
-            if !out[i] {
+            if !out[i] && !sc.op {
                 self.key = span_key(sc.span);
                 self.push(
                     Diagnostic::new(
@@ -1179,7 +1211,7 @@ impl<'s> Compiler<'s> {
                 (param(self, input), param(self, output), None, None)
             }
             PostKind::AllReduce { input, output, op } | PostKind::ReduceScatter { input, output, op } => {
-                (param(self, input), param(self, output), Some(*op), None)
+                (param(self, input), param(self, output), Some(self.op(*op, p.span)), None)
             }
             PostKind::Broadcast { buf, root } => {
                 let b = param(self, buf);
@@ -1190,7 +1222,7 @@ impl<'s> Compiler<'s> {
                 output,
                 op,
                 root,
-            } => (param(self, input), param(self, output), Some(*op), Some(root)),
+            } => (param(self, input), param(self, output), Some(self.op(*op, p.span)), Some(root)),
         };
         let root = root.map(|r| self.expr(r, Ctx::Attr).0);
         Some(CPost {

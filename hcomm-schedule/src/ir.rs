@@ -81,13 +81,32 @@ pub struct Buffer {
     pub span: SpanId,
 }
 
-/// A scalar parameter `NAME: usize`.
+/// A scalar parameter `NAME: usize`, or an operator parameter
+/// `NAME: ReduceOp`.
+///
+/// An operator parameter is a scalar whose value is the index of the operator
+/// in [`Op::ALL`] (`sum` = 0, `prod` = 1, `max` = 2, `min` = 3). It has no
+/// range in `#[verify]`: every operator is checked. It may be used only where
+/// an operator is written ([`OpExpr::Param`]), never in an expression.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Scalar {
     /// The parameter name.
     pub name: String,
+    /// `true` for an operator parameter (`NAME: ReduceOp`).
+    pub op: bool,
     /// The parameter.
     pub span: SpanId,
+}
+
+impl Scalar {
+    /// The value as the checker's diagnostics write it: the operator's
+    /// keyword for an operator parameter, the number otherwise.
+    pub fn show(&self, value: i64) -> String {
+        match (self.op, Op::from_index(value)) {
+            (true, Some(op)) => op.as_str().to_owned(),
+            _ => value.to_string(),
+        }
+    }
 }
 
 /// The `#[verify(..)]` attribute: which world sizes and scalar values are
@@ -167,6 +186,14 @@ pub enum Op {
 }
 
 impl Op {
+    /// Every operator, in the order of an operator parameter's values.
+    pub const ALL: [Op; 4] = [Op::Sum, Op::Prod, Op::Max, Op::Min];
+
+    /// The operator whose index in [`Op::ALL`] is `value`.
+    pub fn from_index(value: i64) -> Option<Op> {
+        usize::try_from(value).ok().and_then(|i| Op::ALL.get(i).copied())
+    }
+
     /// The DSL keyword (`sum`, `prod`, `max`, `min`).
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -175,6 +202,34 @@ impl Op {
             Op::Max => "max",
             Op::Min => "min",
         }
+    }
+}
+
+/// Where an operator is written: a keyword or an operator parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpExpr {
+    /// `sum`, `prod`, `max` or `min`.
+    Lit(Op),
+    /// An operator parameter: index into [`Schedule::scalars`] (whose entry
+    /// has `op` set).
+    Param(usize),
+}
+
+impl OpExpr {
+    /// The operator with the scalar values `scalars` (in the order of
+    /// [`Schedule::scalars`]); `None` when a parameter's value is not an
+    /// operator index.
+    pub fn resolve(self, scalars: &[i64]) -> Option<Op> {
+        match self {
+            OpExpr::Lit(op) => Some(op),
+            OpExpr::Param(i) => Op::from_index(*scalars.get(i)?),
+        }
+    }
+}
+
+impl From<Op> for OpExpr {
+    fn from(op: Op) -> Self {
+        OpExpr::Lit(op)
     }
 }
 
@@ -208,7 +263,7 @@ pub enum PostKind {
         /// Output buffer (same buffer as `input` for the in-place form).
         output: BufRef,
         /// The reduction.
-        op: Op,
+        op: OpExpr,
     },
     /// `reduce_scatter(input -> output, OP)`: rank `r`'s `output` is the
     /// reduction of every rank's `input` block `r`.
@@ -218,7 +273,7 @@ pub enum PostKind {
         /// Output buffer.
         output: BufRef,
         /// The reduction.
-        op: Op,
+        op: OpExpr,
     },
     /// `all_to_all(input -> output)`: rank `r`'s `output` block `j` is rank
     /// `j`'s `input` block `r`.
@@ -245,7 +300,7 @@ pub enum PostKind {
         /// Output buffer.
         output: BufRef,
         /// The reduction.
-        op: Op,
+        op: OpExpr,
         /// The root rank.
         root: Expr,
     },
@@ -289,7 +344,7 @@ pub enum StmtKind {
         /// Message tag; `None` means tag 0.
         tag: Option<Expr>,
         /// `reduce OP`: combine the incoming data into `region`.
-        reduce: Option<Op>,
+        reduce: Option<OpExpr>,
     },
     /// `let HANDLE = isend REGION to PEER [tag TAG];`
     Isend {
@@ -313,7 +368,7 @@ pub enum StmtKind {
         /// Message tag; `None` means tag 0.
         tag: Option<Expr>,
         /// `reduce OP`: combine the incoming data into `region`.
-        reduce: Option<Op>,
+        reduce: Option<OpExpr>,
     },
     /// `wait H, H2, ...;`
     Wait {
@@ -339,7 +394,7 @@ pub enum StmtKind {
         /// Destination region (read and written).
         dst: Region,
         /// The reduction.
-        op: Op,
+        op: OpExpr,
     },
     /// `let NAME = EXPR;` (integer binding).
     Let {
@@ -400,7 +455,7 @@ pub enum Collective {
         /// Output region; `None` for the in-place form.
         dst: Option<Region>,
         /// The reduction.
-        op: Op,
+        op: OpExpr,
     },
     /// `all_gather(SRC -> DST)`.
     AllGather {
@@ -416,7 +471,7 @@ pub enum Collective {
         /// Output region.
         dst: Region,
         /// The reduction.
-        op: Op,
+        op: OpExpr,
     },
     /// `all_to_all(SRC -> DST)`.
     AllToAll {
@@ -439,7 +494,7 @@ pub enum Collective {
         /// Output region (root only).
         dst: Region,
         /// The reduction.
-        op: Op,
+        op: OpExpr,
         /// The root (a rank of the group).
         root: Expr,
     },

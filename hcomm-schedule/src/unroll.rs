@@ -12,7 +12,7 @@ use crate::compile::{
 use crate::diag::{stmt_key, DiagKind, Diagnostic, Sink};
 use crate::eval::{eval_c, eval_fast, eval_lin, Fail};
 use crate::fxhash::FxHashMap;
-use crate::ir::{Op, SpanId};
+use crate::ir::{Op, OpExpr, SpanId};
 use crate::lin::Lin;
 
 /// At most this many loop iterations per rank (language reference, section 7, check 1).
@@ -361,6 +361,19 @@ pub(crate) fn unroll<'p, 's>(
         );
         return Err(vec![d]);
     }
+    for (sc, v) in prog.s.scalars.iter().zip(scalars) {
+        if sc.op && Op::from_index(*v).is_none() {
+            let d = Diagnostic::new(
+                DiagKind::EvaluationError,
+                sc.span,
+                format!(
+                    "{} = {v} is not an operator (0 = sum, 1 = prod, 2 = max, 3 = min)",
+                    sc.name
+                ),
+            );
+            return Err(vec![d]);
+        }
+    }
     let mut groups = Groups {
         sets: Vec::new(),
         ids: HashMap::new(),
@@ -505,6 +518,12 @@ struct RankUnroller<'a, 'p, 's> {
 struct Abort;
 
 impl RankUnroller<'_, '_, '_> {
+    /// The operator of a statement with this combination's scalars (operator
+    /// parameters were checked by [`unroll`]).
+    fn op(&self, op: Option<OpExpr>) -> Option<Op> {
+        op.and_then(|o| o.resolve(self.scalars))
+    }
+
     fn situation(&self, stmt: u32) -> Situation<'_> {
         let loops = self.prog.stmts.get(stmt as usize).map_or(&[][..], |i| &i.loops[..]);
         Situation {
@@ -692,7 +711,11 @@ impl RankUnroller<'_, '_, '_> {
                 let src = self.region(id, src)?;
                 let dst = self.region(id, dst)?;
                 let idx = self.out.copies.len() as u32;
-                self.out.copies.push(LocalCopy { src, dst, op: *op });
+                self.out.copies.push(LocalCopy {
+                    src,
+                    dst,
+                    op: self.op(*op),
+                });
                 self.push_event(EvKind::Copy(idx), id);
                 Ok(())
             }
@@ -849,7 +872,7 @@ impl RankUnroller<'_, '_, '_> {
             peer: peer_u,
             tag,
             reg,
-            reduce: p.reduce,
+            reduce: self.op(p.reduce),
             stmt: id,
             ctx,
             ev: self.out.events.len() as u32,
@@ -947,7 +970,7 @@ impl RankUnroller<'_, '_, '_> {
             peer: peer_u,
             tag,
             reg,
-            reduce: p.reduce,
+            reduce: self.op(p.reduce),
             stmt: id,
             ctx,
             ev: self.out.events.len() as u32,
@@ -1159,7 +1182,7 @@ impl RankUnroller<'_, '_, '_> {
         let idx = self.out.colls.len() as u32;
         self.out.colls.push(CollCall {
             kind: c.kind,
-            op: c.op,
+            op: self.op(c.op),
             src,
             dst,
             root,

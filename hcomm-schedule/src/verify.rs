@@ -377,6 +377,9 @@ pub fn requires_holds(s: &Schedule, world: i64, scalars: &[i64]) -> Result<bool,
 /// `lo..hi` (empty when `hi <= lo`). Scalars are `usize`, so `lo` is raised
 /// to 0. A scalar without a range gives a `missing range` diagnostic.
 pub fn scalar_range(s: &Schedule, index: usize, world: i64) -> Result<(i64, i64), Diagnostic> {
+    if s.scalars.get(index).is_some_and(|x| x.op) {
+        return Ok((0, crate::ir::Op::ALL.len() as i64));
+    }
     let Some(r) = s.verify.scalars.iter().find(|r| r.scalar == index) else {
         let (name, span) = s
             .scalars

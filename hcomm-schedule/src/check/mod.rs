@@ -41,7 +41,7 @@ impl fmt::Display for Situation<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "with world = {}", self.world)?;
         for (sc, v) in self.prog.s.scalars.iter().zip(self.scalars) {
-            write!(f, ", {} = {v}", sc.name)?;
+            write!(f, ", {} = {}", sc.name, sc.show(*v))?;
         }
         for ((name, _), v) in self.loops.iter().zip(self.vals) {
             write!(f, ", {name} = {v}")?;

@@ -144,7 +144,7 @@ fn collective_mismatch_of_kinds() {
             vec![coll(Collective::AllReduce {
                 src: p(0, "a"),
                 dst: None,
-                op: Op::Sum,
+                op: Op::Sum.into(),
             })],
             vec![coll(Collective::AllGather {
                 src: p(0, "a").chunk(rank()),
@@ -169,12 +169,12 @@ fn collective_mismatch_of_ops_and_roots() {
             vec![coll(Collective::AllReduce {
                 src: p(0, "a"),
                 dst: None,
-                op: Op::Max,
+                op: Op::Max.into(),
             })],
             vec![coll(Collective::AllReduce {
                 src: p(0, "a"),
                 dst: None,
-                op: Op::Sum,
+                op: Op::Sum.into(),
             })],
         )]);
     let d = one(&verify(&s), DiagKind::CollectiveMismatch);
@@ -450,7 +450,7 @@ fn overlapping_copy_and_collective() {
         .body(vec![coll(Collective::AllReduce {
             src: p(0, "buf"),
             dst: Some(p(0, "buf")),
-            op: Op::Sum,
+            op: Op::Sum.into(),
         })]);
     let d = one(&verify(&s), DiagKind::BufferHazard);
     assert!(d.hint.unwrap().contains("in-place"));
@@ -705,7 +705,7 @@ fn postcondition_wrong_reduction() {
         .post(PostKind::AllReduce {
             input: bref(0, "input"),
             output: bref(1, "output"),
-            op: Op::Sum,
+            op: Op::Sum.into(),
         })
         .body(vec![
             copy(p(0, "input"), p(1, "output")),
@@ -713,7 +713,7 @@ fn postcondition_wrong_reduction() {
                 Collective::AllReduce {
                     src: p(1, "output"),
                     dst: None,
-                    op: Op::Sum,
+                    op: Op::Sum.into(),
                 },
                 lt(rank(), 2),
             ),
@@ -730,7 +730,7 @@ fn postcondition_wrong_reduction() {
         kind: PostKind::AllReduce {
             input: bref(0, "input"),
             output: bref(1, "output"),
-            op: Op::Max,
+            op: Op::Max.into(),
         },
         span: sp(),
     });
@@ -898,12 +898,16 @@ fn helpers_for_generated_code() {
 
 /// Dissemination all-reduce with `op` into `buf` (in place), for any world.
 fn dissemination(op: Op) -> Schedule {
+    dissemination_with(op.into(), S::new("dissemination"))
+}
+
+/// [`dissemination`] with `op` (a keyword or an operator parameter of `s`).
+fn dissemination_with(op: OpExpr, s: S) -> Schedule {
     let round = batch(vec![
         send(p(0, "buf"), (rank() + pow2(var("k"))) % world()),
         recv(scr("tmp"), (rank() - pow2(var("k"))) % world()),
     ]);
-    S::new("dissemination")
-        .output("buf", n())
+    s.output("buf", n())
         .worlds(1, 9)
         .post(PostKind::AllReduce {
             input: bref(0, "buf"),
@@ -938,6 +942,56 @@ fn idempotent_reductions_accept_repeated_contributions() {
         let d = check_world(&dissemination(Op::Sum), w, &[]);
         assert_eq!(d.is_empty(), (w as u64).is_power_of_two(), "world {w}: {d:?}");
     }
+}
+
+#[test]
+fn operator_parameters_are_checked_for_every_operator() {
+    // `fn dissemination(buf: &mut [T; n], op: ReduceOp)`: scalar 0 is `op`
+    let s = dissemination_with(OpExpr::Param(0), S::new("dissemination").op_param("op"));
+    let d = one(&verify(&s), DiagKind::PostconditionViolated);
+    assert!(d.message.starts_with("with world = 3, op = sum,"), "{d}");
+    // the verdict of each operator is that of the schedule written with it
+    for (i, op) in Op::ALL.into_iter().enumerate() {
+        for w in 1..=9 {
+            let by_param = check_world(&s, w, &[i as i64]);
+            let written = check_world(&dissemination(op), w, &[]);
+            assert_eq!(by_param.is_empty(), written.is_empty(), "{op:?} world {w}");
+        }
+    }
+    assert!(check_world(&s, 8, &[0]).is_empty());
+    assert!(check_world(&s, 6, &[2]).is_empty());
+    assert!(check_world(&s, 6, &[3]).is_empty());
+    let d = one(&check_world(&s, 6, &[1]), DiagKind::PostconditionViolated);
+    assert!(d.message.starts_with("with world = 6, op = prod,"), "{d}");
+    let d = one(&check_world(&s, 4, &[4]), DiagKind::EvaluationError);
+    assert_eq!(d.message, "op = 4 is not an operator (0 = sum, 1 = prod, 2 = max, 3 = min)");
+    assert_eq!(crate::scalar_range(&s, 0, 4), Ok((0, 4)));
+}
+
+#[test]
+fn idempotent_operator_parameters_pass() {
+    // a ring all-reduce over `op` passes for every operator
+    let s = super::pass::ring_all_reduce_by(OpExpr::Param(0), S::new("ring").op_param("op"));
+    assert!(verify(&s).is_empty());
+}
+
+#[test]
+fn operator_parameters_are_not_integers() {
+    let s = S::new("opint")
+        .op_param("op")
+        .output("buf", n())
+        .world_list(&[2])
+        .body(vec![send(p(0, "buf"), scalar(0, "op"))]);
+    let d = one(&verify(&s), DiagKind::UnknownName);
+    assert_eq!(d.message, "`op` is an operator parameter; it cannot be used in an expression");
+    let s = S::new("notop")
+        .scalar("k")
+        .output("buf", n())
+        .world_list(&[2])
+        .range(0, int(0), int(2))
+        .body(vec![accumulate(p(0, "buf"), p(0, "buf"), OpExpr::Param(0))]);
+    let d = one(&verify(&s), DiagKind::UnknownName);
+    assert_eq!(d.message, "`k` is not an operator parameter");
 }
 
 #[test]
@@ -1036,7 +1090,7 @@ fn unwritten_scratch_may_be_read_but_fails_a_postcondition_it_reaches() {
     let claimed = fresh(Some(PostKind::AllReduce {
         input: bref(0, "buf"),
         output: bref(0, "buf"),
-        op: Op::Max,
+        op: Op::Max.into(),
     }));
     let d = one(&verify(&claimed), DiagKind::PostconditionViolated);
     assert!(d.message.contains("uninitialized scratch data"), "{d}");

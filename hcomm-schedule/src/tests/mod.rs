@@ -235,12 +235,12 @@ pub(crate) fn recv_tag(region: Region, peer: impl Into<Expr>, tag: i64) -> Stmt 
     })
 }
 
-pub(crate) fn recv_reduce(region: Region, peer: impl Into<Expr>, op: Op) -> Stmt {
+pub(crate) fn recv_reduce(region: Region, peer: impl Into<Expr>, op: impl Into<OpExpr>) -> Stmt {
     st(StmtKind::Recv {
         region,
         peer: peer.into(),
         tag: None,
-        reduce: Some(op),
+        reduce: Some(op.into()),
     })
 }
 
@@ -277,8 +277,8 @@ pub(crate) fn copy(src: Region, dst: Region) -> Stmt {
     st(StmtKind::Copy { src, dst })
 }
 
-pub(crate) fn accumulate(src: Region, dst: Region, op: Op) -> Stmt {
-    st(StmtKind::Accumulate { src, dst, op })
+pub(crate) fn accumulate(src: Region, dst: Region, op: impl Into<OpExpr>) -> Stmt {
+    st(StmtKind::Accumulate { src, dst, op: op.into() })
 }
 
 pub(crate) fn let_(text: &str, value: Expr) -> Stmt {
@@ -390,6 +390,17 @@ impl S {
     pub(crate) fn scalar(mut self, text: &str) -> Self {
         self.0.scalars.push(Scalar {
             name: text.to_owned(),
+            op: false,
+            span: sp(),
+        });
+        self
+    }
+
+    /// An operator parameter `text: ReduceOp`.
+    pub(crate) fn op_param(mut self, text: &str) -> Self {
+        self.0.scalars.push(Scalar {
+            name: text.to_owned(),
+            op: true,
             span: sp(),
         });
         self

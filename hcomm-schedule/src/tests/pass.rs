@@ -128,15 +128,19 @@ fn bruck_all_gather_any_world() {
 }
 
 pub(crate) fn ring_all_reduce() -> Schedule {
+    ring_all_reduce_by(Op::Sum.into(), S::new("ring_all_reduce"))
+}
+
+/// [`ring_all_reduce`] with `op` (a keyword or an operator parameter of `s`).
+pub(crate) fn ring_all_reduce_by(op: OpExpr, s: S) -> Schedule {
     let out = || p(1, "output");
-    S::new("ring_all_reduce")
-        .input("input", n() * world())
+    s.input("input", n() * world())
         .output("output", n() * world())
         .worlds(1, 24)
         .post(PostKind::AllReduce {
             input: bref(0, "input"),
             output: bref(1, "output"),
-            op: Op::Sum,
+            op,
         })
         .body(vec![
             copy(p(0, "input"), out()),
@@ -147,7 +151,7 @@ pub(crate) fn ring_all_reduce() -> Schedule {
                 world() - 1,
                 vec![batch(vec![
                     send(out().chunk((rank() - var("s")) % world()), right()),
-                    recv_reduce(out().chunk((rank() - var("s") - 1) % world()), left(), Op::Sum),
+                    recv_reduce(out().chunk((rank() - var("s") - 1) % world()), left(), op),
                 ])],
             ),
             // all-gather of the complete chunks
@@ -307,7 +311,7 @@ fn two_dimensional_all_reduce_over_subgroups() {
     let ar = || Collective::AllReduce {
         src: p(0, "buf"),
         dst: None,
-        op: Op::Sum,
+        op: Op::Sum.into(),
     };
     let s = S::new("all_reduce_2d")
         .output("buf", n())
@@ -315,7 +319,7 @@ fn two_dimensional_all_reduce_over_subgroups() {
         .post(PostKind::AllReduce {
             input: bref(0, "buf"),
             output: bref(0, "buf"),
-            op: Op::Sum,
+            op: Op::Sum.into(),
         })
         .body(vec![
             // columns, then rows, of a square grid
@@ -343,14 +347,14 @@ fn collectives_compose() {
         .post(PostKind::AllReduce {
             input: bref(0, "input"),
             output: bref(1, "output"),
-            op: Op::Max,
+            op: Op::Max.into(),
         })
         .body(vec![
             scratch("part", n()),
             coll(Collective::ReduceScatter {
                 src: p(0, "input"),
                 dst: scr("part"),
-                op: Op::Max,
+                op: Op::Max.into(),
             }),
             coll(Collective::AllGather {
                 src: scr("part"),
@@ -365,13 +369,13 @@ fn collectives_compose() {
         .post(PostKind::AllReduce {
             input: bref(0, "input"),
             output: bref(1, "output"),
-            op: Op::Prod,
+            op: Op::Prod.into(),
         })
         .body(vec![
             coll(Collective::Reduce {
                 src: p(0, "input"),
                 dst: p(1, "output"),
-                op: Op::Prod,
+                op: Op::Prod.into(),
                 root: world() - 1,
             }),
             coll(Collective::Broadcast {
@@ -430,7 +434,7 @@ fn recursive_doubling_all_reduce_with_accumulate() {
         .post(PostKind::AllReduce {
             input: bref(0, "buf"),
             output: bref(0, "buf"),
-            op: Op::Sum,
+            op: Op::Sum.into(),
         })
         .body(vec![
             scratch("tmp", n() * 2 + 1),

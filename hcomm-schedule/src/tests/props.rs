@@ -356,15 +356,15 @@ fn region() -> impl Strategy<Value = Region> {
 
 fn collective() -> impl Strategy<Value = Collective> {
     prop_oneof![
-        (region(), prop::option::of(region())).prop_map(|(src, dst)| Collective::AllReduce { src, dst, op: Op::Sum }),
+        (region(), prop::option::of(region())).prop_map(|(src, dst)| Collective::AllReduce { src, dst, op: Op::Sum.into() }),
         (region(), region()).prop_map(|(src, dst)| Collective::AllGather { src, dst }),
-        (region(), region()).prop_map(|(src, dst)| Collective::ReduceScatter { src, dst, op: Op::Max }),
+        (region(), region()).prop_map(|(src, dst)| Collective::ReduceScatter { src, dst, op: Op::Max.into() }),
         (region(), region()).prop_map(|(src, dst)| Collective::AllToAll { src, dst }),
         (region(), expr()).prop_map(|(region, root)| Collective::Broadcast { region, root }),
         (region(), region(), expr()).prop_map(|(src, dst, root)| Collective::Reduce {
             src,
             dst,
-            op: Op::Min,
+            op: Op::Min.into(),
             root
         }),
         Just(Collective::Barrier),
@@ -424,7 +424,7 @@ fn post() -> impl Strategy<Value = Option<PostKind>> {
         Just(()).prop_map(|()| PostKind::AllReduce {
             input: bref(1, "output"),
             output: bref(1, "output"),
-            op: Op::Sum,
+            op: Op::Sum.into(),
         }),
         expr().prop_map(|root| PostKind::Broadcast {
             buf: bref(1, "output"),
@@ -433,7 +433,7 @@ fn post() -> impl Strategy<Value = Option<PostKind>> {
         expr().prop_map(|root| PostKind::Reduce {
             input: bref(0, "input"),
             output: bref(1, "output"),
-            op: Op::Sum,
+            op: Op::Sum.into(),
             root,
         }),
     ])

@@ -29,6 +29,17 @@ fn op(op: BinOp, sym: &str, a: i64, b: i64) -> Result<i64> {
     rules::binary(op, a, b).map_err(|e| evaluation(format_args!("{a} {sym} {b}"), e))
 }
 
+/// An operator parameter as the checker's scalar: the index of the operator
+/// in `hcomm_schedule::ir::Op::ALL` (sum, prod, max, min).
+pub fn op_index(op: ReduceOp) -> i64 {
+    match op {
+        ReduceOp::Sum => 0,
+        ReduceOp::Prod => 1,
+        ReduceOp::Max => 2,
+        ReduceOp::Min => 3,
+    }
+}
+
 /// A rank, size or length as a language integer.
 pub fn int(x: usize) -> Result<i64> {
     i64::try_from(x).map_err(|_| Error::Evaluation {
