@@ -193,7 +193,7 @@ fn reduce_output_off_the_root_is_free_for_pending_receives() {
                 Collective::Reduce {
                     src: b::chunk(b::buf(INP), b::int(0)),
                     dst: b::chunk(b::buf(OUT), b::int(0)),
-                    op: Op::Prod,
+                    op: Op::Prod.into(),
                     root: b::int(0),
                 },
                 None,
@@ -218,7 +218,7 @@ fn identical_input_and_output_regions_are_rejected_but_run_in_place() {
             Collective::AllReduce {
                 src: region(),
                 dst: Some(region()),
-                op: Op::Max,
+                op: Op::Max.into(),
             },
             None,
         )],

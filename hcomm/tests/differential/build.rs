@@ -191,7 +191,7 @@ pub fn recv(region: Region, peer: Expr, tag: i64, reduce: Option<Op>) -> Stmt {
         region,
         peer,
         tag: tag_expr(tag),
-        reduce,
+        reduce: reduce.map(Into::into),
     })
 }
 
@@ -210,7 +210,7 @@ pub fn irecv(handle: &str, region: Region, peer: Expr, tag: i64, reduce: Option<
         region,
         peer,
         tag: tag_expr(tag),
-        reduce,
+        reduce: reduce.map(Into::into),
     })
 }
 
@@ -229,7 +229,7 @@ pub fn copy(src: Region, dst: Region) -> Stmt {
 }
 
 pub fn accumulate(src: Region, dst: Region, op: Op) -> Stmt {
-    st(StmtKind::Accumulate { src, dst, op })
+    st(StmtKind::Accumulate { src, dst, op: op.into() })
 }
 
 pub fn let_(text: &str, value: Expr) -> Stmt {

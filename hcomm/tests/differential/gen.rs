@@ -346,7 +346,7 @@ impl Gen {
             Collective::AllReduce {
                 src: chunk(buf(INP), self.index()),
                 dst: Some(chunk(buf(ACC), self.index())),
-                op,
+                op: op.into(),
             }
         } else {
             Collective::Barrier
@@ -418,13 +418,13 @@ impl Gen {
                     Collective::AllReduce {
                         src: chunk(buf(ACC), self.index()),
                         dst: None,
-                        op,
+                        op: op.into(),
                     }
                 } else {
                     Collective::AllReduce {
                         src,
                         dst: Some(chunk(buf(OUT), self.index())),
-                        op,
+                        op: op.into(),
                     }
                 }
             }
@@ -435,7 +435,7 @@ impl Gen {
             2 => Collective::Reduce {
                 src: chunk(buf([INP, ACC][self.rng.random_range(0..2)]), self.index()),
                 dst: chunk(buf(OUT), self.index()),
-                op,
+                op: op.into(),
                 root: int(self.rng.random_range(0..if uniform { g } else { w / 2 })),
             },
             3 => Collective::Barrier,
@@ -446,7 +446,7 @@ impl Gen {
             5 => Collective::ReduceScatter {
                 src: part(INP, j),
                 dst: chunk(buf(ACC), self.index()),
-                op,
+                op: op.into(),
             },
             _ => Collective::AllToAll {
                 src: part(INP, j),

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use hcomm::__private::{self as hp, Exec, Handle, Region};
 use hcomm::{Comm, Error, ReduceOp, Result};
 use hcomm_schedule::eval;
-use hcomm_schedule::ir::{BufKind, Collective, Expr, ExprKind, NameKind, Op, RegionKind, Schedule, Stmt, StmtKind};
+use hcomm_schedule::ir::{BufKind, Collective, Expr, ExprKind, NameKind, Op, OpExpr, RegionKind, Schedule, Stmt, StmtKind};
 
 /// Whether the run-time verification of the prologue runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,6 +160,18 @@ fn uses_len_var(e: &Expr, v: usize) -> bool {
 type Mark = (usize, usize, usize);
 
 impl Env {
+    /// The operator of a statement, an operator parameter read from the
+    /// scalars.
+    fn op(&self, op: OpExpr) -> Result<ReduceOp> {
+        op.resolve(&self.scalars).map(reduce_op).ok_or_else(|| Error::Evaluation {
+            message: format!("{op:?} is not an operator with scalars {:?}", self.scalars),
+        })
+    }
+
+    fn op_opt(&self, op: Option<OpExpr>) -> Result<Option<ReduceOp>> {
+        op.map(|o| self.op(o)).transpose()
+    }
+
     /// An environment with this one's rank, world and scalars only (to
     /// evaluate buffer lengths).
     fn clone_scalars(&self) -> Env {
@@ -281,7 +293,7 @@ impl Env {
                 reduce,
             } => {
                 let (r, p, t) = (self.region(region)?, self.int(peer)?, self.tag(tag.as_ref())?);
-                x.recv(r, p, t, reduce.map(reduce_op))
+                x.recv(r, p, t, self.op_opt(*reduce)?)
             }
             StmtKind::Isend {
                 handle,
@@ -302,7 +314,7 @@ impl Env {
                 reduce,
             } => {
                 let (r, p, t) = (self.region(region)?, self.int(peer)?, self.tag(tag.as_ref())?);
-                let h = x.irecv(r, p, t, reduce.map(reduce_op))?;
+                let h = x.irecv(r, p, t, self.op_opt(*reduce)?)?;
                 self.handles.push((handle.name.clone(), h));
                 Ok(())
             }
@@ -331,7 +343,7 @@ impl Env {
             }
             StmtKind::Accumulate { src, dst, op } => {
                 let (a, b) = (self.region(src)?, self.region(dst)?);
-                x.accumulate(a, b, reduce_op(*op))
+                x.accumulate(a, b, self.op(*op)?)
             }
             StmtKind::Scratch { name, len } => {
                 let n = self.int(len)?;
@@ -406,7 +418,7 @@ impl Env {
                     reduce,
                 } => {
                     let (r, p, t) = (self.region(region)?, self.int(peer)?, self.tag(tag.as_ref())?);
-                    b.recv(r, p, t, reduce.map(reduce_op))?;
+                    b.recv(r, p, t, self.op_opt(*reduce)?)?;
                 }
                 _ => {
                     return Err(Error::Evaluation {
@@ -428,7 +440,7 @@ impl Env {
             Collective::AllReduce { src, dst, op } => {
                 let s = self.region(src)?;
                 let d = dst.as_ref().map_or(Ok(s), |d| self.region(d))?;
-                x.all_reduce(s, d, reduce_op(*op), group)
+                x.all_reduce(s, d, self.op(*op)?, group)
             }
             Collective::AllGather { src, dst } => {
                 let (s, d) = (self.region(src)?, self.region(dst)?);
@@ -436,7 +448,7 @@ impl Env {
             }
             Collective::ReduceScatter { src, dst, op } => {
                 let (s, d) = (self.region(src)?, self.region(dst)?);
-                x.reduce_scatter(s, d, reduce_op(*op), group)
+                x.reduce_scatter(s, d, self.op(*op)?, group)
             }
             Collective::AllToAll { src, dst } => {
                 let (s, d) = (self.region(src)?, self.region(dst)?);
@@ -448,7 +460,7 @@ impl Env {
             }
             Collective::Reduce { src, dst, op, root } => {
                 let (s, d, root) = (self.region(src)?, self.region(dst)?, self.int(root)?);
-                x.reduce(s, d, reduce_op(*op), root, group)
+                x.reduce(s, d, self.op(*op)?, root, group)
             }
             Collective::Barrier => x.barrier(group),
         }

@@ -2,15 +2,23 @@
 
 use std::fmt::Write as _;
 
-use hcomm_schedule::ir::{Collective as C, Expr, Op, Schedule, Stmt, StmtKind as K};
+use hcomm_schedule::ir::{Collective as C, Expr, OpExpr, Schedule, Stmt, StmtKind as K};
 
 /// The schedule in the language's syntax (for failure messages).
 pub fn render(s: &Schedule) -> String {
     fn tag(t: Option<&Expr>) -> String {
         t.map(|t| format!(" tag {t}")).unwrap_or_default()
     }
-    fn red(r: Option<Op>) -> String {
-        r.map(|o| format!(" reduce {}", o.as_str())).unwrap_or_default()
+    /// Generated schedules write operators as keywords; a parameter is
+    /// shown by its scalar index.
+    fn op_text(o: OpExpr) -> String {
+        match o {
+            OpExpr::Lit(op) => op.as_str().to_owned(),
+            OpExpr::Param(i) => format!("scalar{i}"),
+        }
+    }
+    fn red(r: Option<OpExpr>) -> String {
+        r.map(|o| format!(" reduce {}", op_text(o))).unwrap_or_default()
     }
     fn block(body: &[Stmt], depth: usize, out: &mut String) {
         let pad = "    ".repeat(depth);
@@ -46,7 +54,7 @@ pub fn render(s: &Schedule) -> String {
                     handles.iter().map(|h| h.name.as_str()).collect::<Vec<_>>().join(", ")
                 ),
                 K::Copy { src, dst } => format!("copy {src} -> {dst};"),
-                K::Accumulate { src, dst, op } => format!("accumulate {src} -> {dst}, {};", op.as_str()),
+                K::Accumulate { src, dst, op } => format!("accumulate {src} -> {dst}, {};", op_text(*op)),
                 K::Let { name, value } => format!("let {} = {value};", name.name),
                 K::Scratch { name, len } => format!("let {} = scratch[T; {len}];", name.name),
                 K::Batch { body } => {
@@ -89,14 +97,14 @@ pub fn render(s: &Schedule) -> String {
                 }
                 K::Collective { kind, over } => {
                     let call = match kind {
-                        C::AllReduce { src, dst: None, op } => format!("all_reduce({src}, {})", op.as_str()),
-                        C::AllReduce { src, dst: Some(d), op } => format!("all_reduce({src} -> {d}, {})", op.as_str()),
+                        C::AllReduce { src, dst: None, op } => format!("all_reduce({src}, {})", op_text(*op)),
+                        C::AllReduce { src, dst: Some(d), op } => format!("all_reduce({src} -> {d}, {})", op_text(*op)),
                         C::AllGather { src, dst } => format!("all_gather({src} -> {dst})"),
-                        C::ReduceScatter { src, dst, op } => format!("reduce_scatter({src} -> {dst}, {})", op.as_str()),
+                        C::ReduceScatter { src, dst, op } => format!("reduce_scatter({src} -> {dst}, {})", op_text(*op)),
                         C::AllToAll { src, dst } => format!("all_to_all({src} -> {dst})"),
                         C::Broadcast { region, root } => format!("broadcast({region}, root = {root})"),
                         C::Reduce { src, dst, op, root } => {
-                            format!("reduce({src} -> {dst}, {}, root = {root})", op.as_str())
+                            format!("reduce({src} -> {dst}, {}, root = {root})", op_text(*op))
                         }
                         C::Barrier => "barrier".to_owned(),
                     };
