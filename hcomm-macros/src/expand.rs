@@ -262,7 +262,6 @@ fn local(prefix: &str, name: &str, span: Span) -> Ident {
     Ident::new(&format!("{prefix}{}", name.trim_start_matches("r#")), span)
 }
 
-
 impl Expander<'_> {
     fn span(&self, id: ir::SpanId) -> Span {
         self.spans.get(id).start

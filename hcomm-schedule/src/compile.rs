@@ -1117,7 +1117,10 @@ impl<'s> Compiler<'s> {
                 self.error(
                     DiagKind::SyntaxError,
                     r.span,
-                    format!("`{}` is an operator parameter and takes no range in `#[verify]`", r.name.name),
+                    format!(
+                        "`{}` is an operator parameter and takes no range in `#[verify]`",
+                        r.name.name
+                    ),
                 );
                 continue;
             }
@@ -1210,9 +1213,12 @@ impl<'s> Compiler<'s> {
             PostKind::AllGather { input, output } | PostKind::AllToAll { input, output } => {
                 (param(self, input), param(self, output), None, None)
             }
-            PostKind::AllReduce { input, output, op } | PostKind::ReduceScatter { input, output, op } => {
-                (param(self, input), param(self, output), Some(self.op(*op, p.span)), None)
-            }
+            PostKind::AllReduce { input, output, op } | PostKind::ReduceScatter { input, output, op } => (
+                param(self, input),
+                param(self, output),
+                Some(self.op(*op, p.span)),
+                None,
+            ),
             PostKind::Broadcast { buf, root } => {
                 let b = param(self, buf);
                 (b, b, None, Some(root))
@@ -1222,7 +1228,12 @@ impl<'s> Compiler<'s> {
                 output,
                 op,
                 root,
-            } => (param(self, input), param(self, output), Some(self.op(*op, p.span)), Some(root)),
+            } => (
+                param(self, input),
+                param(self, output),
+                Some(self.op(*op, p.span)),
+                Some(root),
+            ),
         };
         let root = root.map(|r| self.expr(r, Ctx::Attr).0);
         Some(CPost {

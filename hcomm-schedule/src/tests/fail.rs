@@ -964,7 +964,10 @@ fn operator_parameters_are_checked_for_every_operator() {
     let d = one(&check_world(&s, 6, &[1]), DiagKind::PostconditionViolated);
     assert!(d.message.starts_with("with world = 6, op = prod,"), "{d}");
     let d = one(&check_world(&s, 4, &[4]), DiagKind::EvaluationError);
-    assert_eq!(d.message, "op = 4 is not an operator (0 = sum, 1 = prod, 2 = max, 3 = min)");
+    assert_eq!(
+        d.message,
+        "op = 4 is not an operator (0 = sum, 1 = prod, 2 = max, 3 = min)"
+    );
     assert_eq!(crate::scalar_range(&s, 0, 4), Ok((0, 4)));
 }
 
@@ -983,7 +986,10 @@ fn operator_parameters_are_not_integers() {
         .world_list(&[2])
         .body(vec![send(p(0, "buf"), scalar(0, "op"))]);
     let d = one(&verify(&s), DiagKind::UnknownName);
-    assert_eq!(d.message, "`op` is an operator parameter; it cannot be used in an expression");
+    assert_eq!(
+        d.message,
+        "`op` is an operator parameter; it cannot be used in an expression"
+    );
     let s = S::new("notop")
         .scalar("k")
         .output("buf", n())

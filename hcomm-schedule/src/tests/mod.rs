@@ -278,7 +278,11 @@ pub(crate) fn copy(src: Region, dst: Region) -> Stmt {
 }
 
 pub(crate) fn accumulate(src: Region, dst: Region, op: impl Into<OpExpr>) -> Stmt {
-    st(StmtKind::Accumulate { src, dst, op: op.into() })
+    st(StmtKind::Accumulate {
+        src,
+        dst,
+        op: op.into(),
+    })
 }
 
 pub(crate) fn let_(text: &str, value: Expr) -> Stmt {

@@ -356,9 +356,17 @@ fn region() -> impl Strategy<Value = Region> {
 
 fn collective() -> impl Strategy<Value = Collective> {
     prop_oneof![
-        (region(), prop::option::of(region())).prop_map(|(src, dst)| Collective::AllReduce { src, dst, op: Op::Sum.into() }),
+        (region(), prop::option::of(region())).prop_map(|(src, dst)| Collective::AllReduce {
+            src,
+            dst,
+            op: Op::Sum.into()
+        }),
         (region(), region()).prop_map(|(src, dst)| Collective::AllGather { src, dst }),
-        (region(), region()).prop_map(|(src, dst)| Collective::ReduceScatter { src, dst, op: Op::Max.into() }),
+        (region(), region()).prop_map(|(src, dst)| Collective::ReduceScatter {
+            src,
+            dst,
+            op: Op::Max.into()
+        }),
         (region(), region()).prop_map(|(src, dst)| Collective::AllToAll { src, dst }),
         (region(), expr()).prop_map(|(region, root)| Collective::Broadcast { region, root }),
         (region(), region(), expr()).prop_map(|(src, dst, root)| Collective::Reduce {

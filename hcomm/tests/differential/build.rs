@@ -229,7 +229,11 @@ pub fn copy(src: Region, dst: Region) -> Stmt {
 }
 
 pub fn accumulate(src: Region, dst: Region, op: Op) -> Stmt {
-    st(StmtKind::Accumulate { src, dst, op: op.into() })
+    st(StmtKind::Accumulate {
+        src,
+        dst,
+        op: op.into(),
+    })
 }
 
 pub fn let_(text: &str, value: Expr) -> Stmt {

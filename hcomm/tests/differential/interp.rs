@@ -12,7 +12,9 @@ use std::collections::HashMap;
 use hcomm::__private::{self as hp, Exec, Handle, Region};
 use hcomm::{Comm, Error, ReduceOp, Result};
 use hcomm_schedule::eval;
-use hcomm_schedule::ir::{BufKind, Collective, Expr, ExprKind, NameKind, Op, OpExpr, RegionKind, Schedule, Stmt, StmtKind};
+use hcomm_schedule::ir::{
+    BufKind, Collective, Expr, ExprKind, NameKind, Op, OpExpr, RegionKind, Schedule, Stmt, StmtKind,
+};
 
 /// Whether the run-time verification of the prologue runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -163,9 +165,11 @@ impl Env {
     /// The operator of a statement, an operator parameter read from the
     /// scalars.
     fn op(&self, op: OpExpr) -> Result<ReduceOp> {
-        op.resolve(&self.scalars).map(reduce_op).ok_or_else(|| Error::Evaluation {
-            message: format!("{op:?} is not an operator with scalars {:?}", self.scalars),
-        })
+        op.resolve(&self.scalars)
+            .map(reduce_op)
+            .ok_or_else(|| Error::Evaluation {
+                message: format!("{op:?} is not an operator with scalars {:?}", self.scalars),
+            })
     }
 
     fn op_opt(&self, op: Option<OpExpr>) -> Result<Option<ReduceOp>> {

@@ -100,7 +100,9 @@ pub fn render(s: &Schedule) -> String {
                         C::AllReduce { src, dst: None, op } => format!("all_reduce({src}, {})", op_text(*op)),
                         C::AllReduce { src, dst: Some(d), op } => format!("all_reduce({src} -> {d}, {})", op_text(*op)),
                         C::AllGather { src, dst } => format!("all_gather({src} -> {dst})"),
-                        C::ReduceScatter { src, dst, op } => format!("reduce_scatter({src} -> {dst}, {})", op_text(*op)),
+                        C::ReduceScatter { src, dst, op } => {
+                            format!("reduce_scatter({src} -> {dst}, {})", op_text(*op))
+                        }
                         C::AllToAll { src, dst } => format!("all_to_all({src} -> {dst})"),
                         C::Broadcast { region, root } => format!("broadcast({region}, root = {root})"),
                         C::Reduce { src, dst, op, root } => {
