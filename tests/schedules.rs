@@ -115,7 +115,7 @@ fn ring_all_reduce_pairwise_all_to_all_and_binomial_broadcast_match_serial_refer
         let out = backends::on_both(world, &options(), |comm| {
             let r = comm.rank();
             let mut sum = input(r, n * world);
-            collectives::ring_all_reduce_sum(comm, &mut sum)?;
+            collectives::ring_all_reduce(comm, &mut sum, hcomm::ReduceOp::Sum)?;
             let mut a2a = vec![0i64; n * world];
             collectives::pairwise_all_to_all(comm, &input(r, n * world), &mut a2a)?;
             let mut bcast = Vec::new();

@@ -60,7 +60,7 @@ pub enum Schedule {
     PairwiseAllToAll,
     /// `hcomm::schedules::binomial_broadcast` from rank 0.
     BinomialBroadcast,
-    /// `hcomm::schedules::ring_all_reduce_{sum,prod,max,min}`.
+    /// `hcomm::schedules::ring_all_reduce` with this operator (named `ring_all_reduce_{sum,prod,max,min}` on the command line).
     RingAllReduce(ReduceOp),
     /// The example `two_level_all_gather`, in groups of 2 ranks (1 on odd worlds).
     TwoLevelAllGather,

@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 use std::time::Instant;
 
-use hcomm::{schedules, Algorithm, BackendKind, Comm, CommOptions, DataType, ReduceOp};
+use hcomm::{schedules, Algorithm, BackendKind, Comm, CommOptions, DataType};
 use hcomm_examples::all_gather::{sparse_all_gather, two_level_all_gather};
 
 use crate::data::{BenchElem, Buffers};
@@ -207,10 +207,7 @@ fn run_once<T: BenchElem>(op: Op, comm: &Comm, b: &mut Buffers<T>) -> hcomm::Res
             Schedule::BruckAllGather => schedules::bruck_all_gather(comm, send, recv),
             Schedule::PairwiseAllToAll => schedules::pairwise_all_to_all(comm, send, recv),
             Schedule::BinomialBroadcast => schedules::binomial_broadcast(comm, recv, 0),
-            Schedule::RingAllReduce(ReduceOp::Sum) => schedules::ring_all_reduce_sum(comm, recv),
-            Schedule::RingAllReduce(ReduceOp::Prod) => schedules::ring_all_reduce_prod(comm, recv),
-            Schedule::RingAllReduce(ReduceOp::Max) => schedules::ring_all_reduce_max(comm, recv),
-            Schedule::RingAllReduce(ReduceOp::Min) => schedules::ring_all_reduce_min(comm, recv),
+            Schedule::RingAllReduce(op) => schedules::ring_all_reduce(comm, recv, op),
             Schedule::TwoLevelAllGather => two_level_all_gather(comm, send, recv, if world % 2 == 0 { 2 } else { 1 }),
             Schedule::SparseAllGather => sparse_all_gather(comm, send, recv, world),
         },

@@ -58,10 +58,7 @@ pub const ALL: &[Entry] = entries! {
     Builtin: builtin::bruck_all_gather;
     Builtin: builtin::pairwise_all_to_all;
     Builtin: builtin::binomial_broadcast;
-    Builtin: builtin::ring_all_reduce_sum;
-    Builtin: builtin::ring_all_reduce_prod;
-    Builtin: builtin::ring_all_reduce_max;
-    Builtin: builtin::ring_all_reduce_min;
+    Builtin: builtin::ring_all_reduce;
     Example: examples::two_level_all_gather;
     Example: examples::sparse_all_gather;
     Gallery: gallery::nonblocking_ring;

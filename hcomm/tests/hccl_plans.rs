@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use hcomm::hccl::Hccl;
-use hcomm::{comm_schedule, Comm, CommOptions, Error};
+use hcomm::{comm_schedule, Comm, CommOptions, Error, ReduceOp};
 
 comm_schedule! {
     /// A send in flight across a barrier.
@@ -334,8 +334,7 @@ fn schedule_call_cost() {
 #[test]
 fn the_built_in_schedules_give_the_host_results_on_hccl() {
     use hcomm::schedules::{
-        binomial_broadcast, bruck_all_gather, pairwise_all_to_all, recursive_doubling_all_gather, ring_all_reduce_max,
-        ring_all_reduce_sum,
+        binomial_broadcast, bruck_all_gather, pairwise_all_to_all, recursive_doubling_all_gather, ring_all_reduce,
     };
     for w in 1..=6 {
         let n = 2;
@@ -353,8 +352,8 @@ fn the_built_in_schedules_give_the_host_results_on_hccl() {
             let mut bcast = if r == w - 1 { data(r, n) } else { vec![0; n] };
             binomial_broadcast(c, &mut bcast, w - 1)?;
             let (mut sum, mut max) = (data(r, n * w), data(r, n * w));
-            ring_all_reduce_sum(c, &mut sum)?;
-            ring_all_reduce_max(c, &mut max)?;
+            ring_all_reduce(c, &mut sum, ReduceOp::Sum)?;
+            ring_all_reduce(c, &mut max, ReduceOp::Max)?;
             Ok((bruck, rd, a2a, bcast, sum, max))
         });
         let all: Vec<i64> = (0..w).flat_map(|q| data(q, n)).collect();

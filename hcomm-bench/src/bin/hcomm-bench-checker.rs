@@ -47,7 +47,7 @@ fn slope_row(label: &str, series: &[Vec<(f64, f64)>]) -> String {
 fn run(cli: &Cli) -> Result<(), String> {
     let named: [(&str, &Schedule); 3] = [
         ("ring_all_gather", &schedules::ring_all_gather::SCHEDULE),
-        ("ring_all_reduce_sum", &schedules::ring_all_reduce_sum::SCHEDULE),
+        ("ring_all_reduce", &schedules::ring_all_reduce::SCHEDULE),
         ("pairwise_all_to_all", &schedules::pairwise_all_to_all::SCHEDULE),
     ];
     println!("Run-time check at one world size (first call), ms:\n");

@@ -159,7 +159,7 @@ impl Comm {
                         tree::reduce(c, recv, op, 0)?;
                         schedules::broadcast(c, recv, 0)
                     }
-                    _ => schedules::ring_all_reduce(c, recv, op),
+                    _ => schedules::ring_all_reduce_in_pieces(c, recv, op),
                 }
             })
         }

@@ -103,35 +103,29 @@ comm_schedule! {
     }
 }
 
-/// Ring all-reduce in place, one schedule per operator: a reduce-scatter
-/// ring (receives combine into the block), then an all-gather ring.
-macro_rules! ring_all_reduce {
-    ($($name:ident => $op:ident),* $(,)?) => {$(
-        comm_schedule! {
-            #[doc = concat!("Ring all-reduce (`", stringify!($op), "`) of `buf`, in place.")]
-            #[verify(world in 1..=32)]
-            #[postcondition(all_reduce(buf, $op))]
-            pub fn $name(buf: &mut [T; n * world]) {
-                for s in 0..world - 1 {
-                    batch {
-                        send buf.chunk((rank - s) % world) to (rank + 1) % world;
-                        recv buf.chunk((rank - s - 1) % world) from (rank - 1) % world reduce $op;
-                    }
-                }
-                for s in 0..world - 1 {
-                    batch {
-                        send buf.chunk((rank + 1 - s) % world) to (rank + 1) % world;
-                        recv buf.chunk((rank - s) % world) from (rank - 1) % world;
-                    }
-                }
+comm_schedule! {
+    /// Ring all-reduce of `buf` in place with `op`: a reduce-scatter ring
+    /// (receives combine into the block), then an all-gather ring. Checked
+    /// for every operator.
+    #[verify(world in 1..=32)]
+    #[postcondition(all_reduce(buf, op))]
+    pub fn ring_all_reduce(buf: &mut [T; n * world], op: ReduceOp) {
+        for s in 0..world - 1 {
+            batch {
+                send buf.chunk((rank - s) % world) to (rank + 1) % world;
+                recv buf.chunk((rank - s - 1) % world) from (rank - 1) % world reduce op;
             }
         }
-    )*};
+        for s in 0..world - 1 {
+            batch {
+                send buf.chunk((rank + 1 - s) % world) to (rank + 1) % world;
+                recv buf.chunk((rank - s) % world) from (rank - 1) % world;
+            }
+        }
+    }
 }
 
-ring_all_reduce!(ring_all_reduce_sum => sum, ring_all_reduce_prod => prod, ring_all_reduce_max => max, ring_all_reduce_min => min);
-
-/// Ring all-reduce of `buf` in place with the schedule for `op`. The buffer
+/// Ring all-reduce of `buf` in place with [`ring_all_reduce`]. The buffer
 /// goes through the ring in pieces of about `segment_bytes` per rank (a
 /// multiple of the world size, so the schedule's chunks divide evenly),
 /// which keeps each piece's working set in cache; a tail shorter than the
@@ -140,7 +134,7 @@ ring_all_reduce!(ring_all_reduce_sum => sum, ring_all_reduce_prod => prod, ring_
 /// # Safety
 ///
 /// `buf` valid, writable and not accessed otherwise for the whole call.
-pub(super) unsafe fn ring_all_reduce<T: Element>(c: &Ctx<'_>, buf: RawBuf<T>, op: ReduceOp) -> Result<()> {
+pub(super) unsafe fn ring_all_reduce_in_pieces<T: Element>(c: &Ctx<'_>, buf: RawBuf<T>, op: ReduceOp) -> Result<()> {
     let w = c.world;
     let coll = c.comm.for_collective(&c.header);
     let piece = (c.segment_bytes / size_of::<T>() / w).max(1) * w;
@@ -150,12 +144,7 @@ pub(super) unsafe fn ring_all_reduce<T: Element>(c: &Ctx<'_>, buf: RawBuf<T>, op
         let len = piece.min(bulk - start);
         // SAFETY: a sub-range of `buf`, which the caller lends exclusively.
         let slice = unsafe { buf.sub(start, len).as_mut_slice() };
-        match op {
-            ReduceOp::Sum => ring_all_reduce_sum(&coll, slice)?,
-            ReduceOp::Prod => ring_all_reduce_prod(&coll, slice)?,
-            ReduceOp::Max => ring_all_reduce_max(&coll, slice)?,
-            ReduceOp::Min => ring_all_reduce_min(&coll, slice)?,
-        }
+        ring_all_reduce(&coll, slice, op)?;
         start += len;
     }
     if bulk < buf.len {
