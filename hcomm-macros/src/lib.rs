@@ -54,6 +54,14 @@ mod tests;
 ///   the checked IR, for run-time verification, tracing and drawing. (A function
 ///   and a module may share a name: they live in different namespaces.)
 ///
+/// An operator parameter `op: ReduceOp` becomes `op: hcomm::ReduceOp`; it may
+/// be written wherever an operator is (`recv .. reduce op`,
+/// `accumulate a -> b, op`, `all_reduce(x, op)`, `reduce_scatter(a -> b, op)`,
+/// `reduce(a -> b, op, root = ..)`, and postconditions such as
+/// `#[postcondition(all_reduce(x, op))]`) and is checked for every operator
+/// (`sum`, `prod`, `max`, `min`); a diagnostic names the one that fails
+/// (`op = sum`).
+///
 /// At entry the function evaluates `#[requires]`, binds the length variables
 /// from the buffer lengths and checks every length, checks each scalar against
 /// its range, and verifies the schedule at run time when `comm.world()` is
