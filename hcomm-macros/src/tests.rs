@@ -127,6 +127,50 @@ fn send_and_recv() {
 }
 
 #[test]
+fn operator_parameters() {
+    let out = expand(quote! {
+        #[verify(world in [2])]
+        fn f(a: &mut [T; n], op: ReduceOp) {
+            let t = scratch[T; n];
+            batch {
+                send a to (rank + 1) % world;
+                recv t from (rank + 1) % world reduce op;
+            }
+            all_reduce(a, op);
+        }
+    });
+    assert_has(
+        &out,
+        &[
+            "op: ::hcomm::ReduceOp,",
+            "let __s0: i64 = __hp::op_index(op);",
+            "__x.verify(&[__s0])?;",
+            "::core::option::Option::Some(op)",
+            "__x.all_reduce(__r, __r, op,",
+            "__ir::Scalar { name : ::std::string::String::from(\"op\"), op : true,",
+        ],
+    );
+    assert_error(
+        quote! {
+            #[verify(world in [2])]
+            fn f(a: &mut [T; n], op: ReduceOp) {
+                accumulate a -> a, opp;
+            }
+        },
+        "unknown name: `opp` is not an operator",
+    );
+    assert_error(
+        quote! {
+            #[verify(world in [2], op in 0..4)]
+            fn f(a: &mut [T; n], op: ReduceOp) {
+                accumulate a -> a, op;
+            }
+        },
+        "syntax error: `op` is an operator parameter and takes no range",
+    );
+}
+
+#[test]
 fn isend_irecv_wait() {
     let out = expand(quote! {
         #[verify(world in [2])]
