@@ -624,7 +624,7 @@ impl<'a, T: Element> Exec<'a, T> {
                 members.push(r);
             }
         }
-        // Groups are their member sets (spec section 4): every `over` clause
+        // Groups are their member sets (language reference, section 4): every `over` clause
         // with the same members uses one communicator, and one that holds
         // every rank is the communicator itself.
         tracing::trace!(schedule = self.schedule.name.as_str(), site, ?members, "over group");
