@@ -36,8 +36,9 @@ pub struct Timeline {
     pub name: String,
     /// The number of ranks (one lane each).
     pub world: u32,
-    /// The scalar values, with their names.
-    pub scalars: Vec<(String, i64)>,
+    /// The scalar values as diagnostics write them (an operator parameter
+    /// by its keyword, `op = max`), with their names.
+    pub scalars: Vec<(String, String)>,
     /// How the columns were found.
     pub order: Order,
     /// The number of columns used.
@@ -772,8 +773,8 @@ impl Timeline {
             scalars: s
                 .scalars
                 .iter()
-                .map(|x| x.name.clone())
-                .zip(un.scalars.iter().copied())
+                .zip(&un.scalars)
+                .map(|(x, &v)| (x.name.clone(), x.show(v)))
                 .collect(),
             order,
             columns: 0,

@@ -26,8 +26,9 @@ pub mod catalog;
 pub mod gallery;
 pub mod render;
 
+use hcomm_schedule::ir::{Op, Scalar, Schedule};
 pub use hcomm_schedule::timeline::{plan_timeline, timeline, Timeline};
-use hcomm_schedule::{ir::Schedule, Diagnostic};
+use hcomm_schedule::Diagnostic;
 pub use render::{render, render_string};
 
 /// Draws `schedule` at `world` with `scalars` (in the order of its scalar
@@ -43,4 +44,27 @@ pub fn draw(schedule: &Schedule, world: i64, scalars: &[i64]) -> Result<String, 
 /// [`plan_timeline`]).
 pub fn draw_plan(schedule: &Schedule, world: i64, scalars: &[i64]) -> Result<String, Diagnostic> {
     Ok(render_string(&plan_timeline(schedule, world, scalars)?))
+}
+
+/// The value of scalar parameter `scalar` written as `text`: a number, or
+/// for an operator parameter the operator's keyword (`sum`, `prod`, `max`,
+/// `min`), whose value is its index in [`Op::ALL`].
+///
+/// ```
+/// let s = &hcomm::schedules::ring_all_reduce::SCHEDULE;
+/// let op = s.scalars.iter().find(|x| x.op).unwrap();
+/// assert_eq!(hcomm_viz::scalar_value(op, "max"), Ok(2));
+/// ```
+pub fn scalar_value(scalar: &Scalar, text: &str) -> Result<i64, String> {
+    if scalar.op {
+        let index = Op::ALL.iter().position(|op| op.as_str() == text).ok_or_else(|| {
+            format!(
+                "`{}` is an operator parameter: its value is `sum`, `prod`, `max` or `min`, not `{text}`",
+                scalar.name
+            )
+        })?;
+        return Ok(index as i64);
+    }
+    text.parse()
+        .map_err(|e| format!("value of `{}`: {e} (`{text}`)", scalar.name))
 }

@@ -1,5 +1,6 @@
 //! `hcomm-viz SCHEDULE --world 4 [--scalar root=0] [--plan] [-o out.svg]`:
 //! draws a schedule the tool knows by name (`--list` names them) as SVG.
+//! An operator parameter takes the operator's keyword (`--scalar op=max`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,9 +20,10 @@ struct Args {
     #[arg(long, short, default_value_t = 4)]
     world: i64,
     /// A scalar parameter's value, `NAME=VALUE` (repeatable); every scalar
-    /// parameter needs one.
+    /// parameter needs one. An operator parameter's value is `sum`, `prod`,
+    /// `max` or `min`.
     #[arg(long = "scalar", short, value_parser = parse_scalar)]
-    scalars: Vec<(String, i64)>,
+    scalars: Vec<(String, String)>,
     /// Output file (standard output when absent).
     #[arg(long, short)]
     output: Option<PathBuf>,
@@ -34,19 +36,28 @@ struct Args {
     list: bool,
 }
 
-fn parse_scalar(s: &str) -> Result<(String, i64), String> {
+fn parse_scalar(s: &str) -> Result<(String, String), String> {
     let (name, value) = s
         .split_once('=')
         .ok_or_else(|| format!("expected NAME=VALUE, got `{s}`"))?;
-    let v = value.trim().parse().map_err(|e| format!("value of `{name}`: {e}"))?;
-    Ok((name.trim().to_owned(), v))
+    Ok((name.trim().to_owned(), value.trim().to_owned()))
 }
 
 fn run(args: &Args) -> Result<(), String> {
     if args.list {
         for e in catalog::ALL {
             let s = (e.schedule)();
-            let scalars: Vec<&str> = s.scalars.iter().map(|x| x.name.as_str()).collect();
+            let scalars: Vec<String> = s
+                .scalars
+                .iter()
+                .map(|x| {
+                    if x.op {
+                        format!("{} (operator)", x.name)
+                    } else {
+                        x.name.clone()
+                    }
+                })
+                .collect();
             println!(
                 "{:<32} {:<9} scalars: {}",
                 e.name,
@@ -66,7 +77,7 @@ fn run(args: &Args) -> Result<(), String> {
             .rev()
             .find(|(n, _)| *n == sc.name)
             .ok_or_else(|| format!("`{name}` needs `--scalar {}=VALUE`", sc.name))?;
-        values.push(v.1);
+        values.push(hcomm_viz::scalar_value(sc, &v.1)?);
     }
     if let Some((unknown, _)) = args
         .scalars

@@ -229,3 +229,57 @@ fn deadlock_through_a_collective_marks_the_members_stuck_in_it() {
         vec!["rank 0 waits for rank 1", "rank 1 waits for rank 0"]
     );
 }
+
+/// The text of the drawing's title line.
+fn title_text(doc: &roxmltree::Document<'_>) -> String {
+    let g = doc
+        .descendants()
+        .find(|n| n.attribute("class") == Some("title"))
+        .expect("a title");
+    g.descendants()
+        .find(|n| n.has_tag_name("text"))
+        .and_then(|t| t.text())
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn an_operator_parameter_is_drawn_by_its_name() {
+    let s = catalog::find("ring_all_reduce").unwrap();
+    for (op, name) in ["sum", "prod", "max", "min"].into_iter().enumerate() {
+        let value = hcomm_viz::scalar_value(s.scalars.iter().find(|x| x.op).unwrap(), name).unwrap();
+        assert_eq!(value, op as i64);
+        let svg = hcomm_viz::draw(s, 3, &[value]).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        assert_eq!(title_text(&doc), format!("ring_all_reduce   world = 3, op = {name}"));
+        let reduces = titles(&doc, "message")
+            .into_iter()
+            .filter(|t| t.contains(&format!("reduce {name}")))
+            .count();
+        // world - 1 reduce-scatter steps, one message per rank each
+        assert_eq!(reduces, 3 * 2, "{svg}");
+    }
+}
+
+#[test]
+fn a_plain_scalar_is_drawn_as_a_number() {
+    let svg = drawing("binomial_broadcast", 4, &[2]);
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    assert_eq!(title_text(&doc), "binomial_broadcast   world = 4, root = 2");
+}
+
+#[test]
+fn an_operator_parameter_takes_only_an_operator() {
+    let s = catalog::find("ring_all_reduce").unwrap();
+    let op = s.scalars.iter().find(|x| x.op).unwrap();
+    assert_eq!(
+        hcomm_viz::scalar_value(op, "2"),
+        Err("`op` is an operator parameter: its value is `sum`, `prod`, `max` or `min`, not `2`".to_owned())
+    );
+    let root = &catalog::find("binomial_broadcast").unwrap().scalars[0];
+    assert_eq!(hcomm_viz::scalar_value(root, "3"), Ok(3));
+    assert!(hcomm_viz::scalar_value(root, "max")
+        .unwrap_err()
+        .starts_with("value of `root`"));
+}
