@@ -53,6 +53,18 @@ const _: () = {
     assert_send_sync::<Comm>();
 };
 
+impl Drop for Comm {
+    fn drop(&mut self) {
+        // A thread that panics holding a handle makes the rank fail (not
+        // finish) when its last handle goes, whichever thread drops it.
+        if std::thread::panicking() {
+            if let Some(presence) = self.inner.backend.presence() {
+                presence.note_panic();
+            }
+        }
+    }
+}
+
 impl std::fmt::Debug for Comm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Comm")

@@ -284,6 +284,10 @@ fn run_cases(seed: u64, count: usize, backends: &[Backend]) {
         f.panic_as_finished,
         f.failures.len()
     );
+    assert_eq!(
+        f.panic_as_finished, 0,
+        "survivors were told a panicking rank finished instead of failed"
+    );
     let freed = freed_in_use() - freed_before;
     assert_eq!(freed, 0, "device memory freed under {freed} pending operations");
     let left = threads();

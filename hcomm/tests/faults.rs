@@ -194,6 +194,45 @@ fn a_rank_that_finished_cannot_answer() {
 }
 
 #[test]
+fn a_rank_whose_main_thread_panicked_is_reported_panicked_when_a_helper_drops_its_last_handle() {
+    let comms = hcomm::host::comms(2, &opts()).unwrap();
+    let mut comms = comms.into_iter();
+    let (c0, c1) = (comms.next().unwrap(), comms.next().unwrap());
+    let start = Instant::now();
+    let survivor = std::thread::spawn(move || {
+        let mut b = [0u8; 1];
+        c1.recv(&mut b, 0)
+    });
+    // Rank 0: a helper thread holds a handle; the main thread panics.
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let helper_comm = c0.clone();
+    let helper = std::thread::spawn(move || {
+        released.recv().unwrap();
+        // not panicking: drops the rank's last handle
+        drop(helper_comm);
+    });
+    let main = std::thread::spawn(move || {
+        let _comm = c0;
+        panic!("injected failure on rank 0's main thread");
+    });
+    assert!(main.join().is_err());
+    // the helper drops the last handle only after the main thread is gone
+    release.send(()).unwrap();
+    helper.join().unwrap();
+    let e = survivor.join().unwrap().unwrap_err();
+    assert!(start.elapsed() < LIMIT / 2, "detection took as long as a timeout");
+    assert_eq!(
+        e,
+        Error::PeerFailed {
+            rank: 0,
+            reason: "rank 0 panicked: a thread of it panicked holding its communicator (another thread dropped the last handle)"
+                .into()
+        },
+        "{e}"
+    );
+}
+
+#[test]
 fn abort_fails_every_pending_operation() {
     let (res, seen, elapsed) = faulty(3, |comm| {
         if comm.rank() == 0 {

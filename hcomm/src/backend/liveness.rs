@@ -5,13 +5,16 @@
 //! A rank is *running* until every handle of its communicators is gone
 //! ([`Presence`] dropped: *finished*) or it fails (its closure panicked or
 //! returned an error, or its process went away: *failed*; the first failure
-//! of a rank sticks). Operations waiting on a rank that is no longer running
+//! of a rank sticks). A rank any of whose threads panicked while holding one
+//! of its communicator handles ([`Presence::note_panic`]) fails when its last
+//! handle goes, whichever thread drops it: a helper thread that outlives the
+//! panicking main thread does not make the rank look finished. Operations waiting on a rank that is no longer running
 //! fail with [`Error::PeerFailed`] instead of hanging. Transports that block
 //! on condition variables register a [`Watcher`] and are told of every
 //! change; transports that poll (the device backends) just read
 //! [`Liveness::state`].
 
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use crate::error::Error;
 
@@ -187,17 +190,27 @@ impl Liveness {
     }
 }
 
-/// Marks a rank finished when its last handle is gone.
+/// Marks a rank finished when its last handle is gone (failed, if one of
+/// its threads panicked holding a handle).
 pub(crate) struct Presence {
     liveness: Arc<Liveness>,
     rank: usize,
+    /// Set when a thread dropped a handle of this rank while panicking.
+    panicked: OnceLock<&'static str>,
 }
+
+/// Why a rank whose program panicked with a communicator alive failed.
+const DROPPED_PANICKING: &str = "its communicator was dropped while the program panicked";
+/// The same, where another thread dropped the last handle afterwards.
+const HELD_PANICKING: &str =
+    "a thread of it panicked holding its communicator (another thread dropped the last handle)";
 
 impl Presence {
     pub(crate) fn new(liveness: &Arc<Liveness>, rank: usize) -> Arc<Presence> {
         Arc::new(Presence {
             liveness: Arc::clone(liveness),
             rank,
+            panicked: OnceLock::new(),
         })
     }
 
@@ -205,23 +218,32 @@ impl Presence {
     pub(crate) fn fail(&self, error: &Error) {
         self.liveness.fail(self.rank, error);
     }
+
+    /// Records that a thread dropped a handle of this rank while panicking,
+    /// so the rank fails (rather than finishes) when its last handle goes.
+    pub(crate) fn note_panic(&self) {
+        let _ = self.panicked.set(HELD_PANICKING);
+    }
 }
 
 impl Drop for Presence {
     fn drop(&mut self) {
-        if std::thread::panicking() {
+        let message = if std::thread::panicking() {
             // The rank's program panicked with its communicator alive (a
             // launcher that catches the panic has recorded it already).
-            let message = "its communicator was dropped while the program panicked".to_owned();
-            self.liveness.fail(
+            Some(DROPPED_PANICKING)
+        } else {
+            self.panicked.get().copied()
+        };
+        match message {
+            Some(message) => self.liveness.fail(
                 self.rank,
                 &Error::Panicked {
                     rank: self.rank,
-                    message,
+                    message: message.to_owned(),
                 },
-            );
-        } else {
-            self.liveness.finish(self.rank);
+            ),
+            None => self.liveness.finish(self.rank),
         }
     }
 }
@@ -283,5 +305,41 @@ mod tests {
             l.root_failures(),
             vec![(0, Error::Config { message: "root".into() }.to_string())]
         );
+    }
+
+    #[test]
+    fn a_panic_noted_on_one_thread_fails_the_rank_when_another_drops_the_last_handle() {
+        let l = Liveness::new(2);
+        let p = Presence::new(&l, 1);
+        let helper = Arc::clone(&p);
+        let panicking = std::thread::spawn(move || {
+            struct Handle(Arc<Presence>);
+            impl Drop for Handle {
+                fn drop(&mut self) {
+                    if std::thread::panicking() {
+                        self.0.note_panic();
+                    }
+                }
+            }
+            let _h = Handle(p);
+            panic!("the rank's main thread");
+        });
+        assert!(panicking.join().is_err());
+        assert_eq!(l.state(1), RankState::Running, "the helper still holds a handle");
+        drop(helper);
+        assert_eq!(
+            l.state(1).blocking_error(1, || "finished".into()),
+            Some(Error::PeerFailed {
+                rank: 1,
+                reason: Error::Panicked {
+                    rank: 1,
+                    message: HELD_PANICKING.into()
+                }
+                .to_string()
+            })
+        );
+        // without a panic, the last drop is a finish
+        drop(Presence::new(&l, 0));
+        assert_eq!(l.state(0), RankState::Finished);
     }
 }

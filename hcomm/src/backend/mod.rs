@@ -163,6 +163,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// What keeps this rank running for its peers, where the backend holds
+    /// it; a handle dropped by a panicking thread notes the panic there.
+    fn presence(&self) -> Option<&liveness::Presence> {
+        None
+    }
+
     /// The device memory of a device backend (where `DeviceBuffer`s live);
     /// `None` for host backends.
     fn device_ctx(&self) -> Option<Arc<DeviceCtx>> {

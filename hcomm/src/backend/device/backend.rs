@@ -130,6 +130,10 @@ impl Backend for DeviceBackend {
         self.ctx.driver.name()
     }
 
+    fn presence(&self) -> Option<&Presence> {
+        self.presence.as_deref()
+    }
+
     fn rank(&self) -> usize {
         self.rank
     }

@@ -43,6 +43,10 @@ impl Backend for HostBackend {
         "host"
     }
 
+    fn presence(&self) -> Option<&Presence> {
+        Some(&self.presence)
+    }
+
     fn rank(&self) -> usize {
         self.rank
     }

@@ -96,6 +96,10 @@ impl Backend for ProcBackend {
         "host"
     }
 
+    fn presence(&self) -> Option<&Presence> {
+        Some(&self.presence)
+    }
+
     fn rank(&self) -> usize {
         self.rank
     }
