@@ -149,6 +149,9 @@ impl Comm {
         // SAFETY: forwarded from the caller; `recv` is valid and writable.
         unsafe {
             self.collective(&call, |c, algorithm| {
+                if algorithm == Algorithm::Direct {
+                    return direct::all_reduce(c, send, recv, op);
+                }
                 send.copy_to(recv);
                 if c.world == 1 {
                     return Ok(());

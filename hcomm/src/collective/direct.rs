@@ -1,8 +1,9 @@
 //! Direct algorithms (every message of a collective posted in one batch):
-//! all-to-all(v), gather and scatter; and the dissemination barrier.
+//! all-to-all(v), gather, scatter and all-reduce; and the dissemination
+//! barrier.
 
 use super::raw::{Ctx, RawBuf};
-use crate::element::Element;
+use crate::element::{Element, ReduceOp};
 use crate::error::Result;
 
 /// Gather of `send` into block `r` of `out` on `root`.
@@ -93,4 +94,63 @@ pub(super) unsafe fn all_to_all_direct<T: Element>(
     }
     // SAFETY: forwarded from the caller.
     unsafe { x.run("direct all-to-all") }
+}
+
+/// Direct all-reduce of `send` into `recv` (which may be `send` itself):
+/// rank `r` owns part `r` of `world` nearly equal parts. First every rank
+/// combines its own part of every peer's input into its output, one peer
+/// after another in the order `r + 1, r + 2, ...`; then every rank fetches
+/// the other parts from their owners' outputs.
+///
+/// Each message goes straight from the peer's buffer into this rank's
+/// output (the host transport copies, or combines, once, on the receiver),
+/// so every byte moves the minimum number of times and no scratch copy is
+/// made. The own part goes in pieces of about `segment_bytes`: a piece of
+/// the input is copied into the output and combined with every peer's
+/// piece while it is still in cache. Every rank posts all its outgoing
+/// pieces at the start, so a rank's receives wait for nothing but the
+/// peer having started.
+///
+/// # Safety
+///
+/// `send` valid; `recv` valid, writable, equal to or disjoint from `send`,
+/// of equal length, neither accessed otherwise for the whole call.
+pub(super) unsafe fn all_reduce<T: Element>(c: &Ctx<'_>, send: RawBuf<T>, recv: RawBuf<T>, op: ReduceOp) -> Result<()> {
+    let (w, r) = (c.world, c.rank);
+    let piece = (c.segment_bytes / size_of::<T>()).max(1);
+    let pieces = |part: RawBuf<T>| {
+        (0..part.len.div_ceil(piece)).map(move |k| part.sub(k * piece, piece.min(part.len - k * piece)))
+    };
+    let mut out = c.xfer();
+    for s in 1..w {
+        let to = c.left(s);
+        for p in pieces(send.part(w, to)) {
+            out.send(p, to, 0);
+        }
+    }
+    // SAFETY: the parts sent are read only (by the peers) until `sent`
+    // completes; in place, this rank writes only its own part meanwhile.
+    let sent = unsafe { out.post()? };
+    let own = recv.part(w, r);
+    for (mine, into) in pieces(send.part(w, r)).zip(pieces(own)) {
+        // SAFETY: `mine` and `into` are the same piece of `send` and `recv`,
+        // equal or disjoint.
+        unsafe { mine.copy_to(into) };
+        for s in 1..w {
+            let mut x = c.xfer();
+            x.recv_reduce(into, c.right(s), 0, op);
+            // SAFETY: `into` is a piece of this rank's own part of `recv`,
+            // which no send of this call reads.
+            unsafe { x.run("direct all-reduce: combine")? };
+        }
+    }
+    sent.wait("direct all-reduce: combine")?;
+    let mut x = c.xfer();
+    for s in 1..w {
+        x.send(own, c.right(s), 0).recv(recv.part(w, c.left(s)), c.left(s), 0);
+    }
+    // SAFETY: the own part is only sent; the other parts of `recv` are
+    // disjoint from it and from each other, and (in place) every peer has
+    // finished reading them: `sent` completed.
+    unsafe { x.run("direct all-reduce: gather") }
 }

@@ -7,7 +7,7 @@
 
 use smallvec::SmallVec;
 
-use crate::backend::{Context, Dir, P2pOp};
+use crate::backend::{Context, Dir, OpIds, P2pOp};
 use crate::collective::CollHeader;
 use crate::comm::Comm;
 use crate::element::{Element, ReduceOp};
@@ -208,6 +208,26 @@ impl<'c> Xfer<'c> {
         self
     }
 
+    /// Posts every operation and returns without waiting; the operations
+    /// complete by [`InFlight::wait`] or are cancelled when it is dropped.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Xfer::run`], until the returned guard is waited or dropped.
+    pub(crate) unsafe fn post(&mut self) -> Result<InFlight<'c>> {
+        let mut flight = InFlight {
+            comm: self.comm,
+            ids: OpIds::new(),
+        };
+        if !self.ops.is_empty() {
+            // SAFETY: forwarded from the caller; the guard cancels whatever
+            // was posted if it is dropped unwaited.
+            unsafe { self.comm.post_ops(&self.ops, &mut flight.ids)? };
+        }
+        self.ops.clear();
+        Ok(flight)
+    }
+
     /// Posts every operation and waits for all of them.
     ///
     /// # Safety
@@ -224,6 +244,31 @@ impl<'c> Xfer<'c> {
         let result = unsafe { self.comm.run_ops(&self.ops, what) };
         self.ops.clear();
         result
+    }
+}
+
+/// Operations posted by [`Xfer::post`] and not yet waited for: dropping it
+/// (an early return) cancels them, which waits for a copy already in
+/// progress, so no buffer is touched after the guard is gone.
+pub(crate) struct InFlight<'c> {
+    comm: &'c Comm,
+    ids: OpIds,
+}
+
+impl InFlight<'_> {
+    /// Waits for every operation.
+    pub(crate) fn wait(mut self, what: &str) -> Result<()> {
+        let ids = std::mem::take(&mut self.ids);
+        // `wait` releases every operation, whatever it returns.
+        self.comm.wait_ids(&ids, what)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if !self.ids.is_empty() {
+            self.comm.cancel_ids(&self.ids);
+        }
     }
 }
 

@@ -21,7 +21,9 @@ pub enum Algorithm {
     RecursiveHalving,
     /// Pairwise exchange: `world - 1` steps, one peer each way per step.
     Pairwise,
-    /// Every message posted at once in one batch.
+    /// Every peer addressed directly: all-to-all, gather and scatter post
+    /// every message at once; all-reduce has each rank combine its own part
+    /// of every rank's input, then fetch the other parts from their owners.
     Direct,
     /// Binomial tree rooted at the root.
     BinomialTree,
@@ -86,7 +88,12 @@ impl Algorithm {
     /// The algorithms that implement `collective`.
     pub fn for_collective(collective: Collective) -> &'static [Algorithm] {
         match collective {
-            Collective::AllReduce => &[Algorithm::Ring, Algorithm::HalvingDoubling, Algorithm::ReduceBroadcast],
+            Collective::AllReduce => &[
+                Algorithm::Ring,
+                Algorithm::HalvingDoubling,
+                Algorithm::ReduceBroadcast,
+                Algorithm::Direct,
+            ],
             Collective::AllGather => &[Algorithm::Ring, Algorithm::RecursiveDoubling, Algorithm::Bruck],
             Collective::ReduceScatter => &[Algorithm::Ring, Algorithm::RecursiveHalving],
             Collective::AllToAll => &[Algorithm::Pairwise, Algorithm::Direct],
@@ -170,10 +177,12 @@ pub(crate) fn policy(collective: Collective, topology: &Topology, world: usize, 
     let ring_links = matches!(topology, Topology::Ring);
     match collective {
         Collective::AllReduce => {
-            if ring_links || !small {
+            if ring_links {
                 Algorithm::Ring
-            } else {
+            } else if small {
                 Algorithm::HalvingDoubling
+            } else {
+                Algorithm::Direct
             }
         }
         Collective::AllGather => {
@@ -226,6 +235,14 @@ mod tests {
         assert!(e.contains("not an algorithm of `all_gather`"), "{e}");
         let e = AlgorithmTable::parse("allreduce=ring").unwrap_err();
         assert!(e.contains("unknown collective `allreduce`"), "{e}");
+    }
+
+    #[test]
+    fn large_all_reduce_on_a_full_mesh_is_direct() {
+        let p = |topo, bytes| policy(Collective::AllReduce, &topo, 4, bytes);
+        assert_eq!(p(Topology::FullMesh, 1 << 20), Algorithm::Direct);
+        assert_eq!(p(Topology::FullMesh, 4 << 10), Algorithm::HalvingDoubling);
+        assert_eq!(p(Topology::Ring, 1 << 20), Algorithm::Ring);
     }
 
     #[test]
