@@ -12,13 +12,6 @@ use crate::parse::Item;
 /// At most this many errors per schedule (language reference, section 8).
 pub(crate) const MAX_ERRORS: usize = 8;
 
-/// Hint of `unknown name` when a close name exists.
-pub(crate) static DID_YOU_MEAN: &str = "did you mean";
-
-/// Note of `unknown name` for a length variable used outside lengths.
-pub(crate) static LEN_VAR_NOTE: &str =
-    "length variables may appear only in buffer lengths, `scratch` lengths and region bounds";
-
 /// Errors found so far (accumulate, don't bail).
 #[derive(Default)]
 pub(crate) struct Errors(Vec<syn::Error>);

@@ -11,6 +11,7 @@
 //! was checked by the phases before it.
 
 use hcomm_schedule::ir;
+use hcomm_schedule::resolve::LenBinding;
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 
@@ -53,8 +54,11 @@ pub(crate) fn phases(item: &Item) -> syn::Result<TokenStream> {
     errors.propagate()?;
 
     let mut diags = Vec::new();
-    let lowered = lower::lower(item, &attrs, &body, &mut diags);
+    let mut lowered = lower::lower(item, &attrs, &body, &mut diags);
     errors.diagnostics(&diags, &lowered.spans);
+    errors.propagate()?;
+    let resolution = hcomm_schedule::resolve::resolve(&mut lowered.ir);
+    errors.diagnostics(&resolution.diagnostics, &lowered.spans);
     errors.propagate()?;
 
     errors.diagnostics(&hcomm_schedule::check_static(&lowered.ir), &lowered.spans);
@@ -62,7 +66,7 @@ pub(crate) fn phases(item: &Item) -> syn::Result<TokenStream> {
     errors.diagnostics(&hcomm_schedule::verify(&lowered.ir), &lowered.spans);
     errors.propagate()?;
 
-    Ok(expand(item, &attrs.passthrough, &lowered))
+    Ok(expand(item, &attrs.passthrough, &lowered, &resolution.len_bindings))
 }
 
 /// `VIS fn NAME<T: Element>(comm: &Comm, a: &[T], ..) -> Result<()>`.
@@ -101,7 +105,7 @@ pub(crate) fn schedule_module(item: &Item, init: &TokenStream) -> TokenStream {
     }
 }
 
-fn expand(item: &Item, docs: &[syn::Attribute], lowered: &Lowered) -> TokenStream {
+fn expand(item: &Item, docs: &[syn::Attribute], lowered: &Lowered, len_bindings: &[LenBinding]) -> TokenStream {
     let ir = &lowered.ir;
     let name = &item.name;
     let signature = signature(item);
@@ -145,7 +149,7 @@ fn expand(item: &Item, docs: &[syn::Attribute], lowered: &Lowered) -> TokenStrea
         .map(|p| &p.name)
         .collect();
     let mut lengths = Vec::new();
-    for b in &lowered.len_bindings {
+    for b in len_bindings {
         let (Some(param), Some(buffer), Some(var)) = (
             buffer_params.get(b.buffer),
             ir.buffers.get(b.buffer),
@@ -162,7 +166,7 @@ fn expand(item: &Item, docs: &[syn::Attribute], lowered: &Lowered) -> TokenStrea
         );
     }
     for (i, buffer) in ir.buffers.iter().enumerate() {
-        if lowered.len_bindings.iter().any(|b| b.buffer == i) {
+        if len_bindings.iter().any(|b| b.buffer == i) {
             continue;
         }
         let Some(param) = buffer_params.get(i) else { continue };
@@ -429,20 +433,26 @@ impl Expander<'_> {
 
     /// The run-time operator: a `ReduceOp` constant, or the operator
     /// parameter.
-    fn op_tokens(&self, op: ir::OpExpr) -> TokenStream {
+    fn op_tokens(&self, op: &ir::OpExpr) -> TokenStream {
         match op {
             ir::OpExpr::Lit(ir::Op::Sum) => quote!(__hp::ReduceOp::Sum),
             ir::OpExpr::Lit(ir::Op::Prod) => quote!(__hp::ReduceOp::Prod),
             ir::OpExpr::Lit(ir::Op::Max) => quote!(__hp::ReduceOp::Max),
             ir::OpExpr::Lit(ir::Op::Min) => quote!(__hp::ReduceOp::Min),
             ir::OpExpr::Param(i) => {
-                let p = &self.scalar_params[i];
+                let p = &self.scalar_params[*i];
+                quote!(#p)
+            }
+            // resolution turns every name into a parameter; as written, it
+            // names the same one
+            ir::OpExpr::Name(name) => {
+                let p = Ident::new(&name.name, self.span(name.span));
                 quote!(#p)
             }
         }
     }
 
-    fn reduce(&self, reduce: Option<ir::OpExpr>) -> TokenStream {
+    fn reduce(&self, reduce: Option<&ir::OpExpr>) -> TokenStream {
         if let Some(op) = reduce {
             let op = self.op_tokens(op);
             quote!(::core::option::Option::Some(#op))
@@ -469,7 +479,7 @@ impl Expander<'_> {
                 reduce,
             } => {
                 let (r, p, t) = (self.region(region), self.int(peer), self.tag(tag.as_ref()));
-                let reduce = self.reduce(*reduce);
+                let reduce = self.reduce(reduce.as_ref());
                 quote!(#target.recv(#r, #p, #t, #reduce)?;)
             }
             ir::StmtKind::Isend {
@@ -493,7 +503,7 @@ impl Expander<'_> {
                 reduce,
             } => {
                 let (r, p, t) = (self.region(region), self.int(peer), self.tag(tag.as_ref()));
-                let reduce = self.reduce(*reduce);
+                let reduce = self.reduce(reduce.as_ref());
                 let h = local("__h_", &handle.name, self.span(handle.span));
                 if let Some(scope) = self.handles.last_mut() {
                     scope.push(handle.name.clone());
@@ -521,7 +531,7 @@ impl Expander<'_> {
                 quote!(__x.copy(#s, #d)?;)
             }
             ir::StmtKind::Accumulate { src, dst, op } => {
-                let (s, d, op) = (self.region(src), self.region(dst), self.op_tokens(*op));
+                let (s, d, op) = (self.region(src), self.region(dst), self.op_tokens(op));
                 quote!(__x.accumulate(#s, #d, #op)?;)
             }
             ir::StmtKind::Let { name, value } => {
@@ -597,7 +607,7 @@ impl Expander<'_> {
         };
         let call = match kind {
             ir::Collective::AllReduce { src, dst: None, op } => {
-                let (r, op) = (self.region(src), self.op_tokens(*op));
+                let (r, op) = (self.region(src), self.op_tokens(op));
                 quote! {
                     let __r = #r;
                     __x.all_reduce(__r, __r, #op, #group)?;
@@ -608,7 +618,7 @@ impl Expander<'_> {
                 dst: Some(dst),
                 op,
             } => {
-                let (s, d, op) = (self.region(src), self.region(dst), self.op_tokens(*op));
+                let (s, d, op) = (self.region(src), self.region(dst), self.op_tokens(op));
                 quote!(__x.all_reduce(#s, #d, #op, #group)?;)
             }
             ir::Collective::AllGather { src, dst } => {
@@ -616,7 +626,7 @@ impl Expander<'_> {
                 quote!(__x.all_gather(#s, #d, #group)?;)
             }
             ir::Collective::ReduceScatter { src, dst, op } => {
-                let (s, d, op) = (self.region(src), self.region(dst), self.op_tokens(*op));
+                let (s, d, op) = (self.region(src), self.region(dst), self.op_tokens(op));
                 quote!(__x.reduce_scatter(#s, #d, #op, #group)?;)
             }
             ir::Collective::AllToAll { src, dst } => {
@@ -628,7 +638,7 @@ impl Expander<'_> {
                 quote!(__x.broadcast(#r, #root, #group)?;)
             }
             ir::Collective::Reduce { src, dst, op, root } => {
-                let (s, d, op, root) = (self.region(src), self.region(dst), self.op_tokens(*op), self.int(root));
+                let (s, d, op, root) = (self.region(src), self.region(dst), self.op_tokens(op), self.int(root));
                 quote!(__x.reduce(#s, #d, #op, #root, #group)?;)
             }
             ir::Collective::Barrier => quote!(__x.barrier(#group)?;),

@@ -2,8 +2,9 @@
 //! time with `hcomm-schedule`, and expand it into calls on
 //! `::hcomm::__private`. Use it through `hcomm::comm_schedule`.
 //!
-//! Phases: `parse` (syntax → AST) → `lower` (AST → IR, names) →
-//! the checker of `hcomm-schedule` → `expand` (IR → Rust). Errors of any phase
+//! Phases: `parse` (syntax → AST) → `lower` (AST → IR, names as text) →
+//! `hcomm_schedule::resolve` (names, linearity, length binding) → the checker
+//! of `hcomm-schedule` → `expand` (IR → Rust). Errors of any phase
 //! become `compile_error!`s on the user's tokens (`errors`), plus a fallback
 //! item with the function's signature so that callers see one error, not a
 //! cascade.

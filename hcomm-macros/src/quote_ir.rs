@@ -186,6 +186,10 @@ impl Q for ir::OpExpr {
                 quote!(__ir::OpExpr::Lit(#op))
             }
             ir::OpExpr::Param(i) => quote!(__ir::OpExpr::Param(#i)),
+            ir::OpExpr::Name(name) => {
+                let name = name.q();
+                quote!(__ir::OpExpr::Name(#name))
+            }
         }
     }
 }

@@ -298,37 +298,11 @@ pub(crate) struct Prog<'s> {
     pub(crate) nregions: usize,
 }
 
-/// Where an expression stands, which decides the names it may use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ctx {
-    /// Statements: no length variables.
-    Body,
-    /// Region bounds and scratch lengths: everything, linearly.
-    Bounds,
-    /// A buffer parameter's length: `world`, scalars, length variables.
-    ParamLen,
-    /// `#[requires]` and postcondition roots: `world` and scalars.
-    Attr,
-    /// Scalar ranges: `world` only.
-    Range,
-}
-
-impl Ctx {
-    fn describe(self) -> &'static str {
-        match self {
-            Ctx::Body | Ctx::Bounds => "the body",
-            Ctx::ParamLen => "a buffer length",
-            Ctx::Attr => "an attribute",
-            Ctx::Range => "a scalar range",
-        }
-    }
-}
-
 #[derive(Clone, Copy, Debug)]
 enum EntryKind {
     Var(u32),
-    /// A scratch slot and the degree of its length in the length variables.
-    Scratch(u32, u8),
+    /// A scratch slot.
+    Scratch(u32),
     Handle(u32),
 }
 
@@ -351,8 +325,6 @@ struct Compiler<'s> {
     stmts: Vec<StmtInfo<'s>>,
     loops: Vec<(&'s str, u32)>,
     handle_names: Vec<&'s str>,
-    /// Degree (0 or 1) of each parameter's length.
-    param_deg: Vec<u8>,
     /// Region nodes numbered so far.
     nregions: u32,
 }
@@ -376,38 +348,14 @@ pub(crate) fn compile(s: &Schedule) -> (Prog<'_>, Vec<Diagnostic>) {
         stmts: Vec::new(),
         loops: Vec::new(),
         handle_names: Vec::new(),
-        param_deg: Vec::new(),
         nregions: 0,
     };
     c.slot_dep[RANK as usize] = true;
 
-    if let Some(extra) = s.len_vars.get(crate::lin::MAX_LEN_VARS) {
-        c.key = span_key(extra.span);
-        c.error(
-            DiagKind::SyntaxError,
-            extra.span,
-            format!(
-                "`{}` is a length variable beyond the {} a schedule may use",
-                extra.name,
-                crate::lin::MAX_LEN_VARS
-            ),
-        );
-    }
-    let mut buf_len = Vec::with_capacity(s.buffers.len());
-    for b in &s.buffers {
-        c.key = span_key(b.span);
-        let (e, d) = c.expr(&b.len, Ctx::ParamLen);
-        c.param_deg.push(d);
-        buf_len.push(e);
-    }
-    // attributes are evaluated on the IR (`verify.rs`); here their names
-    // and shapes are checked
-    c.ranges();
+    let buf_len = s.buffers.iter().map(|b| c.expr(&b.len)).collect();
+    // attributes are evaluated on the IR (`verify.rs`) and resolved by
+    // `resolve`; here the verify set is checked
     c.verify_set();
-    for r in &s.requires {
-        c.key = span_key(r.span);
-        c.expr(r, Ctx::Attr);
-    }
     let post = s.postcondition.as_ref().and_then(|p| c.post(p));
     let body = c.block(&s.body, false);
 
@@ -424,35 +372,12 @@ pub(crate) fn compile(s: &Schedule) -> (Prog<'_>, Vec<Diagnostic>) {
         post,
         nregions: c.nregions as usize,
     };
-    (prog, c.sink.into_vec())
-}
-
-/// Edit distance with adjacent transpositions (optimal string alignment),
-/// for "did you mean" suggestions: `rnak` is one edit from `rank`.
-fn distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let w = b.len() + 1;
-    let mut d = vec![0_usize; (a.len() + 1) * w];
-    for i in 0..=a.len() {
-        d[i * w] = i;
+    let names = crate::resolve::check(s);
+    if names.is_empty() {
+        (prog, c.sink.into_vec())
+    } else {
+        (prog, names)
     }
-    for (j, cell) in d.iter_mut().enumerate().take(w) {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut v = (d[(i - 1) * w + j] + 1)
-                .min(d[i * w + j - 1] + 1)
-                .min(d[(i - 1) * w + j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                v = v.min(d[(i - 2) * w + j - 2] + 1);
-            }
-            d[i * w + j] = v;
-        }
-    }
-    d[a.len() * w + b.len()]
 }
 
 impl<'s> Compiler<'s> {
@@ -476,215 +401,52 @@ impl<'s> Compiler<'s> {
         self.scope.iter().rev().find(|e| e.name == name).map(|e| e.kind)
     }
 
-    fn suggestion(&self, name: &str, ctx: Ctx) -> Option<String> {
-        let mut candidates: Vec<&str> = vec!["world"];
-        if matches!(ctx, Ctx::Body | Ctx::Bounds) {
-            candidates.push("rank");
-            candidates.extend(
-                self.scope
-                    .iter()
-                    .filter(|e| matches!(e.kind, EntryKind::Var(_)))
-                    .map(|e| e.name),
-            );
-        }
-        if ctx != Ctx::Range {
-            candidates.extend(self.s.scalars.iter().map(|x| x.name.as_str()));
-        }
-        let limit = (name.chars().count() / 3).max(1);
-        candidates
-            .into_iter()
-            .filter(|c| *c != name)
-            .map(|c| (distance(name, c), c))
-            .filter(|(d, _)| *d <= limit)
-            .min_by_key(|(d, _)| *d)
-            .map(|(_, c)| format!("did you mean `{c}`?"))
-    }
-
-    /// Compiles an expression; the second value is its degree in the length
-    /// variables (0 or 1; non-linear uses are reported here).
-    fn expr(&mut self, e: &'s Expr, ctx: Ctx) -> (CExpr, u8) {
-        let (mut c, d) = self.expr_node(e, ctx);
+    /// Compiles an expression (names resolved; see [`crate::resolve`]).
+    fn expr(&mut self, e: &'s Expr) -> CExpr {
+        let mut c = self.expr_node(e);
         c.attach_code();
-        (c, d)
+        c
     }
 
     /// [`Self::expr`] without the evaluation code (generated once, at the
     /// root).
-    fn expr_node(&mut self, e: &'s Expr, ctx: Ctx) -> (CExpr, u8) {
+    fn expr_node(&mut self, e: &'s Expr) -> CExpr {
         let span = e.span;
         match &e.kind {
-            ExprKind::Int(v) => (CExpr::int(*v, span), 0),
-            ExprKind::Name(n) => self.name(n.kind, &n.text, span, ctx),
+            ExprKind::Int(v) => CExpr::int(*v, span),
+            ExprKind::Name(n) => self.name(n.kind, &n.text, span),
             ExprKind::Unary(op, x) => {
-                let (cx, d) = self.expr_node(x, ctx);
-                if d > 0 && *op == UnOp::Not {
-                    self.nonlinear(span, "`!` of a length");
-                }
+                let cx = self.expr_node(x);
                 let has_len = cx.has_len;
-                let k = CK::Unary(*op, Box::new(cx));
-                (CExpr::new(k, span, has_len), d)
+                CExpr::new(CK::Unary(*op, Box::new(cx)), span, has_len)
             }
             ExprKind::Binary(op, a, b) => {
-                let (ca, da) = self.expr_node(a, ctx);
-                let (cb, db) = self.expr_node(b, ctx);
-                let d = match op {
-                    BinOp::Add | BinOp::Sub => da.max(db),
-                    BinOp::Mul => {
-                        if da > 0 && db > 0 {
-                            self.nonlinear(span, "a product of two length variables");
-                        }
-                        (da + db).min(1)
-                    }
-                    _ => {
-                        if da > 0 || db > 0 {
-                            let what = if matches!(op, BinOp::Div | BinOp::Rem) {
-                                format!("`{}` involving a length variable", op.as_str())
-                            } else {
-                                format!("`{}` applied to a length variable", op.as_str())
-                            };
-                            self.nonlinear(span, &what);
-                        }
-                        0
-                    }
-                };
+                let (ca, cb) = (self.expr_node(a), self.expr_node(b));
                 let has_len = ca.has_len || cb.has_len;
-                (
-                    CExpr::new(CK::Binary(*op, Box::new(ca), Box::new(cb)), span, has_len),
-                    d,
-                )
+                CExpr::new(CK::Binary(*op, Box::new(ca), Box::new(cb)), span, has_len)
             }
             ExprKind::Call(f, args) => {
-                if args.len() != f.arity() {
-                    let plural = if f.arity() == 1 { "" } else { "s" };
-                    self.error(
-                        DiagKind::SyntaxError,
-                        span,
-                        format!(
-                            "`{}` takes {} argument{plural}, not {}",
-                            f.as_str(),
-                            f.arity(),
-                            args.len()
-                        ),
-                    );
-                }
-                let mut cargs = Vec::with_capacity(args.len());
-                let mut deg = 0;
-                for a in args {
-                    let (ca, d) = self.expr_node(a, ctx);
-                    deg = deg.max(d);
-                    cargs.push(ca);
-                }
-                if deg > 0 {
-                    self.nonlinear(span, &format!("`{}` of a length variable", f.as_str()));
-                }
+                let cargs: Vec<CExpr> = args.iter().map(|a| self.expr_node(a)).collect();
                 let has_len = cargs.iter().any(|a| a.has_len);
-                (CExpr::new(CK::Call(*f, cargs), span, has_len), 0)
+                CExpr::new(CK::Call(*f, cargs), span, has_len)
             }
         }
     }
 
-    fn nonlinear(&mut self, span: SpanId, what: &str) {
-        self.push(
-            Diagnostic::new(
-                DiagKind::NonLinearLength,
-                span,
-                format!("lengths and region bounds must be linear in the length variables, but this is {what}"),
-            )
-            .with_hint(
-                "multiply length variables only by values that do not involve length variables, and do not divide them",
-            ),
-        );
-    }
-
-    /// Checks that an operator parameter names one.
-    fn op(&mut self, op: OpExpr, span: SpanId) -> OpExpr {
-        if let OpExpr::Param(i) = op {
-            if !self.s.scalars.get(i).is_some_and(|x| x.op) {
-                let name = self.s.scalars.get(i).map_or("?", |x| x.name.as_str());
-                self.unknown(
-                    span,
-                    format!("`{name}` is not an operator parameter"),
-                    Some("an operator is `sum`, `prod`, `max`, `min` or a parameter `NAME: ReduceOp`".to_owned()),
-                );
-            }
-        }
-        op
-    }
-
-    fn unknown(&mut self, span: SpanId, msg: String, hint: Option<String>) {
-        let mut d = Diagnostic::new(DiagKind::UnknownName, span, msg);
-        d.hint = hint;
-        self.push(d);
-    }
-
-    fn name(&mut self, kind: NameKind, text: &'s str, span: SpanId, ctx: Ctx) -> (CExpr, u8) {
-        let slot = |s: u32| (CExpr::new(CK::Slot(s), span, false), 0);
-        let zero = (CExpr::int(0, span), 0);
+    /// A resolved name as a slot or length variable (a name resolution
+    /// rejected becomes 0: such a program is never run).
+    fn name(&mut self, kind: NameKind, text: &'s str, span: SpanId) -> CExpr {
+        let slot = |s: u32| CExpr::new(CK::Slot(s), span, false);
         match kind {
             NameKind::World => slot(WORLD),
-            NameKind::Rank => {
-                if matches!(ctx, Ctx::Body | Ctx::Bounds) {
-                    slot(RANK)
-                } else {
-                    self.unknown(
-                        span,
-                        format!("`rank` cannot be used in {}", ctx.describe()),
-                        Some("only `world` and scalar parameters are known here".to_owned()),
-                    );
-                    zero
-                }
-            }
-            NameKind::Scalar(i) => {
-                if i >= self.s.scalars.len() {
-                    self.unknown(span, format!("`{text}` is not a scalar parameter"), None);
-                    zero
-                } else if self.s.scalars[i].op {
-                    self.unknown(
-                        span,
-                        format!("`{text}` is an operator parameter; it cannot be used in an expression"),
-                        Some("an operator parameter may only be written where an operator is (`reduce OP`, `accumulate .., OP`, a collective's or postcondition's `OP`)".to_owned()),
-                    );
-                    zero
-                } else if ctx == Ctx::Range {
-                    self.unknown(
-                        span,
-                        format!("`{text}` cannot be used in a scalar range"),
-                        Some("scalar ranges may only use `world`".to_owned()),
-                    );
-                    zero
-                } else {
-                    slot(FIRST_SCALAR + i as u32)
-                }
-            }
-            NameKind::LenVar(i) => {
-                if i >= self.s.len_vars.len() {
-                    self.unknown(span, format!("`{text}` is not a length variable"), None);
-                    zero
-                } else if matches!(ctx, Ctx::Bounds | Ctx::ParamLen) {
-                    (CExpr::new(CK::Len(i as u32), span, true), 1)
-                } else {
-                    let decl = self.s.len_vars[i].span;
-                    self.push(
-                        Diagnostic::new(
-                            DiagKind::UnknownName,
-                            span,
-                            format!("`{text}` is a length variable, which may only appear in buffer lengths and region bounds"),
-                        )
-                        .with_note(decl, format!("`{text}` is a length variable bound from the buffer lengths here")),
-                    );
-                    zero
-                }
-            }
-            NameKind::Var => {
-                if matches!(ctx, Ctx::Body | Ctx::Bounds) {
-                    if let Some(EntryKind::Var(s)) = self.lookup(text) {
-                        return slot(s);
-                    }
-                }
-                let hint = self.suggestion(text, ctx);
-                self.unknown(span, format!("`{text}` is not defined here"), hint);
-                zero
-            }
+            NameKind::Rank => slot(RANK),
+            NameKind::Scalar(i) if i < self.s.scalars.len() => slot(FIRST_SCALAR + i as u32),
+            NameKind::LenVar(i) if i < self.s.len_vars.len() => CExpr::new(CK::Len(i as u32), span, true),
+            NameKind::Var => match self.lookup(text) {
+                Some(EntryKind::Var(s)) => slot(s),
+                _ => CExpr::int(0, span),
+            },
+            NameKind::Scalar(_) | NameKind::LenVar(_) => CExpr::int(0, span),
         }
     }
 
@@ -693,91 +455,45 @@ impl<'s> Compiler<'s> {
         self.nregions - 1
     }
 
-    fn region(&mut self, r: &'s Region) -> (CRegion<'s>, u8) {
-        match &r.kind {
-            RegionKind::Whole(b) => {
-                let (buf, deg) = self.buffer(b);
-                (
-                    CRegion {
-                        kind: CRKind::Whole,
-                        ir: r,
-                        buf,
-                        id: self.next_region(),
-                    },
-                    deg,
-                )
-            }
+    fn region(&mut self, r: &'s Region) -> CRegion<'s> {
+        let (kind, buf) = match &r.kind {
+            RegionKind::Whole(b) => (CRKind::Whole, self.buffer(b)),
             RegionKind::Slice { base, start, end } => {
-                let (cb, _) = self.region(base);
-                let (s, ds) = self.expr(start, Ctx::Bounds);
-                let (e, de) = self.expr(end, Ctx::Bounds);
-                let buf = cb.buf;
-                (
-                    CRegion {
-                        kind: CRKind::Slice {
-                            base: Box::new(cb),
-                            start: s,
-                            end: e,
-                        },
-                        ir: r,
-                        buf,
-                        id: self.next_region(),
-                    },
-                    ds.max(de),
-                )
+                let base = self.region(base);
+                let buf = base.buf;
+                let kind = CRKind::Slice {
+                    base: Box::new(base),
+                    start: self.expr(start),
+                    end: self.expr(end),
+                };
+                (kind, buf)
             }
             RegionKind::Chunk { base, index, parts } => {
-                let (cb, dbase) = self.region(base);
-                let (ci, di) = self.expr(index, Ctx::Bounds);
-                let cp = parts.as_ref().map(|p| {
-                    let (cp, dp) = self.expr(p, Ctx::Bounds);
-                    if dp > 0 {
-                        self.nonlinear(p.span, "a chunk count involving a length variable");
-                    }
-                    cp
-                });
-                if di > 0 && dbase > 0 {
-                    self.nonlinear(
-                        index.span,
-                        "a chunk index involving a length variable, multiplied by a chunk length that involves one",
-                    );
-                }
-                let buf = cb.buf;
-                (
-                    CRegion {
-                        kind: CRKind::Chunk {
-                            base: Box::new(cb),
-                            index: ci,
-                            parts: cp,
-                        },
-                        ir: r,
-                        buf,
-                        id: self.next_region(),
-                    },
-                    dbase.max(di),
-                )
+                let base = self.region(base);
+                let buf = base.buf;
+                let kind = CRKind::Chunk {
+                    base: Box::new(base),
+                    index: self.expr(index),
+                    parts: parts.as_ref().map(|p| self.expr(p)),
+                };
+                (kind, buf)
             }
+        };
+        CRegion {
+            kind,
+            ir: r,
+            buf,
+            id: self.next_region(),
         }
     }
 
-    fn buffer(&mut self, b: &'s BufRef) -> (BufSlot, u8) {
+    fn buffer(&mut self, b: &'s BufRef) -> BufSlot {
         match b.kind {
-            BufKind::Param(i) if i < self.s.buffers.len() => (BufSlot::Param(i as u32), self.param_deg[i]),
-            BufKind::Param(_) => {
-                self.unknown(b.span, format!("`{}` is not a buffer parameter", b.name), None);
-                (BufSlot::Param(0), 0)
-            }
-            BufKind::Scratch => {
-                if let Some(EntryKind::Scratch(slot, deg)) = self.lookup(&b.name) {
-                    return (BufSlot::Scratch(slot), deg);
-                }
-                let mut hint = None;
-                if let Some(p) = self.s.buffers.iter().find(|p| distance(&p.name, &b.name) <= 2) {
-                    hint = Some(format!("did you mean `{}`?", p.name));
-                }
-                self.unknown(b.span, format!("no buffer `{}` is defined here", b.name), hint);
-                (BufSlot::Param(0), 0)
-            }
+            BufKind::Param(i) => BufSlot::Param(i as u32),
+            BufKind::Scratch => match self.lookup(&b.name) {
+                Some(EntryKind::Scratch(slot)) => BufSlot::Scratch(slot),
+                _ => BufSlot::Param(0),
+            },
         }
     }
 
@@ -853,7 +569,7 @@ impl<'s> Compiler<'s> {
                 tag,
                 reduce,
             } => {
-                let reduce = reduce.map(|op| self.op(op, st.span));
+                let reduce = reduce.clone();
                 let p = self.p2p(false, region, peer, tag.as_ref(), reduce, None);
                 self.writes(&p.region, "`recv`");
                 CKind::P2p(p)
@@ -877,7 +593,7 @@ impl<'s> Compiler<'s> {
                 tag,
                 reduce,
             } => {
-                let reduce = reduce.map(|op| self.op(op, st.span));
+                let reduce = reduce.clone();
                 let p = self.p2p(false, region, peer, tag.as_ref(), reduce, Some(handle));
                 self.writes(&p.region, "`irecv`");
                 if let Some(h) = p.handle {
@@ -902,23 +618,23 @@ impl<'s> Compiler<'s> {
                 CKind::Batch(b)
             }
             StmtKind::Copy { src, dst } => {
-                let (src, _) = self.region(src);
-                let (dst, _) = self.region(dst);
+                let src = self.region(src);
+                let dst = self.region(dst);
                 self.writes(&dst, "`copy`");
                 CKind::Copy { src, dst, op: None }
             }
             StmtKind::Accumulate { src, dst, op } => {
-                let (src, _) = self.region(src);
-                let (dst, _) = self.region(dst);
+                let src = self.region(src);
+                let dst = self.region(dst);
                 self.writes(&dst, "`accumulate`");
                 CKind::Copy {
                     src,
                     dst,
-                    op: Some(self.op(*op, st.span)),
+                    op: Some(op.clone()),
                 }
             }
             StmtKind::Let { name, value } => {
-                let (v, _) = self.expr(value, Ctx::Body);
+                let v = self.expr(value);
                 let dep = self.expr_dep(&v);
                 let slot = self.new_slot(&name.name, dep);
                 self.scope.push(Entry {
@@ -928,12 +644,12 @@ impl<'s> Compiler<'s> {
                 CKind::Let { slot, value: v }
             }
             StmtKind::Scratch { name, len } => {
-                let (l, d) = self.expr(len, Ctx::Bounds);
+                let l = self.expr(len);
                 let slot = self.nscratch;
                 self.nscratch += 1;
                 self.scope.push(Entry {
                     name: &name.name,
-                    kind: EntryKind::Scratch(slot, d),
+                    kind: EntryKind::Scratch(slot),
                 });
                 CKind::Scratch { slot, len: l, name }
             }
@@ -945,8 +661,8 @@ impl<'s> Compiler<'s> {
                 reverse,
                 body,
             } => {
-                let (s, _) = self.expr(start, Ctx::Body);
-                let (e, _) = self.expr(end, Ctx::Body);
+                let s = self.expr(start);
+                let e = self.expr(end);
                 let dep = self.expr_dep(&s) || self.expr_dep(&e);
                 let slot = self.new_slot(&var.name, dep);
                 let mark = self.scope.len();
@@ -971,7 +687,7 @@ impl<'s> Compiler<'s> {
                 let mut cb = Vec::with_capacity(branches.len());
                 for (cond, body) in branches {
                     self.key = stmt_key(id);
-                    let (c, _) = self.expr(cond, Ctx::Body);
+                    let c = self.expr(cond);
                     cb.push((c, self.block(body, in_batch)));
                 }
                 let else_body = else_body.as_ref().map(|b| self.block(b, in_batch));
@@ -980,7 +696,7 @@ impl<'s> Compiler<'s> {
                     else_body,
                 }
             }
-            StmtKind::Collective { kind, over } => CKind::Coll(self.collective(kind, over.as_ref(), st.span)),
+            StmtKind::Collective { kind, over } => CKind::Coll(self.collective(kind, over.as_ref())),
         };
         Some(CStmt { id, kind })
     }
@@ -994,9 +710,9 @@ impl<'s> Compiler<'s> {
         reduce: Option<OpExpr>,
         handle: Option<&'s Ident>,
     ) -> P2pStmt<'s> {
-        let (region, _) = self.region(region);
-        let (peer, _) = self.expr(peer, Ctx::Body);
-        let tag = tag.map(|t| self.expr(t, Ctx::Body).0);
+        let region = self.region(region);
+        let peer = self.expr(peer);
+        let tag = tag.map(|t| self.expr(t));
         let handle = handle.map(|h| {
             let slot = self.nhandles;
             self.nhandles += 1;
@@ -1022,7 +738,7 @@ impl<'s> Compiler<'s> {
         }
     }
 
-    fn collective(&mut self, kind: &'s Collective, over: Option<&'s Expr>, span: SpanId) -> CColl<'s> {
+    fn collective(&mut self, kind: &'s Collective, over: Option<&'s Expr>) -> CColl<'s> {
         let mut c = CColl {
             kind: CollKind::Barrier,
             op: None,
@@ -1034,11 +750,11 @@ impl<'s> Compiler<'s> {
         match kind {
             Collective::AllReduce { src, dst, op } => {
                 c.kind = CollKind::AllReduce;
-                c.op = Some(self.op(*op, span));
-                let s = self.region(src).0;
+                c.op = Some(op.clone());
+                let s = self.region(src);
                 match dst {
                     Some(d) => {
-                        let d = self.region(d).0;
+                        let d = self.region(d);
                         self.writes(&d, "`all_reduce`");
                         c.dst = Some(d);
                     }
@@ -1057,27 +773,27 @@ impl<'s> Compiler<'s> {
                     _ => CollKind::Reduce,
                 };
                 if let Collective::ReduceScatter { op, .. } | Collective::Reduce { op, .. } = kind {
-                    c.op = Some(self.op(*op, span));
+                    c.op = Some(op.clone());
                 }
                 if let Collective::Reduce { root, .. } = kind {
-                    c.root = Some(self.expr(root, Ctx::Body).0);
+                    c.root = Some(self.expr(root));
                 }
-                c.src = Some(self.region(src).0);
-                let d = self.region(dst).0;
+                c.src = Some(self.region(src));
+                let d = self.region(dst);
                 self.writes(&d, &format!("`{}`", kind.name()));
                 c.dst = Some(d);
             }
             Collective::Broadcast { region, root } => {
                 c.kind = CollKind::Broadcast;
-                c.root = Some(self.expr(root, Ctx::Body).0);
-                let r = self.region(region).0;
+                c.root = Some(self.expr(root));
+                let r = self.region(region);
                 self.writes(&r, "`broadcast`");
                 c.src = Some(r);
             }
             Collective::Barrier => {}
         }
         if let Some(o) = over {
-            let (e, _) = self.expr(o, Ctx::Body);
+            let e = self.expr(o);
             let mut slots = Vec::new();
             e.slots(&mut slots);
             if let Some(&bad) = slots.iter().find(|&&s| s != RANK && self.slot_dep[s as usize]) {
@@ -1098,60 +814,6 @@ impl<'s> Compiler<'s> {
             c.over = Some(COver { expr: e, key_slots });
         }
         c
-    }
-
-    fn ranges(&mut self) {
-        let s = self.s;
-        let mut out: Vec<bool> = vec![false; s.scalars.len()];
-        for r in &s.verify.scalars {
-            self.key = span_key(r.span);
-            if r.scalar >= s.scalars.len() {
-                self.unknown(
-                    r.name.span,
-                    format!("`{}` is not a scalar parameter", r.name.name),
-                    None,
-                );
-                continue;
-            }
-            if s.scalars[r.scalar].op {
-                self.error(
-                    DiagKind::SyntaxError,
-                    r.span,
-                    format!(
-                        "`{}` is an operator parameter and takes no range in `#[verify]`",
-                        r.name.name
-                    ),
-                );
-                continue;
-            }
-            self.expr(&r.lo, Ctx::Range);
-            self.expr(&r.hi, Ctx::Range);
-            if out[r.scalar] {
-                self.error(
-                    DiagKind::SyntaxError,
-                    r.span,
-                    format!("scalar `{}` has two ranges in `#[verify]`", r.name.name),
-                );
-                continue;
-            }
-            out[r.scalar] = true;
-        }
-        for (i, sc) in s.scalars.iter().enumerate() {
-            if !out[i] && !sc.op {
-                self.key = span_key(sc.span);
-                self.push(
-                    Diagnostic::new(
-                        DiagKind::MissingRange,
-                        sc.span,
-                        format!("scalar parameter `{}` has no range in `#[verify]`", sc.name),
-                    )
-                    .with_hint(format!(
-                        "add a range such as `#[verify(world in 1..=16, {} in 0..world)]`",
-                        sc.name
-                    )),
-                );
-            }
-        }
     }
 
     fn verify_set(&mut self) {
@@ -1198,27 +860,18 @@ impl<'s> Compiler<'s> {
 
     fn post(&mut self, p: &'s crate::ir::Postcondition) -> Option<CPost<'s>> {
         self.key = span_key(p.span);
-        let param = |c: &mut Self, b: &BufRef| match b.kind {
-            BufKind::Param(i) if i < c.s.buffers.len() => Some(i as u32),
-            _ => {
-                c.unknown(
-                    b.span,
-                    format!("`{}` is not a buffer parameter", b.name),
-                    Some("a postcondition names buffer parameters".to_owned()),
-                );
-                None
-            }
+        // resolution reports a postcondition buffer that is not a parameter
+        let param = |_: &mut Self, b: &BufRef| match b.kind {
+            BufKind::Param(i) if i < self.s.buffers.len() => Some(i as u32),
+            _ => None,
         };
         let (input, output, op, root) = match &p.kind {
             PostKind::AllGather { input, output } | PostKind::AllToAll { input, output } => {
                 (param(self, input), param(self, output), None, None)
             }
-            PostKind::AllReduce { input, output, op } | PostKind::ReduceScatter { input, output, op } => (
-                param(self, input),
-                param(self, output),
-                Some(self.op(*op, p.span)),
-                None,
-            ),
+            PostKind::AllReduce { input, output, op } | PostKind::ReduceScatter { input, output, op } => {
+                (param(self, input), param(self, output), Some(op.clone()), None)
+            }
             PostKind::Broadcast { buf, root } => {
                 let b = param(self, buf);
                 (b, b, None, Some(root))
@@ -1228,14 +881,9 @@ impl<'s> Compiler<'s> {
                 output,
                 op,
                 root,
-            } => (
-                param(self, input),
-                param(self, output),
-                Some(self.op(*op, p.span)),
-                Some(root),
-            ),
+            } => (param(self, input), param(self, output), Some(op.clone()), Some(root)),
         };
-        let root = root.map(|r| self.expr(r, Ctx::Attr).0);
+        let root = root.map(|r| self.expr(r));
         Some(CPost {
             kind: &p.kind,
             span: p.span,

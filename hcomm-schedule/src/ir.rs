@@ -8,14 +8,15 @@
 //!
 //! # Names
 //!
-//! The macro resolves every identifier in an expression to a [`NameKind`] and
-//! keeps its text. The checker only trusts the kind for `rank`, `world`,
-//! scalar parameters and length variables; [`NameKind::Var`] names (loop
-//! variables and `let` bindings) are looked up by text, lexically, by the
-//! checker itself, which reports `unknown name` when one is not in scope (so the
-//! macro may report unknown names first, or leave them to the checker).
-//! Buffer references ([`BufRef`]) likewise name either a parameter (by index)
-//! or a `scratch` buffer (looked up by text, lexically).
+//! The macro writes every name as text: [`NameKind::Var`] in expressions,
+//! [`BufKind::Scratch`] for buffers, [`OpExpr::Name`] for an operator
+//! parameter, no [`Schedule::len_vars`] and [`crate::resolve::UNRESOLVED`] in
+//! [`ScalarRange::scalar`]. [`crate::resolve::resolve`] then decides what
+//! each name refers to (reporting `unknown name` and friends) and rewrites
+//! the kinds in place. The checker trusts the kinds of `rank`, `world`,
+//! scalar parameters and length variables, and looks loop variables and
+//! `let` bindings ([`NameKind::Var`]), `scratch` buffers and request handles
+//! up by text, lexically.
 //!
 //! # Scoping
 //!
@@ -33,7 +34,7 @@ pub struct SpanId(pub u32);
 
 /// An identifier with its location (buffer, scalar, loop variable, `let`,
 /// scratch buffer or request handle name).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Ident {
     /// The identifier's text.
     pub name: String,
@@ -206,23 +207,27 @@ impl Op {
 }
 
 /// Where an operator is written: a keyword or an operator parameter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum OpExpr {
     /// `sum`, `prod`, `max` or `min`.
     Lit(Op),
     /// An operator parameter: index into [`Schedule::scalars`] (whose entry
     /// has `op` set).
     Param(usize),
+    /// A name where an operator stands, before resolution
+    /// ([`crate::resolve::resolve`] turns it into [`OpExpr::Param`]).
+    Name(Ident),
 }
 
 impl OpExpr {
     /// The operator with the scalar values `scalars` (in the order of
     /// [`Schedule::scalars`]); `None` when a parameter's value is not an
     /// operator index.
-    pub fn resolve(self, scalars: &[i64]) -> Option<Op> {
+    pub fn resolve(&self, scalars: &[i64]) -> Option<Op> {
         match self {
-            OpExpr::Lit(op) => Some(op),
-            OpExpr::Param(i) => Op::from_index(*scalars.get(i)?),
+            OpExpr::Lit(op) => Some(*op),
+            OpExpr::Param(i) => Op::from_index(*scalars.get(*i)?),
+            OpExpr::Name(_) => None,
         }
     }
 }

@@ -20,13 +20,15 @@
 //!   scalar values, then the loop variables enclosing the statement. Length
 //!   variables are named only when a postcondition fails at a value other
 //!   than 1.
-//! * **Name resolution.** The macro resolves `rank`, `world`, scalars and
-//!   length variables; the checker resolves loop variables, `let`s, scratch
-//!   buffers and request handles lexically (Rust scoping: visible to the end
-//!   of the enclosing block, later definitions shadow earlier ones) and
-//!   reports `unknown name` (with "did you mean" when a close name exists)
-//!   for what it cannot find. `wait` of a handle that is not in scope is
-//!   `unknown request` (step 6), as the reference says for undefined handles.
+//! * **Name resolution.** [`resolve`] resolves every name: `rank`, `world`,
+//!   scalars, operator parameters, length variables, and lexically (Rust
+//!   scoping: visible to the end of the enclosing block, later definitions
+//!   shadow earlier ones) loop variables, `let`s, scratch buffers and request
+//!   handles. It reports `unknown name` (with "did you mean" when a close
+//!   name exists) for what it cannot find, checks that lengths are linear and
+//!   decides which buffer binds which length variable. `wait` of a handle
+//!   that is not in scope is `unknown request` (step 6), as the reference
+//!   says for undefined handles.
 //! * **Request scope.** A pending request whose handle goes out of scope
 //!   (end of its block, including each iteration of a loop body) or is
 //!   redefined is an `unwaited request`, reported at its `isend`/`irecv`.
@@ -114,6 +116,7 @@ mod compile;
 mod fxhash;
 mod lin;
 mod print;
+pub mod resolve;
 mod unroll;
 mod verify;
 

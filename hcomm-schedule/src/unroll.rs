@@ -520,7 +520,7 @@ struct Abort;
 impl RankUnroller<'_, '_, '_> {
     /// The operator of a statement with this combination's scalars (operator
     /// parameters were checked by [`unroll`]).
-    fn op(&self, op: Option<OpExpr>) -> Option<Op> {
+    fn op(&self, op: Option<&OpExpr>) -> Option<Op> {
         op.and_then(|o| o.resolve(self.scalars))
     }
 
@@ -714,7 +714,7 @@ impl RankUnroller<'_, '_, '_> {
                 self.out.copies.push(LocalCopy {
                     src,
                     dst,
-                    op: self.op(*op),
+                    op: self.op(op.as_ref()),
                 });
                 self.push_event(EvKind::Copy(idx), id);
                 Ok(())
@@ -872,7 +872,7 @@ impl RankUnroller<'_, '_, '_> {
             peer: peer_u,
             tag,
             reg,
-            reduce: self.op(p.reduce),
+            reduce: self.op(p.reduce.as_ref()),
             stmt: id,
             ctx,
             ev: self.out.events.len() as u32,
@@ -970,7 +970,7 @@ impl RankUnroller<'_, '_, '_> {
             peer: peer_u,
             tag,
             reg,
-            reduce: self.op(p.reduce),
+            reduce: self.op(p.reduce.as_ref()),
             stmt: id,
             ctx,
             ev: self.out.events.len() as u32,
@@ -1182,7 +1182,7 @@ impl RankUnroller<'_, '_, '_> {
         let idx = self.out.colls.len() as u32;
         self.out.colls.push(CollCall {
             kind: c.kind,
-            op: self.op(c.op),
+            op: self.op(c.op.as_ref()),
             src,
             dst,
             root,

@@ -759,7 +759,7 @@ impl Exec<'_, '_, '_> {
         let outp = post.output;
         let len_in = self.buf(0, inp as usize)?.1;
         let len_out = self.buf(0, outp as usize)?.1;
-        let op = post.op.and_then(|o| o.resolve(&un.scalars)).unwrap_or(Op::Sum);
+        let op = post.op.as_ref().and_then(|o| o.resolve(&un.scalars)).unwrap_or(Op::Sum);
         let root = match &post.root {
             Some(e) => {
                 let mut env = vec![0_i64; un.prog.nslots];

@@ -12,6 +12,7 @@ mod eval_props;
 mod fail;
 pub(crate) mod pass;
 pub(crate) mod props;
+mod resolve;
 mod timeline;
 
 static NEXT_SPAN: AtomicU32 = AtomicU32::new(1000);

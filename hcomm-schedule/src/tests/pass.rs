@@ -140,7 +140,7 @@ pub(crate) fn ring_all_reduce_by(op: OpExpr, s: S) -> Schedule {
         .post(PostKind::AllReduce {
             input: bref(0, "input"),
             output: bref(1, "output"),
-            op,
+            op: op.clone(),
         })
         .body(vec![
             copy(p(0, "input"), out()),

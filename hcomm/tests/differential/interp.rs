@@ -164,7 +164,7 @@ type Mark = (usize, usize, usize);
 impl Env {
     /// The operator of a statement, an operator parameter read from the
     /// scalars.
-    fn op(&self, op: OpExpr) -> Result<ReduceOp> {
+    fn op(&self, op: &OpExpr) -> Result<ReduceOp> {
         op.resolve(&self.scalars)
             .map(reduce_op)
             .ok_or_else(|| Error::Evaluation {
@@ -172,7 +172,7 @@ impl Env {
             })
     }
 
-    fn op_opt(&self, op: Option<OpExpr>) -> Result<Option<ReduceOp>> {
+    fn op_opt(&self, op: Option<&OpExpr>) -> Result<Option<ReduceOp>> {
         op.map(|o| self.op(o)).transpose()
     }
 
@@ -297,7 +297,7 @@ impl Env {
                 reduce,
             } => {
                 let (r, p, t) = (self.region(region)?, self.int(peer)?, self.tag(tag.as_ref())?);
-                x.recv(r, p, t, self.op_opt(*reduce)?)
+                x.recv(r, p, t, self.op_opt(reduce.as_ref())?)
             }
             StmtKind::Isend {
                 handle,
@@ -318,7 +318,7 @@ impl Env {
                 reduce,
             } => {
                 let (r, p, t) = (self.region(region)?, self.int(peer)?, self.tag(tag.as_ref())?);
-                let h = x.irecv(r, p, t, self.op_opt(*reduce)?)?;
+                let h = x.irecv(r, p, t, self.op_opt(reduce.as_ref())?)?;
                 self.handles.push((handle.name.clone(), h));
                 Ok(())
             }
@@ -347,7 +347,7 @@ impl Env {
             }
             StmtKind::Accumulate { src, dst, op } => {
                 let (a, b) = (self.region(src)?, self.region(dst)?);
-                x.accumulate(a, b, self.op(*op)?)
+                x.accumulate(a, b, self.op(op)?)
             }
             StmtKind::Scratch { name, len } => {
                 let n = self.int(len)?;
@@ -422,7 +422,7 @@ impl Env {
                     reduce,
                 } => {
                     let (r, p, t) = (self.region(region)?, self.int(peer)?, self.tag(tag.as_ref())?);
-                    b.recv(r, p, t, self.op_opt(*reduce)?)?;
+                    b.recv(r, p, t, self.op_opt(reduce.as_ref())?)?;
                 }
                 _ => {
                     return Err(Error::Evaluation {
@@ -444,7 +444,7 @@ impl Env {
             Collective::AllReduce { src, dst, op } => {
                 let s = self.region(src)?;
                 let d = dst.as_ref().map_or(Ok(s), |d| self.region(d))?;
-                x.all_reduce(s, d, self.op(*op)?, group)
+                x.all_reduce(s, d, self.op(op)?, group)
             }
             Collective::AllGather { src, dst } => {
                 let (s, d) = (self.region(src)?, self.region(dst)?);
@@ -452,7 +452,7 @@ impl Env {
             }
             Collective::ReduceScatter { src, dst, op } => {
                 let (s, d) = (self.region(src)?, self.region(dst)?);
-                x.reduce_scatter(s, d, self.op(*op)?, group)
+                x.reduce_scatter(s, d, self.op(op)?, group)
             }
             Collective::AllToAll { src, dst } => {
                 let (s, d) = (self.region(src)?, self.region(dst)?);
@@ -464,7 +464,7 @@ impl Env {
             }
             Collective::Reduce { src, dst, op, root } => {
                 let (s, d, root) = (self.region(src)?, self.region(dst)?, self.int(root)?);
-                x.reduce(s, d, self.op(*op)?, root, group)
+                x.reduce(s, d, self.op(op)?, root, group)
             }
             Collective::Barrier => x.barrier(group),
         }

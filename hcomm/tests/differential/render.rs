@@ -11,13 +11,14 @@ pub fn render(s: &Schedule) -> String {
     }
     /// Generated schedules write operators as keywords; a parameter is
     /// shown by its scalar index.
-    fn op_text(o: OpExpr) -> String {
+    fn op_text(o: &OpExpr) -> String {
         match o {
             OpExpr::Lit(op) => op.as_str().to_owned(),
             OpExpr::Param(i) => format!("scalar{i}"),
+            OpExpr::Name(name) => name.name.clone(),
         }
     }
-    fn red(r: Option<OpExpr>) -> String {
+    fn red(r: Option<&OpExpr>) -> String {
         r.map(|o| format!(" reduce {}", op_text(o))).unwrap_or_default()
     }
     fn block(body: &[Stmt], depth: usize, out: &mut String) {
@@ -30,7 +31,7 @@ pub fn render(s: &Schedule) -> String {
                     peer,
                     tag: t,
                     reduce,
-                } => format!("recv {region} from {peer}{}{};", tag(t.as_ref()), red(*reduce)),
+                } => format!("recv {region} from {peer}{}{};", tag(t.as_ref()), red(reduce.as_ref())),
                 K::Isend {
                     handle,
                     region,
@@ -47,14 +48,14 @@ pub fn render(s: &Schedule) -> String {
                     "let {} = irecv {region} from {peer}{}{};",
                     handle.name,
                     tag(t.as_ref()),
-                    red(*reduce)
+                    red(reduce.as_ref())
                 ),
                 K::Wait { handles } => format!(
                     "wait {};",
                     handles.iter().map(|h| h.name.as_str()).collect::<Vec<_>>().join(", ")
                 ),
                 K::Copy { src, dst } => format!("copy {src} -> {dst};"),
-                K::Accumulate { src, dst, op } => format!("accumulate {src} -> {dst}, {};", op_text(*op)),
+                K::Accumulate { src, dst, op } => format!("accumulate {src} -> {dst}, {};", op_text(op)),
                 K::Let { name, value } => format!("let {} = {value};", name.name),
                 K::Scratch { name, len } => format!("let {} = scratch[T; {len}];", name.name),
                 K::Batch { body } => {
@@ -97,16 +98,16 @@ pub fn render(s: &Schedule) -> String {
                 }
                 K::Collective { kind, over } => {
                     let call = match kind {
-                        C::AllReduce { src, dst: None, op } => format!("all_reduce({src}, {})", op_text(*op)),
-                        C::AllReduce { src, dst: Some(d), op } => format!("all_reduce({src} -> {d}, {})", op_text(*op)),
+                        C::AllReduce { src, dst: None, op } => format!("all_reduce({src}, {})", op_text(op)),
+                        C::AllReduce { src, dst: Some(d), op } => format!("all_reduce({src} -> {d}, {})", op_text(op)),
                         C::AllGather { src, dst } => format!("all_gather({src} -> {dst})"),
                         C::ReduceScatter { src, dst, op } => {
-                            format!("reduce_scatter({src} -> {dst}, {})", op_text(*op))
+                            format!("reduce_scatter({src} -> {dst}, {})", op_text(op))
                         }
                         C::AllToAll { src, dst } => format!("all_to_all({src} -> {dst})"),
                         C::Broadcast { region, root } => format!("broadcast({region}, root = {root})"),
                         C::Reduce { src, dst, op, root } => {
-                            format!("reduce({src} -> {dst}, {}, root = {root})", op_text(*op))
+                            format!("reduce({src} -> {dst}, {}, root = {root})", op_text(op))
                         }
                         C::Barrier => "barrier".to_owned(),
                     };
