@@ -255,6 +255,8 @@ impl Comm {
     /// The buffer contract of [`Backend::post`] until this returns.
     pub(crate) unsafe fn run_ops(&self, ops: &[P2pOp], what: &str) -> Result<()> {
         let mut ids = OpIds::new();
+        #[cfg(test)]
+        crate::collective::conformance::note(ops);
         // SAFETY: forwarded from the caller.
         unsafe { self.inner.backend.post(ops, &mut ids)? };
         let posted = Posted { comm: self, ids: &ids };
@@ -270,6 +272,8 @@ impl Comm {
     ///
     /// The buffer contract of [`Backend::post`].
     pub(crate) unsafe fn post_ops(&self, ops: &[P2pOp], ids: &mut OpIds) -> Result<()> {
+        #[cfg(test)]
+        crate::collective::conformance::note(ops);
         // SAFETY: forwarded from the caller.
         unsafe { self.inner.backend.post(ops, ids) }
     }

@@ -109,7 +109,8 @@ pub(super) unsafe fn all_to_all_direct<T: Element>(
 /// the input is copied into the output and combined with every peer's
 /// piece while it is still in cache. Every rank posts all its outgoing
 /// pieces at the start, so a rank's receives wait for nothing but the
-/// peer having started.
+/// peer having started. Its messages are those of the `direct_all_reduce`
+/// schedule (checked in `conformance.rs`).
 ///
 /// # Safety
 ///

@@ -2,6 +2,8 @@
 //! rank exchanges, algorithm selection, and the algorithms themselves.
 
 mod api;
+#[cfg(test)]
+pub(crate) mod conformance;
 mod direct;
 mod halving_doubling;
 mod nonblocking;

@@ -125,6 +125,99 @@ comm_schedule! {
     }
 }
 
+comm_schedule! {
+    /// Direct all-reduce: rank `r` combines chunk `r` of every rank's input
+    /// into its output, peer `r + s` in step `s`, then fetches every other
+    /// chunk from its owner. The collectives' direct all-reduce issues
+    /// these messages (in cache-sized pieces, its sends posted up front).
+    #[verify(world in 1..=16)]
+    #[postcondition(all_reduce(input -> output, op))]
+    pub fn direct_all_reduce(input: &[T; n * world], output: &mut [T; n * world], op: ReduceOp) {
+        copy input.chunk(rank) -> output.chunk(rank);
+        for s in 1..world {
+            batch {
+                send input.chunk((rank - s) % world) to (rank - s) % world;
+                recv output.chunk(rank) from (rank + s) % world reduce op;
+            }
+        }
+        for s in 1..world {
+            batch {
+                send output.chunk(rank) to (rank + s) % world;
+                recv output.chunk((rank - s) % world) from (rank - s) % world;
+            }
+        }
+    }
+
+    /// Halving-doubling all-reduce (Rabenseifner) for any world: the first
+    /// `2 * extra` ranks (`extra = world - p`, `p` the largest power of two
+    /// up to `world`) fold in pairs, even into odd; the `p` remaining ranks,
+    /// as virtual ranks `v`, reduce-scatter by recursive halving and
+    /// all-gather by recursive doubling over `p` chunks; the odd ranks hand
+    /// the result back. The collectives' halving-doubling all-reduce issues
+    /// these messages.
+    #[verify(world in 1..=16)]
+    #[postcondition(all_reduce(buf, op))]
+    pub fn halving_doubling_all_reduce(buf: &mut [T; n * pow2(log2(world))], op: ReduceOp) {
+        let p = pow2(log2(world));
+        let extra = world - p;
+        let folded = rank < 2 * extra;
+        let v = folded * (rank / 2) + (1 - folded) * (rank - extra);
+        if folded && rank % 2 == 0 {
+            send buf to rank + 1;
+            recv buf from rank + 1;
+        } else {
+            if folded {
+                recv buf from rank - 1 reduce op;
+            }
+            for k in 0..log2(p) {
+                let d = p / pow2(k + 1);
+                let u = v ^ d;
+                let peer = (u < extra) * (2 * u + 1) + (u >= extra) * (u + extra);
+                batch {
+                    send buf[u / d * d * n..(u / d * d + d) * n] to peer;
+                    recv buf[v / d * d * n..(v / d * d + d) * n] from peer reduce op;
+                }
+            }
+            for k in 0..log2(p) {
+                let d = pow2(k);
+                let u = v ^ d;
+                let peer = (u < extra) * (2 * u + 1) + (u >= extra) * (u + extra);
+                batch {
+                    send buf[v / d * d * n..(v / d * d + d) * n] to peer;
+                    recv buf[u / d * d * n..(u / d * d + d) * n] from peer;
+                }
+            }
+            if folded {
+                send buf to rank - 1;
+            }
+        }
+    }
+
+    /// Scatter + ring all-gather broadcast from `root`: the root sends chunk
+    /// `j` to rank `j`, then `world - 1` ring steps pass chunk `rank - s` to
+    /// the right. The collectives' scatter + all-gather broadcast issues
+    /// these messages (the ring in pipelined segments).
+    #[verify(world in 1..=16, root in 0..world)]
+    #[postcondition(broadcast(buf, root = root))]
+    pub fn scatter_all_gather_broadcast(buf: &mut [T; n * world], root: usize) {
+        if rank == root {
+            for j in 0..world {
+                if j != root {
+                    send buf.chunk(j) to j;
+                }
+            }
+        } else {
+            recv buf.chunk(rank) from root;
+        }
+        for s in 0..world - 1 {
+            batch {
+                send buf.chunk((rank - s) % world) to (rank + 1) % world;
+                recv buf.chunk((rank - s - 1) % world) from (rank - 1) % world;
+            }
+        }
+    }
+}
+
 /// Ring all-reduce of `buf` in place with [`ring_all_reduce`]. The buffer
 /// goes through the ring in pieces of about `segment_bytes` per rank (a
 /// multiple of the world size, so the schedule's chunks divide evenly),
