@@ -3,10 +3,11 @@
 //! step 0: names, linearity, read-only writes, rank-dependent groups, what
 //! may stand inside `batch`, scalar ranges and the verify set.
 
+use crate::cexpr::{CExpr, CK};
 use crate::diag::{span_key, stmt_key, DiagKind, Diagnostic, Sink};
 use crate::ir::{
-    BinOp, BufKind, BufRef, Collective, Expr, ExprKind, Func, Ident, NameKind, OpExpr, PostKind, Region, RegionKind,
-    Schedule, SpanId, Stmt, StmtKind, UnOp, WorldSet,
+    BufKind, BufRef, Collective, Expr, ExprKind, Ident, NameKind, OpExpr, PostKind, Region, RegionKind, Schedule,
+    SpanId, Stmt, StmtKind, WorldSet,
 };
 
 /// At most this many world sizes in a verify set.
@@ -18,95 +19,6 @@ pub(crate) const RANK: u32 = 0;
 pub(crate) const WORLD: u32 = 1;
 /// Slot of the first scalar parameter.
 pub(crate) const FIRST_SCALAR: u32 = 2;
-
-/// A compiled expression.
-#[derive(Debug)]
-pub(crate) struct CExpr {
-    pub(crate) kind: CK,
-    pub(crate) span: SpanId,
-    /// Whether a length variable occurs in it.
-    pub(crate) has_len: bool,
-    /// Register code (see [`crate::eval::codegen`]) for the roots of
-    /// expressions and their largest subtrees without length variables;
-    /// `None`: walk the tree.
-    pub(crate) code: Option<crate::eval::Code>,
-    /// How [`crate::eval::eval_fast`] evaluates it (kept in step with `kind`
-    /// and `code`).
-    pub(crate) fast: crate::eval::Fast,
-}
-
-/// [`CExpr`] shapes.
-#[derive(Debug)]
-pub(crate) enum CK {
-    Int(i64),
-    Slot(u32),
-    Len(u32),
-    Unary(UnOp, Box<CExpr>),
-    Binary(BinOp, Box<CExpr>, Box<CExpr>),
-    Call(Func, Vec<CExpr>),
-}
-
-impl CExpr {
-    fn int(v: i64, span: SpanId) -> Self {
-        Self {
-            kind: CK::Int(v),
-            span,
-            has_len: false,
-            code: None,
-            fast: crate::eval::Fast::Int(v),
-        }
-    }
-
-    pub(crate) fn new(kind: CK, span: SpanId, has_len: bool) -> Self {
-        let mut e = Self {
-            kind,
-            span,
-            has_len,
-            code: None,
-            fast: crate::eval::Fast::None,
-        };
-        e.fast = crate::eval::Fast::of(&e);
-        e
-    }
-
-    /// Generates the evaluation code of this root: for the whole expression,
-    /// or, when it has a length variable (evaluated as a linear form), for
-    /// each largest subtree without one.
-    pub(crate) fn attach_code(&mut self) {
-        if !self.has_len {
-            self.code = crate::eval::codegen(self);
-            self.fast = crate::eval::Fast::of(self);
-            return;
-        }
-        match &mut self.kind {
-            CK::Int(_) | CK::Slot(_) | CK::Len(_) => {}
-            CK::Unary(_, x) => x.attach_code(),
-            CK::Binary(_, a, b) => {
-                a.attach_code();
-                b.attach_code();
-            }
-            CK::Call(_, args) => args.iter_mut().for_each(CExpr::attach_code),
-        }
-    }
-
-    /// Every slot it reads, in order of appearance.
-    fn slots(&self, out: &mut Vec<u32>) {
-        match &self.kind {
-            CK::Int(_) | CK::Len(_) => {}
-            CK::Slot(s) => {
-                if !out.contains(s) {
-                    out.push(*s);
-                }
-            }
-            CK::Unary(_, x) => x.slots(out),
-            CK::Binary(_, a, b) => {
-                a.slots(out);
-                b.slots(out);
-            }
-            CK::Call(_, args) => args.iter().for_each(|a| a.slots(out)),
-        }
-    }
-}
 
 /// Which buffer a region is of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,8 +10,8 @@
 //!
 //! The macro writes every name as text: [`NameKind::Var`] in expressions,
 //! [`BufKind::Scratch`] for buffers, [`OpExpr::Name`] for an operator
-//! parameter, no [`Schedule::len_vars`] and [`crate::resolve::UNRESOLVED`] in
-//! [`ScalarRange::scalar`]. [`crate::resolve::resolve`] then decides what
+//! parameter, no [`Schedule::len_vars`] and `resolve::UNRESOLVED` in
+//! [`ScalarRange::scalar`]. `resolve::resolve` then decides what
 //! each name refers to (reporting `unknown name` and friends) and rewrites
 //! the kinds in place. The checker trusts the kinds of `rank`, `world`,
 //! scalar parameters and length variables, and looks loop variables and
@@ -215,7 +215,7 @@ pub enum OpExpr {
     /// has `op` set).
     Param(usize),
     /// A name where an operator stands, before resolution
-    /// ([`crate::resolve::resolve`] turns it into [`OpExpr::Param`]).
+    /// (`resolve::resolve` turns it into [`OpExpr::Param`]).
     Name(Ident),
 }
 

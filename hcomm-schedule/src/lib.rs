@@ -5,13 +5,20 @@
 //! The generated code embeds the IR and, for world sizes outside the verify
 //! set, checks it at run time through a [`VerifyCache`].
 //!
-//! Modules: [`ir`] (the data), [`diag`] (diagnostics), [`eval`] (integer
-//! semantics shared with the run time), [`predict`] (the final buffers the
-//! symbolic execution computes), [`timeline`] (a space-time model of
-//! a schedule for drawings), and internally `compile` (name
-//! resolution and step 0), `unroll` (per-rank events; steps 1-2), `check::*`
-//! (steps 3-7), `verify` (the loop over world sizes and scalars).
-//!
+//! Modules, in the order they depend on each other (each uses only those
+//! before it; a unit test keeps it so): [`ir`] (the data) · [`eval`]
+//! (integer semantics shared with the run time) · `lin` (linear forms in the
+//! length variables) · [`diag`] (diagnostics) · [`resolve`] (names, scopes,
+//! "did you mean", linearity, length binding) · `cexpr` (compiled
+//! expressions and their evaluation) · `compile` (names to slots, and the
+//! other world-independent checks of step 0) · `situation` (how messages
+//! describe where) · `trace` (the per-rank event model) · `ranges` (steps 1
+//! and 2, run while unrolling) · `unroll` (IR → events at one world size) ·
+//! `contents` (symbolic final buffers) · `check::*` (steps 3-7) · `verify`
+//! (the loop over world sizes and scalars) · [`predict`] (the final buffers
+//! the symbolic execution computes) · [`plan`] (per-rank steps for device
+//! backends) · [`timeline`] (a space-time model of a schedule for drawings).
+
 //! # Finer points of the language
 //!
 //! * **Message format.** [`Diagnostic`]'s `Display` is `"{kind}: {message}"`
@@ -111,12 +118,17 @@ pub mod plan;
 pub mod predict;
 pub mod timeline;
 
+mod cexpr;
 mod check;
 mod compile;
+mod contents;
 mod fxhash;
 mod lin;
 mod print;
+mod ranges;
 pub mod resolve;
+mod situation;
+mod trace;
 mod unroll;
 mod verify;
 

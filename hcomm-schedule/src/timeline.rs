@@ -26,7 +26,8 @@ use crate::compile::compile;
 use crate::diag::{DiagKind, Diagnostic};
 use crate::fxhash::FxHashMap;
 use crate::ir::Schedule;
-use crate::unroll::{unroll, CollCall, EvKind, Mode, Reg, Unrolled, NONE};
+use crate::trace::{CollCall, EvKind, Mode, Reg, Unrolled, NONE};
+use crate::unroll::unroll;
 
 /// One schedule at one world size and scalar combination, laid out in
 /// columns.

@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use crate::check::{completion, deadlock, hazards, matching, postcondition, Situation};
+use crate::check::{completion, deadlock, hazards, matching, postcondition};
 use crate::compile::{compile, Prog};
 use crate::diag::{DiagKind, Diagnostic};
 use crate::eval::{binary, call, short_circuit, unary};
 use crate::ir::{Expr, ExprKind, NameKind, Schedule, WorldSet};
+use crate::situation::Situation;
 use crate::unroll::unroll;
 
 /// World-independent checks (step 0): names, linearity of lengths, scalar

@@ -2,7 +2,7 @@
 //! (the unroller records the problems; this turns them into diagnostics).
 
 use crate::diag::{stmt_key, DiagKind, Diagnostic, Sink};
-use crate::unroll::{RequestIssue, Unrolled};
+use crate::trace::{RequestIssue, Unrolled};
 
 /// Returns the step-6 diagnostics.
 pub(crate) fn check(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {

@@ -13,11 +13,11 @@
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 
-use crate::check::{tag_text, Situation};
 use crate::compile::CollKind;
 use crate::diag::{DiagKind, Diagnostic};
 use crate::fxhash::FxHashMap;
-use crate::unroll::{CollCall, EvKind, Unrolled};
+use crate::situation::{tag_text, Situation};
+use crate::trace::{CollCall, EvKind, Unrolled};
 
 struct CollState {
     arrived: u32,
@@ -111,7 +111,7 @@ impl Sim<'_, '_, '_> {
 
     /// Whether the partner of `op` has been posted.
     #[inline]
-    fn partner_posted(&self, op: &crate::unroll::P2p) -> bool {
+    fn partner_posted(&self, op: &crate::trace::P2p) -> bool {
         self.pc[op.partner.0 as usize] >= op.partner_ev
     }
 
@@ -229,12 +229,12 @@ impl Sim<'_, '_, '_> {
     /// Compares two members' calls of the same collective.
     fn mismatch(&self, ra: u32, a: &CollCall, rb: u32, b: &CollCall) -> Option<Diagnostic> {
         let names = &self.un.prog.len_names;
-        let len = |c: &CollCall| c.src.as_ref().map(crate::unroll::Reg::len);
+        let len = |c: &CollCall| c.src.as_ref().map(crate::trace::Reg::len);
         let out_len = |c: &CollCall| {
             if c.kind == CollKind::Reduce {
                 None
             } else {
-                c.dst.as_ref().map(crate::unroll::Reg::len)
+                c.dst.as_ref().map(crate::trace::Reg::len)
             }
         };
         let what = if a.kind != b.kind {
@@ -455,7 +455,7 @@ impl Sim<'_, '_, '_> {
 }
 
 /// "`send` to rank 1 with tag 2", "`irecv` from rank 0 reduce sum".
-fn op_text(o: &crate::unroll::P2p, prefix: &str) -> String {
+fn op_text(o: &crate::trace::P2p, prefix: &str) -> String {
     let reduce = o.reduce.map_or(String::new(), |op| format!(" reduce {}", op.as_str()));
     let (kw, dir) = if o.send { ("send", "to") } else { ("recv", "from") };
     format!("`{prefix}{kw}` {dir} rank {}{}{reduce}", o.peer, tag_text(o.tag))

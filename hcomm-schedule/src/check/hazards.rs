@@ -9,12 +9,12 @@
 
 use smallvec::SmallVec;
 
-use crate::check::{tag_text, Situation};
 use crate::compile::CollKind;
 use crate::diag::{stmt_key, DiagKind, Diagnostic, Sink};
 use crate::fxhash::FxHashMap;
 use crate::lin::overlaps;
-use crate::unroll::{EvKind, P2p, RankTrace, Reg, Unrolled};
+use crate::situation::{tag_text, Situation};
+use crate::trace::{EvKind, P2p, RankTrace, Reg, Unrolled};
 
 fn overlap(a: &Reg, b: &Reg) -> bool {
     a.buf == b.buf && overlaps(&a.start, &a.end, &b.start, &b.end)
@@ -262,8 +262,8 @@ fn op_access<'a>(un: &'a Unrolled<'_, '_>, t: &RankTrace, i: u32) -> Access<'a> 
         read: o.send || o.reduce.is_some(),
         write: !o.send,
         what: match (o.send, o.mode) {
-            (true, crate::unroll::Mode::Nonblocking) => "`isend`",
-            (false, crate::unroll::Mode::Nonblocking) => "`irecv`",
+            (true, crate::trace::Mode::Nonblocking) => "`isend`",
+            (false, crate::trace::Mode::Nonblocking) => "`irecv`",
             (true, _) => "`send`",
             (false, _) => "`recv`",
         },

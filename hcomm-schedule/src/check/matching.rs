@@ -2,11 +2,11 @@
 //! (the k-th send matches the k-th receive), equal lengths of matched pairs,
 //! and the shapes of collective regions.
 
-use crate::check::{ordinal, tag_text};
 use crate::compile::CollKind;
 use crate::diag::{stmt_key, DiagKind, Diagnostic, Sink};
 use crate::fxhash::FxHashMap;
-use crate::unroll::{Mode, Unrolled, NONE};
+use crate::situation::{ordinal, tag_text};
+use crate::trace::{Mode, Unrolled, NONE};
 
 /// Above this world size channels are found by hashing only (the dense
 /// table has `world^2` entries).
@@ -53,7 +53,7 @@ fn pair(un: &mut Unrolled<'_, '_>) -> bool {
     let mut chans: Vec<Chan> = Vec::new();
     // queued operations: (rank, index, next node)
     let mut nodes: Vec<(u32, u32, u32)> = Vec::new();
-    let reg_len: Vec<crate::lin::Lin> = un.regs.iter().map(crate::unroll::Reg::len).collect();
+    let reg_len: Vec<crate::lin::Lin> = un.regs.iter().map(crate::trace::Reg::len).collect();
     let mut bad = false;
     for r in 0..w {
         let ru = r as u32;
@@ -254,7 +254,7 @@ fn collective_shapes(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
     for (r, t) in un.ranks.iter().enumerate() {
         let r = r as u32;
         for ev in &t.events {
-            if let crate::unroll::EvKind::Copy(ci) = ev.kind {
+            if let crate::trace::EvKind::Copy(ci) = ev.kind {
                 let c = &t.copies[ci as usize];
                 let (ls, ld) = (c.src.len(), c.dst.len());
                 if ls != ld {
@@ -273,7 +273,7 @@ fn collective_shapes(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
                 }
                 continue;
             }
-            let crate::unroll::EvKind::Coll(ci) = ev.kind else {
+            let crate::trace::EvKind::Coll(ci) = ev.kind else {
                 continue;
             };
             let c = &t.colls[ci as usize];

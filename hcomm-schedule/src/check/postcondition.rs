@@ -20,13 +20,13 @@
 
 use std::fmt::Write as _;
 
+use crate::cexpr::eval_c;
 use crate::compile::{CPost, CollKind};
+use crate::contents::{Contents, Reduction, Value};
 use crate::diag::{DiagKind, Diagnostic};
-use crate::eval::eval_c;
 use crate::ir::{Op, PostKind, SpanId};
 use crate::lin::Lin;
-use crate::predict::{Contents, Reduction, Value};
-use crate::unroll::{EvKind, Reg, Unrolled, NONE};
+use crate::trace::{EvKind, Reg, Unrolled, NONE};
 
 /// Symbolic runs are skipped above this many elements in all (the run-time
 /// checker would otherwise allocate without bound).
@@ -263,7 +263,7 @@ fn shapes(un: &Unrolled<'_, '_>, post: &CPost<'_>) -> Option<Diagnostic> {
         }),
         PostKind::Broadcast { .. } => None,
     }?;
-    let sit = crate::check::Situation::plain(un.prog, un.world, &un.scalars);
+    let sit = crate::situation::Situation::plain(un.prog, un.world, &un.scalars);
     Some(Diagnostic::new(
         DiagKind::PostconditionViolated,
         post.span,
@@ -322,7 +322,7 @@ fn run_tracked(
 }
 
 /// The final contents of every rank's parameter buffers at `point` (see
-/// [`crate::predict`]); `None` when the run is skipped.
+/// `predict`); `None` when the run is skipped.
 pub(crate) fn final_contents(un: &Unrolled<'_, '_>, point: &[i64], order: &[u32]) -> Option<Contents> {
     let (ex, complete) = replayed(un, point, order, false)?;
     if !complete {
@@ -519,7 +519,7 @@ impl Exec<'_, '_, '_> {
     }
 
     /// `copy`/`accumulate` within one rank (through `tmp`, no allocation).
-    fn local(&mut self, r: u32, c: &crate::unroll::LocalCopy, stmt: u32) -> Result<(), Skip> {
+    fn local(&mut self, r: u32, c: &crate::trace::LocalCopy, stmt: u32) -> Result<(), Skip> {
         let (src, dst, op) = (&c.src, &c.dst, c.op);
         let (s, e) = self.range(r, src)?;
         let mut tmp = std::mem::take(&mut self.tmp);
@@ -906,7 +906,7 @@ impl Exec<'_, '_, '_> {
                 format!("the `{}` of every rank's {what}, each once", op.as_str())
             }
         };
-        let mut sit = crate::check::Situation::plain(un.prog, un.world, &un.scalars).to_string();
+        let mut sit = crate::situation::Situation::plain(un.prog, un.world, &un.scalars).to_string();
         if self.point.iter().any(|&x| x != 1) {
             for (n, v) in un.prog.len_names.iter().zip(self.point) {
                 let _ = write!(sit, ", {n} = {v}");

@@ -6,8 +6,8 @@
 use proptest::prelude::*;
 
 use super::props::binop;
-use crate::compile::{CExpr, CK};
-use crate::eval::{binary, call, eval_c, short_circuit, unary, EvalError, Fail};
+use crate::cexpr::{eval_c, CExpr, Fail, CK};
+use crate::eval::{binary, call, short_circuit, unary, EvalError};
 use crate::ir::{BinOp, Func, SpanId, UnOp};
 
 const SLOTS: u32 = 3;

@@ -10,7 +10,9 @@ use crate::ir::*;
 
 mod eval_props;
 mod fail;
+mod modules;
 pub(crate) mod pass;
+mod plan;
 pub(crate) mod props;
 mod resolve;
 mod timeline;

@@ -2,11 +2,11 @@
 //! message to self, regions inside their buffers, chunks that divide evenly.
 //! The unroller calls these as it evaluates each statement.
 
-use crate::check::Situation;
 use crate::compile::{CRegion, P2pStmt};
 use crate::diag::{DiagKind, Diagnostic};
 use crate::ir::SpanId;
 use crate::lin::Lin;
+use crate::situation::Situation;
 
 /// A peer outside `0..world`.
 pub(crate) fn peer_out_of_range(sit: &Situation<'_>, rank: u32, p: &P2pStmt<'_>, peer: i64) -> Diagnostic {
