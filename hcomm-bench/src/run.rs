@@ -178,15 +178,24 @@ fn time_one<T: BenchElem>(op: Op, comm: &Comm, count: usize, iters: usize, warmu
         times.push(t0.elapsed().as_secs_f64());
     }
     let algorithm = match op {
-        Op::Collective(c, _) => comm.last_algorithm(c).map_or("none", Algorithm::name),
-        Op::SendRecv => "p2p",
-        Op::Schedule(s) => s.name(),
+        Op::Collective(c, _) => ran(&comm.last_algorithms(c)),
+        Op::SendRecv => "p2p".into(),
+        Op::Schedule(s) => s.name().into(),
     };
     Ok(RankResult {
         times,
         first_error: bufs.first_error(shape, comm.rank(), comm.world()),
-        algorithm: algorithm.into(),
+        algorithm,
     })
+}
+
+/// The algorithms a collective ran, joined by `+` (`ring+recursive_doubling`
+/// for a ring all-reduce whose tail went through recursive doubling).
+fn ran(algorithms: &[Algorithm]) -> String {
+    if algorithms.is_empty() {
+        return "none".into();
+    }
+    algorithms.iter().map(|a| a.name()).collect::<Vec<_>>().join("+")
 }
 
 fn run_once<T: BenchElem>(op: Op, comm: &Comm, b: &mut Buffers<T>) -> hcomm::Result<()> {

@@ -83,11 +83,44 @@ fn every_op_and_schedule_checks_out_on_three_ranks() {
 
 #[test]
 fn a_forced_algorithm_is_the_one_reported() {
-    for algo in ["ring", "halving_doubling", "reduce_broadcast"] {
-        let rows = json_rows(&["--op", "all_reduce", "-b", "4K", "-e", "4K", "-n", "4", "--algo", algo]);
+    for algo in ["ring", "halving_doubling", "reduce_broadcast", "direct"] {
+        let rows = json_rows(&[
+            "--op",
+            "all_reduce",
+            "-b",
+            "64K",
+            "-e",
+            "64K",
+            "-n",
+            "4",
+            "--algo",
+            algo,
+        ]);
         assert_eq!(rows[0]["algorithm"], algo);
         assert_eq!(rows[0]["check"], "ok");
     }
+}
+
+#[test]
+fn the_algorithms_that_ran_are_reported() {
+    // 4 KiB is reduced whole by recursive doubling; 1000 B of f32 on 3 ranks
+    // leaves a tail of one element, which the ring hands to it.
+    let rows = json_rows(&[
+        "--op",
+        "all_reduce",
+        "-b",
+        "4K",
+        "-e",
+        "4K",
+        "-n",
+        "4",
+        "--algo",
+        "halving_doubling",
+    ]);
+    assert_eq!(rows[0]["algorithm"], "recursive_doubling");
+    let rows = json_rows(&["--op", "all_reduce", "--sizes", "1000", "-n", "3", "--algo", "ring"]);
+    assert_eq!(rows[0]["algorithm"], "ring+recursive_doubling");
+    assert_eq!(rows[0]["check"], "ok");
 }
 
 #[test]

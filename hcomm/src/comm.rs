@@ -33,6 +33,8 @@ pub(crate) struct Inner {
     timeout_nanos: AtomicU64,
     algorithms: RwLock<AlgorithmTable>,
     last_algorithm: Mutex<[Option<Algorithm>; Collective::ALL.len()]>,
+    /// What the last call of each collective ran (see `last_algorithms`).
+    last_run: Mutex<[crate::collective::Ran; Collective::ALL.len()]>,
     segment_bytes: usize,
     coll_seq: AtomicU64,
     split_seq: AtomicU64,
@@ -93,6 +95,7 @@ impl Comm {
                 timeout_nanos: AtomicU64::new(duration_nanos(options.timeout)),
                 algorithms: RwLock::new(options.algorithms.clone()),
                 last_algorithm: Mutex::new([None; Collective::ALL.len()]),
+                last_run: Mutex::new(Default::default()),
                 segment_bytes: options.segment_bytes,
                 coll_seq: AtomicU64::new(0),
                 split_seq: AtomicU64::new(0),
@@ -207,6 +210,27 @@ impl Comm {
     pub(crate) fn record_algorithm(&self, collective: Collective, algorithm: Algorithm) {
         if let Ok(mut l) = self.inner.last_algorithm.lock() {
             l[collective.index()] = Some(algorithm);
+        }
+    }
+
+    /// The algorithms the last call of `collective` on this communicator
+    /// ran, in order. Usually the one [`Comm::last_algorithm`] names; where
+    /// an algorithm hands part of the work to another, both: a ring
+    /// all-reduce whose tail (fewer elements than ranks) goes through
+    /// halving-doubling is `[Ring, HalvingDoubling]`, a halving-doubling
+    /// all-reduce of a message small enough to combine whole vectors is
+    /// `[RecursiveDoubling]`. Empty before the first call.
+    pub fn last_algorithms(&self, collective: Collective) -> Vec<Algorithm> {
+        self.inner
+            .last_run
+            .lock()
+            .map(|l| l[collective.index()].to_vec())
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn record_run(&self, collective: Collective, ran: crate::collective::Ran) {
+        if let Ok(mut l) = self.inner.last_run.lock() {
+            l[collective.index()] = ran;
         }
     }
 

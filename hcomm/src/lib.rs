@@ -91,7 +91,8 @@
 //!
 //! A forced algorithm that does not support the communicator's world size
 //! (recursive doubling on 6 ranks) falls back to the policy's choice with a
-//! `tracing` warning; [`Comm::last_algorithm`] tells what ran.
+//! `tracing` warning; [`Comm::last_algorithm`] tells which was chosen, and
+//! [`Comm::last_algorithms`] every algorithm that ran a part of the call.
 
 #[doc(hidden)]
 #[path = "private/mod.rs"]

@@ -322,3 +322,37 @@ fn direct_all_reduce_fails_on_every_rank_when_one_disagrees() {
         assert!(e.starts_with("mismatch:") && e.contains("all_reduce"), "rank {r}: {e}");
     }
 }
+
+/// `last_algorithms` names every algorithm that ran, in order: a ring
+/// all-reduce whose tail (fewer elements than ranks) went through
+/// recursive doubling names both; small halving-doubling all-reduces combine
+/// whole vectors by recursive doubling.
+#[test]
+fn the_algorithms_that_ran_are_recorded() {
+    use Algorithm::{Direct, HalvingDoubling, RecursiveDoubling, Ring};
+    let cases: [(Algorithm, usize, &[Algorithm]); 6] = [
+        (Ring, 30, &[Ring]),
+        (Ring, 31, &[Ring, RecursiveDoubling]),
+        (Ring, 2, &[RecursiveDoubling]),
+        (HalvingDoubling, 31, &[RecursiveDoubling]),
+        (HalvingDoubling, 20_000, &[HalvingDoubling]),
+        (Direct, 31, &[Direct]),
+    ];
+    for (algorithm, n, ran) in cases {
+        let opts = options().with_algorithm(Collective::AllReduce, algorithm);
+        let out = hcomm::host::run_with(3, &opts, |comm| {
+            let mut x = vec![1i32; n];
+            comm.all_reduce_in_place(&mut x, ReduceOp::Sum)?;
+            assert!(x.iter().all(|&v| v == 3));
+            Ok((
+                comm.last_algorithm(Collective::AllReduce),
+                comm.last_algorithms(Collective::AllReduce),
+            ))
+        })
+        .unwrap();
+        for (chosen, got) in out {
+            assert_eq!(chosen, Some(algorithm));
+            assert_eq!(got, ran, "{algorithm}, n = {n}");
+        }
+    }
+}

@@ -33,6 +33,7 @@ impl Comm {
             rank: self.rank(),
             world: self.world(),
             segment_bytes: self.segment_bytes(),
+            ran: std::cell::RefCell::default(),
         }
     }
 
@@ -69,11 +70,17 @@ impl Comm {
                 .backend
                 .native_collective(&call.native, call.dtype, self.timeout())
         };
+        let ctx = self.ctx(header);
         let result = match native {
             Some(r) => r,
-            None => generic(&self.ctx(header), algorithm),
+            None => generic(&ctx, algorithm),
         };
         result?;
+        let mut ran = ctx.ran.take();
+        if ran.is_empty() {
+            ran.push(algorithm);
+        }
+        self.record_run(call.kind, ran);
         self.inner.backend.confirm_collective(&header, self.timeout())
     }
 

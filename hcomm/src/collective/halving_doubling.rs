@@ -9,6 +9,7 @@
 //! `conformance.rs`).
 
 use super::raw::{Ctx, RawBuf};
+use super::Algorithm;
 use crate::element::{Element, ReduceOp};
 use crate::error::Result;
 
@@ -138,6 +139,11 @@ pub(super) unsafe fn all_reduce<T: Element>(c: &Ctx<'_>, buf: RawBuf<T>, op: Red
     let p = 1 << w.ilog2();
     let extra = w - p;
     let r = c.rank;
+    c.ran(if buf.len * size_of::<T>() <= WHOLE_VECTOR_BYTES {
+        Algorithm::RecursiveDoubling
+    } else {
+        Algorithm::HalvingDoubling
+    });
     // Fold: among the first 2 * extra ranks, even ranks hand their data to
     // the odd rank above them and wait for the result.
     if r < 2 * extra {

@@ -17,7 +17,7 @@ pub(crate) use select::policy as policy_for;
 pub use select::{Algorithm, AlgorithmTable};
 
 pub(crate) use nonblocking::{Task, Worker};
-pub(crate) use raw::{RawBuf, Xfer};
+pub(crate) use raw::{Ran, RawBuf, Xfer};
 
 use crate::element::{DataType, ReduceOp};
 

@@ -5,10 +5,12 @@
 //! carry a pointer and a length, and every algorithm keeps its sends and
 //! receives of one transfer disjoint.
 
+use std::cell::RefCell;
+
 use smallvec::SmallVec;
 
 use crate::backend::{Context, Dir, OpIds, P2pOp};
-use crate::collective::CollHeader;
+use crate::collective::{Algorithm, CollHeader};
 use crate::comm::Comm;
 use crate::element::{Element, ReduceOp};
 use crate::error::Result;
@@ -272,6 +274,9 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// The algorithms one collective call ran, in order.
+pub(crate) type Ran = SmallVec<[Algorithm; 2]>;
+
 /// What an algorithm runs with: the communicator, the call's header, and its
 /// place in the group.
 pub(crate) struct Ctx<'c> {
@@ -280,9 +285,19 @@ pub(crate) struct Ctx<'c> {
     pub(crate) rank: usize,
     pub(crate) world: usize,
     pub(crate) segment_bytes: usize,
+    /// The algorithms that ran, as they report themselves ([`Ctx::ran`]).
+    pub(crate) ran: RefCell<Ran>,
 }
 
 impl<'c> Ctx<'c> {
+    /// Notes that `algorithm` ran (a part of) this call.
+    pub(crate) fn ran(&self, algorithm: Algorithm) {
+        let mut ran = self.ran.borrow_mut();
+        if ran.last() != Some(&algorithm) {
+            ran.push(algorithm);
+        }
+    }
+
     /// A new step of this collective.
     pub(crate) fn xfer(&self) -> Xfer<'c> {
         Xfer::coll(self.comm, &self.header)

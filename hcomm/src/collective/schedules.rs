@@ -232,6 +232,9 @@ pub(super) unsafe fn ring_all_reduce_in_pieces<T: Element>(c: &Ctx<'_>, buf: Raw
     let coll = c.comm.for_collective(&c.header);
     let piece = (c.segment_bytes / size_of::<T>() / w).max(1) * w;
     let bulk = buf.len - buf.len % w;
+    if bulk > 0 {
+        c.ran(Algorithm::Ring);
+    }
     let mut start = 0;
     while start < bulk {
         let len = piece.min(bulk - start);
