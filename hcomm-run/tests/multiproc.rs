@@ -102,6 +102,29 @@ fn mismatched_collectives_across_processes_are_errors_on_every_rank() {
     assert_all_passed(&launch(2, "mismatch", &[]), 2);
 }
 
+#[test]
+fn disagreeing_schedule_calls_across_processes_are_mismatches_naming_both_calls() {
+    assert_all_passed(&launch(2, "schedule_mismatch", &[]), 2);
+    assert_all_passed(&launch(4, "schedule_mismatch", &[]), 4);
+}
+
+/// The cost of the entry check between processes, per schedule call that
+/// sends nothing, with and without the check in the same run: `cargo test
+/// --release -p hcomm-run --test multiproc -- --ignored --nocapture
+/// schedule_entry_cost`.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn schedule_entry_cost() {
+    let o = launch(2, "entry_cost", &[]);
+    assert_all_passed(&o, 2);
+    for l in String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.contains("per call"))
+    {
+        eprintln!("{l}");
+    }
+}
+
 /// Starts this binary's `rank_main` directly with the given variables.
 fn spawn_rank(scenario: &str, vars: &[(&str, String)]) -> std::process::Child {
     let me = std::env::current_exe().unwrap();
@@ -222,6 +245,8 @@ fn rank_main() {
         "everything" => everything(&hcomm::init_from_env().unwrap()),
         "sigkill" => sigkill(&hcomm::init_from_env().unwrap()),
         "mismatch" => mismatch(&hcomm::init_from_env().unwrap()),
+        "schedule_mismatch" => schedule_mismatch(&hcomm::init_from_env().unwrap()),
+        "entry_cost" => entry_cost(&hcomm::init_from_env().unwrap()),
         "panic" => {
             let comm = hcomm::init_from_env().unwrap();
             ignore_sigterm();
@@ -540,4 +565,152 @@ fn mismatch(comm: &Comm) {
     }
     .unwrap_err();
     assert!(matches!(e, hcomm::Error::Mismatch { .. }), "{e}");
+}
+
+/// The `Mismatch` message of a call that must fail, within seconds.
+fn mismatch_of(what: &str, call: impl FnOnce() -> hcomm::Result<()>) -> String {
+    let start = Instant::now();
+    let e = call().expect_err(what);
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(10), "{what}: took {took:?}");
+    match e {
+        hcomm::Error::Mismatch { message } => message,
+        other => panic!("{what}: expected a mismatch, got {other}"),
+    }
+}
+
+/// Ranks calling different schedules, or one schedule with different
+/// scalars, operators or lengths, or failing before the call: every rank
+/// gets `Err(Mismatch)` naming both calls. Each case runs on a subgroup of
+/// its own (a disagreement aborts its communicator).
+fn schedule_mismatch(comm: &Comm) {
+    use hcomm::schedules::{binomial_broadcast, bruck_all_gather, ring_all_gather, ring_all_reduce};
+    let (r, w) = (comm.rank(), comm.world());
+    let all: Vec<usize> = (0..w).collect();
+    let fresh = |key: &str| comm.subgroup(key, &all).unwrap();
+    // the last rank is the odd one out; with 4 ranks rank 0 is no neighbour of it
+    let odd = r == w - 1;
+    let pair = format!("ranks {} and {}", w - 2, w - 1);
+    let same = "(every rank must pass the same scalars and lengths)";
+
+    let c = fresh("schedules");
+    let m = mismatch_of("different schedules", || {
+        let mut out = vec![0u32; 2 * w];
+        if odd {
+            bruck_all_gather(&c, &[1, 2], &mut out)
+        } else {
+            ring_all_gather(&c, &[1, 2], &mut out)
+        }
+    });
+    if w == 2 {
+        assert_eq!(
+            m,
+            "ranks 0 and 1 disagree on which schedule they call (every rank must call the same schedules in the same \
+             order): rank 0 called `ring_all_gather` with T = u32, n = 2; rank 1 called `bruck_all_gather` with T = u32, n = 2"
+        );
+    }
+    assert!(m.contains("called `bruck_all_gather` with T = u32, n = 2"), "{m}");
+
+    let c = fresh("scalars");
+    let m = mismatch_of("different roots", || {
+        binomial_broadcast(&c, &mut [7u8; 3], usize::from(odd))
+    });
+    if w == 2 {
+        assert_eq!(
+            m,
+            format!("ranks 0 and 1 disagree on their call of `binomial_broadcast` {same}: rank 0 with T = u8, root = 0, n = 3; rank 1 with T = u8, root = 1, n = 3")
+        );
+    }
+    assert!(
+        m.contains("with T = u8, root = 1, n = 3") && m.contains("with T = u8, root = 0, n = 3"),
+        "{m}"
+    );
+
+    let c = fresh("operators");
+    let m = mismatch_of("different operators", || {
+        let op = if odd { ReduceOp::Max } else { ReduceOp::Sum };
+        ring_all_reduce(&c, &mut vec![1i32; 2 * w], op)
+    });
+    assert!(
+        m.contains("with T = i32, op = max, n = 2") && m.contains("with T = i32, op = sum, n = 2"),
+        "{m}"
+    );
+    if w == 2 {
+        assert!(m.starts_with(&pair), "{m}");
+    }
+
+    let c = fresh("lengths");
+    let m = mismatch_of("different lengths", || {
+        let n = if odd { 3 } else { 2 };
+        ring_all_gather(&c, &vec![1u64; n], &mut vec![0u64; n * w])
+    });
+    assert!(
+        m.contains("with T = u64, n = 3") && m.contains("with T = u64, n = 2"),
+        "{m}"
+    );
+
+    let c = fresh("failed");
+    let mut out = vec![0u32; 2 * w + usize::from(odd)];
+    let e = ring_all_gather(&c, &[1, 2], &mut out).expect_err("a wrong length");
+    if odd {
+        assert!(matches!(e, hcomm::Error::BufferLength { .. }), "{e}");
+    } else {
+        let m = match e {
+            hcomm::Error::Mismatch { message } => message,
+            other => panic!("expected a mismatch, got {other}"),
+        };
+        assert!(
+            m.contains(&format!("rank {} failed before entering it: ", w - 1)),
+            "{m}"
+        );
+    }
+
+    // agreeing calls after all that, on a fresh subgroup, move the right data
+    let c = fresh("agree");
+    let mut out = vec![0u32; 2 * w];
+    ring_all_gather(&c, &[r as u32, 10], &mut out).unwrap();
+    assert_eq!(out, (0..w).flat_map(|q| [q as u32, 10]).collect::<Vec<_>>());
+}
+
+/// Times schedule calls, the entry check on and off in turns, and prints
+/// the medians per call: one that sends nothing and a ring all-gather of 4
+/// elements per rank.
+fn entry_cost(comm: &Comm) {
+    hcomm::comm_schedule! {
+        /// One local copy, no message.
+        #[verify(world in 1..=4)]
+        fn local_copy(a: &[T; n], b: &mut [T; n]) {
+            copy a -> b;
+        }
+    }
+    const CALLS: u32 = 5_000;
+    let (a, mut b) = ([1i32; 4], [0i32; 4]);
+    let mut out = vec![0i32; 4 * comm.world()];
+    let time = |what: &str, call: &mut dyn FnMut() -> hcomm::Result<()>| {
+        let mut times = [Vec::new(), Vec::new()];
+        for round in 0..10 {
+            let on = round % 2 == 0;
+            hcomm::__private::set_entry_check(comm, on);
+            comm.barrier().unwrap();
+            let start = Instant::now();
+            for _ in 0..CALLS {
+                call().unwrap();
+            }
+            times[usize::from(on)].push(start.elapsed() / CALLS);
+            comm.barrier().unwrap();
+        }
+        for t in &mut times {
+            t.sort();
+        }
+        println!(
+            "{what}, {} processes: {:?} per call with the entry check, {:?} without",
+            comm.world(),
+            times[1][2],
+            times[0][2]
+        );
+    };
+    time("schedule call sending nothing", &mut || local_copy(comm, &a, &mut b));
+    time("ring all-gather schedule, 4 x i32 per rank", &mut || {
+        hcomm::schedules::ring_all_gather(comm, &a, &mut out)
+    });
 }

@@ -44,6 +44,9 @@ pub(crate) struct Inner {
     /// group's other in-process ranks (`None` where they share no memory);
     /// made at the first call.
     pub(crate) schedule_entries: std::sync::OnceLock<Option<Arc<dyn std::any::Any + Send + Sync>>>,
+    /// Whether `comm_schedule!` calls run their entry check (off only to
+    /// measure what it costs).
+    pub(crate) entry_check: std::sync::atomic::AtomicBool,
     /// Subgroups created by `comm_schedule!` `over` clauses, by key.
     groups: Mutex<HashMap<String, Comm>>,
     /// The helper thread of non-blocking collectives, once started.
@@ -101,6 +104,7 @@ impl Comm {
                 split_seq: AtomicU64::new(0),
                 schedule_seq: AtomicU64::new(0),
                 schedule_entries: std::sync::OnceLock::new(),
+                entry_check: std::sync::atomic::AtomicBool::new(true),
                 groups: Mutex::new(HashMap::new()),
                 nonblocking: Mutex::new(None),
             }),

@@ -8,6 +8,7 @@
 //! through [`Backend::native_collective`].
 
 pub(crate) mod device;
+pub(crate) mod entries;
 pub(crate) mod hccl;
 pub(crate) mod host;
 pub(crate) mod liveness;
@@ -160,6 +161,22 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// the group for checks that compare ranks without messages; `None`
     /// where ranks share no memory.
     fn group_token(&self) -> Option<std::sync::Weak<dyn std::any::Any + Send + Sync>> {
+        None
+    }
+
+    /// Tells the ranks that compare it (ring neighbours) of this rank's
+    /// `comm_schedule!` call `note`, where ranks share no memory, and
+    /// compares it with theirs (see [`entries`]): `Err(Mismatch)` naming both
+    /// calls on a disagreement. `None` where the backend has no such exchange.
+    fn announce_entry(&self, note: &entries::EntryNote) -> Option<Result<()>> {
+        let _ = note;
+        None
+    }
+
+    /// The disagreement found for `comm_schedule!` call `seq` through
+    /// [`Backend::announce_entry`], by this rank or another.
+    fn entry_failure(&self, seq: u64) -> Option<crate::error::Error> {
+        let _ = seq;
         None
     }
 

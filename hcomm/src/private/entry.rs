@@ -3,23 +3,30 @@
 //! Every rank of a communicator must call the same schedule with the same
 //! element type, scalars and lengths at the same point (its k-th schedule
 //! call on the communicator). Ranks that disagree would otherwise wait for
-//! messages that never come, until the timeout. At entry each rank publishes
-//! a fingerprint of its call in a record of its own, in memory the
-//! communicator's in-process ranks share (keyed by the group's shared
-//! backend state), and compares it with its two ring neighbours' records of
-//! the same call: agreement of neighbours is agreement of all, and of two
-//! neighbours arriving at once at least one sees the other's record. A rank
-//! that finds a disagreement gets `Err(Mismatch)` naming both calls, records
-//! it for the group and aborts the communicator with the same text, so ranks
-//! already inside the call stop waiting; their error, and that of ranks
-//! arriving later, becomes the same `Mismatch`. A rank that fails before
-//! announcing its call (a wrong buffer length, say) publishes that failure,
-//! which disagrees with every call.
+//! messages that never come, until the timeout, or exchange the wrong data.
+//! Each rank compares its call with its two ring neighbours' calls:
+//! agreement of neighbours is agreement of all. A rank that finds a
+//! disagreement gets `Err(Mismatch)` naming both calls, records it for the
+//! group and aborts the communicator with the same text, so ranks already
+//! inside the call stop waiting; their error, and that of ranks arriving
+//! later, becomes the same `Mismatch`. A rank that fails before announcing
+//! its call (a wrong buffer length, say) publishes that failure, which
+//! disagrees with every call.
 //!
-//! The cost per call: writing one's own record and reading two others (no
-//! lock is shared in the common case). Ranks more than [`SLOTS`] calls apart
+//! Ranks in one process publish a fingerprint of their call in a record of
+//! their own, in memory they share (keyed by the group's shared backend
+//! state), and read their neighbours' records of the same call; of two
+//! neighbours arriving at once at least one sees the other's record. The
+//! cost per call: writing one's own record and reading two others (no lock
+//! is shared in the common case). Ranks more than [`SLOTS`] calls apart
 //! (which only ranks that never wait for each other can be) skip the older
-//! call's comparison; ranks in other processes are not compared.
+//! call's comparison.
+//!
+//! Ranks in different processes send their call to their neighbours before
+//! the call moves any data, and compare when both are known
+//! ([`crate::backend::entries`]); the fingerprint is the same in every
+//! process of a job (it names the schedule by a digest of its definition,
+//! not by its address).
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -31,6 +38,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use hcomm_schedule::ir::Schedule;
 use smallvec::SmallVec;
 
+use crate::backend::entries::{self, EntryNote};
 use crate::comm::Comm;
 use crate::element::DataType;
 use crate::error::Error;
@@ -45,9 +53,9 @@ pub(super) struct Entry<'a> {
 }
 
 /// One rank's announced call, or its failure before announcing one.
-#[derive(Clone, PartialEq, Hash)]
+#[derive(Clone)]
 struct Arrival {
-    schedule: usize,
+    schedule: &'static Schedule,
     dtype: DataType,
     scalars: SmallVec<[i64; 4]>,
     lens: SmallVec<[i64; 3]>,
@@ -55,16 +63,93 @@ struct Arrival {
 }
 
 impl Arrival {
-    /// Equal for equal calls; every failure has the same one.
+    /// Equal for equal calls of one process; every failure has the same one.
     fn fingerprint(&self) -> u64 {
+        self.fingerprint_with(std::ptr::from_ref(self.schedule) as u64)
+    }
+
+    /// Equal for equal calls in every process of a job.
+    fn portable_fingerprint(&self) -> u64 {
+        self.fingerprint_with(digest(self.schedule))
+    }
+
+    /// The fingerprint with `schedule` naming the schedule.
+    fn fingerprint_with(&self, schedule: u64) -> u64 {
         if self.failure.is_some() {
             return FAILED;
         }
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        self.hash(&mut h);
+        let mut h = Fnv::default();
+        h.write_u64(schedule);
+        self.dtype.hash(&mut h);
+        h.write_usize(self.scalars.len());
+        for &v in self.scalars.iter().chain(&self.lens) {
+            h.write_i64(v);
+        }
         // 0 marks a record being written, FAILED a failure
         h.finish().max(2)
     }
+
+    /// The call as a message names it: `with T = f32, op = max, n = 4`.
+    fn show(&self) -> String {
+        if let Some(f) = &self.failure {
+            return format!("failed before entering it: {f}");
+        }
+        let s = self.schedule;
+        let mut t = format!("with T = {}", self.dtype);
+        for (sc, &v) in s.scalars.iter().zip(&self.scalars) {
+            let _ = write!(t, ", {} = {}", sc.name, sc.show(v));
+        }
+        for (var, v) in s.len_vars.iter().zip(&self.lens) {
+            let _ = write!(t, ", {} = {v}", var.name);
+        }
+        t
+    }
+
+    /// What the rank's neighbours in other processes compare.
+    fn note(&self, seq: u64) -> EntryNote {
+        EntryNote {
+            seq,
+            fingerprint: self.portable_fingerprint(),
+            schedule: self.schedule.name.clone(),
+            call: self.show(),
+        }
+    }
+}
+
+/// FNV-1a: the same in every process and build.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+/// A digest of `schedule`'s definition, the same in every process of a
+/// job (which runs one build); computed once per schedule.
+fn digest(schedule: &'static Schedule) -> u64 {
+    type Digests = Mutex<HashMap<usize, u64>>;
+    static DIGESTS: OnceLock<Digests> = OnceLock::new();
+    let key = std::ptr::from_ref(schedule) as usize;
+    let digests = DIGESTS.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut digests = digests.lock().unwrap_or_else(PoisonError::into_inner);
+    *digests.entry(key).or_insert_with(|| {
+        let mut h = Fnv::default();
+        h.write(format!("{schedule:?}").as_bytes());
+        h.finish()
+    })
 }
 
 const FAILED: u64 = 1;
@@ -155,40 +240,44 @@ fn table(comm: &Comm) -> Option<&GroupTable> {
 /// neighbour's, or when a disagreement was found for this call.
 pub(super) fn enter(comm: &Comm, schedule: &'static Schedule, entry: &Entry<'_>) -> crate::Result<()> {
     let arrival = Arrival {
-        schedule: std::ptr::from_ref(schedule) as usize,
+        schedule,
         dtype: entry.dtype,
         scalars: entry.scalars.iter().copied().collect(),
         lens: entry.lens.iter().copied().collect(),
         failure: None,
     };
-    arrive(comm, schedule, entry.seq, &arrival)
+    arrive(comm, entry.seq, &arrival)
 }
 
 /// Records that this rank failed call `seq` before announcing it.
 pub(super) fn fail_before_entry(comm: &Comm, schedule: &'static Schedule, seq: u64, error: &Error) {
     let arrival = Arrival {
-        schedule: std::ptr::from_ref(schedule) as usize,
+        schedule,
         dtype: DataType::U8,
         scalars: SmallVec::new(),
         lens: SmallVec::new(),
         failure: Some(error.to_string()),
     };
     // this rank already fails with its own error
-    let _ = arrive(comm, schedule, seq, &arrival);
+    let _ = arrive(comm, seq, &arrival);
 }
 
 /// The disagreement found for call `seq`, if any.
 pub(super) fn disagreement(comm: &Comm, seq: u64) -> Option<Error> {
-    table(comm)?.failure(seq)
+    match table(comm) {
+        Some(t) => t.failure(seq),
+        None => comm.inner.backend.entry_failure(seq),
+    }
 }
 
-fn arrive(comm: &Comm, schedule: &Schedule, seq: u64, arrival: &Arrival) -> crate::Result<()> {
+fn arrive(comm: &Comm, seq: u64, arrival: &Arrival) -> crate::Result<()> {
     let world = comm.world();
-    if world < 2 {
+    if world < 2 || !comm.inner.entry_check.load(Ordering::Relaxed) {
         return Ok(());
     }
     let Some(t) = table(comm) else {
-        return Ok(());
+        // ranks in other processes
+        return comm.inner.backend.announce_entry(&arrival.note(seq)).unwrap_or(Ok(()));
     };
     let rank = comm.rank();
     if let Some(e) = t.failure(seq) {
@@ -214,7 +303,7 @@ fn arrive(comm: &Comm, schedule: &Schedule, seq: u64, arrival: &Arrival) -> crat
             continue;
         };
         debug_assert_eq!(s, seq);
-        let e = Error::mismatch(describe(schedule, q, &other, rank, arrival));
+        let e = Error::mismatch(entries::describe(q, &other.note(seq), rank, &arrival.note(seq)));
         let e = {
             let mut failures = t.failures.lock().unwrap_or_else(PoisonError::into_inner);
             // the first disagreement found for a call is the one every rank reports
@@ -231,32 +320,4 @@ fn arrive(comm: &Comm, schedule: &Schedule, seq: u64, arrival: &Arrival) -> crat
         return Err(e);
     }
     Ok(())
-}
-
-/// "ranks 0 and 2 called `bcast` with different arguments: rank 0 with
-/// root = 0, n = 4; rank 2 with root = 1, n = 4".
-fn describe(s: &Schedule, ra: usize, a: &Arrival, rb: usize, b: &Arrival) -> String {
-    let show = |x: &Arrival| -> String {
-        if let Some(f) = &x.failure {
-            return format!("failed before entering it: {f}");
-        }
-        if x.schedule != std::ptr::from_ref(s) as usize {
-            return "called another schedule".to_owned();
-        }
-        let mut t = format!("T = {}", x.dtype);
-        for (sc, v) in s.scalars.iter().zip(&x.scalars) {
-            let _ = write!(t, ", {} = {v}", sc.name);
-        }
-        for (var, v) in s.len_vars.iter().zip(&x.lens) {
-            let _ = write!(t, ", {} = {v}", var.name);
-        }
-        format!("with {t}")
-    };
-    let (lo, a, hi, b) = if ra < rb { (ra, a, rb, b) } else { (rb, b, ra, a) };
-    format!(
-        "ranks {lo} and {hi} disagree on their call of `{}` (every rank must pass the same scalars and lengths): rank {lo} {}; rank {hi} {}",
-        s.name,
-        show(a),
-        show(b)
-    )
 }

@@ -154,10 +154,13 @@ impl<'a, T: Element> Exec<'a, T> {
     }
 
     /// The result of the call, as the entry check sees it: a rank that
-    /// failed before announcing its call tells the others, and a failure of
-    /// a call whose ranks disagreed is that disagreement.
+    /// failed before announcing its call tells the others, and the result of
+    /// a call whose ranks disagreed (known here) is that disagreement, even
+    /// where this rank's operations completed.
     fn settle(&self, out: Result<()>) -> Result<()> {
-        let Err(e) = out else { return Ok(()) };
+        let Err(e) = out else {
+            return entry::disagreement(self.comm, self.seq).map_or(Ok(()), Err);
+        };
         if !self.entered.get() {
             entry::fail_before_entry(self.comm, self.schedule, self.seq, &e);
             return Err(e);

@@ -29,6 +29,14 @@ fn op(op: BinOp, sym: &str, a: i64, b: i64) -> Result<i64> {
     rules::binary(op, a, b).map_err(|e| evaluation(format_args!("{a} {sym} {b}"), e))
 }
 
+/// Turns the entry agreement check of `comm_schedule!` calls on `comm` (every
+/// handle of it) off or back on. Generated code never calls it; it exists to
+/// measure what the check costs. Ranks that disagree with the check off wait
+/// for each other until the timeout.
+pub fn set_entry_check(comm: &Comm, on: bool) {
+    comm.inner.entry_check.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// An operator parameter as the checker's scalar: the index of the operator
 /// in `hcomm_schedule::ir::Op::ALL` (sum, prod, max, min).
 pub fn op_index(op: ReduceOp) -> i64 {

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use smallvec::SmallVec;
 
 use super::link::{read_remote, Link, Msg, Out, WireOp};
+use crate::backend::entries::{neighbours, EntryBook, EntryMsg, EntryNote, Found};
 use crate::backend::host::slab::Slab;
 use crate::backend::liveness::{lock, unmatched, Liveness, RankState, Watcher};
 use crate::backend::{Context, Dir, OpId, OpIds, P2pOp};
@@ -147,6 +148,8 @@ pub(crate) struct Engine {
     /// The connection to each other rank (`None` at `me`).
     pub(super) links: Vec<Option<Arc<Link>>>,
     pub(super) closing: AtomicBool,
+    /// The notes of `comm_schedule!` calls, for their entry check.
+    pub(super) entries: EntryBook,
 }
 
 impl Engine {
@@ -162,6 +165,7 @@ impl Engine {
             wake: Condvar::new(),
             links,
             closing: AtomicBool::new(false),
+            entries: EntryBook::default(),
         });
         let watcher: std::sync::Weak<dyn Watcher> = Arc::downgrade(&(Arc::clone(&engine) as Arc<dyn Watcher>));
         engine.liveness.watch(watcher);
@@ -592,6 +596,11 @@ impl Engine {
                 Msg::Abort { group, reason } => {
                     st.groups.entry(group).or_default().aborted.get_or_insert(reason);
                 }
+                Msg::Entry { group, entry } => {
+                    drop(st);
+                    self.entry_msg(group, from, entry);
+                    return Ok(());
+                }
                 Msg::Failed {
                     reason,
                     secondary,
@@ -930,6 +939,63 @@ impl Engine {
             }
         }
         self.wake.notify_all();
+    }
+}
+
+impl Engine {
+    /// Sends this rank's schedule call `note` (place `rank` among the
+    /// global `members` of `group`) to its ring neighbours and compares it
+    /// with theirs; see [`crate::backend::entries`].
+    pub(super) fn announce_entry(&self, group: u64, members: &[usize], rank: usize, note: &EntryNote) -> Result<()> {
+        if let Some(e) = self.entries.failure(group, note.seq) {
+            return Err(e);
+        }
+        for q in neighbours(members, rank) {
+            if let Some(link) = self.link(q) {
+                link.send(Msg::Entry {
+                    group,
+                    entry: EntryMsg::Call(note.clone()),
+                });
+            }
+        }
+        match self.entries.mine(group, members, rank, note) {
+            Some(found) => Err(self.disagree(group, found)),
+            None => Ok(()),
+        }
+    }
+
+    /// Handles an entry message of global rank `from` about `group`.
+    fn entry_msg(&self, group: u64, from: usize, entry: EntryMsg) {
+        match entry {
+            EntryMsg::Call(note) => {
+                if let Some(found) = self.entries.theirs(group, from, note) {
+                    self.disagree(group, found);
+                }
+            }
+            EntryMsg::Disagreement { seq, message } => self.entries.told(group, seq, message),
+        }
+    }
+
+    /// Tells every member of `group` of a disagreement this process found,
+    /// then aborts the group so that no rank keeps waiting in the call.
+    fn disagree(&self, group: u64, found: Found) -> Error {
+        let message = match &found.error {
+            Error::Mismatch { message } => message.clone(),
+            other => other.to_string(),
+        };
+        for &m in &found.members {
+            if let Some(link) = self.link(m) {
+                link.send(Msg::Entry {
+                    group,
+                    entry: EntryMsg::Disagreement {
+                        seq: found.seq,
+                        message: message.clone(),
+                    },
+                });
+            }
+        }
+        self.abort(group, &found.members, &found.error.to_string());
+        found.error
     }
 }
 

@@ -10,6 +10,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+use crate::backend::entries::EntryMsg;
 use crate::backend::liveness::lock;
 use crate::backend::Context;
 use crate::collective::CollHeader;
@@ -75,6 +76,8 @@ pub(super) enum Msg {
     Enter { group: u64, header: CollHeader },
     /// `group` was aborted.
     Abort { group: u64, reason: String },
+    /// About the sender's `comm_schedule!` calls in `group`.
+    Entry { group: u64, entry: EntryMsg },
     /// The sender's rank failed; `known` are the ranks it knows failed as
     /// root causes (so a rank that stopped because of another's failure
     /// never hides that failure).

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use self::engine::Engine;
 use self::link::{allow_peer_reads, read_remote, Link, Msg};
 use super::{subgroup_of, subgroup_topology};
+use crate::backend::entries::EntryNote;
 use crate::backend::liveness::{Liveness, Presence};
 use crate::backend::{Backend, OpId, OpIds, P2pOp};
 use crate::buffer::Memory;
@@ -98,6 +99,14 @@ impl Backend for ProcBackend {
 
     fn presence(&self) -> Option<&Presence> {
         Some(&self.presence)
+    }
+
+    fn announce_entry(&self, note: &EntryNote) -> Option<Result<()>> {
+        Some(self.engine().announce_entry(self.group, &self.members, self.rank, note))
+    }
+
+    fn entry_failure(&self, seq: u64) -> Option<Error> {
+        self.engine().entries.failure(self.group, seq)
     }
 
     fn rank(&self) -> usize {
