@@ -4,8 +4,9 @@
 //! ranks into partners), and the recursive-halving reduce-scatter. Where
 //! latency dominates (small messages) the all-reduce
 //! skips the halving: partners exchange and combine whole vectors,
-//! `log2 p` steps instead of `2 log2 p`. The all-reduce's messages are those
-//! of the `halving_doubling_all_reduce` schedule (checked in
+//! `log2 p` steps instead of `2 log2 p`. The messages are those of the
+//! `halving_doubling_all_reduce`, `recursive_doubling_all_reduce` and
+//! `recursive_halving_reduce_scatter` schedules (checked in
 //! `conformance.rs`).
 
 use super::raw::{Ctx, RawBuf};

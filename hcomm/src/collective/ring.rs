@@ -1,9 +1,10 @@
 //! Ring algorithms written by hand: the reduce-scatter (in cache-sized
 //! pieces, without a copy of the input) and the all-gather phase of the
 //! scatter + all-gather broadcast, which moves one of `world` nearly equal
-//! parts per step in pipelined segments; its messages are those of the
-//! `scatter_all_gather_broadcast` schedule (checked in `conformance.rs`).
-//! (Ring all-reduce and ring all-gather are schedules: see `schedules.rs`.)
+//! parts per step in pipelined segments. Their messages are those of the
+//! `ring_reduce_scatter` (per piece) and `scatter_all_gather_broadcast`
+//! schedules (checked in `conformance.rs`). (Ring all-reduce and ring
+//! all-gather run as schedules: see `schedules.rs`.)
 
 use super::raw::{Ctx, RawBuf};
 use crate::element::{Element, ReduceOp};

@@ -193,6 +193,144 @@ comm_schedule! {
         }
     }
 
+    /// Recursive-doubling all-reduce of whole vectors (the halving-doubling
+    /// all-reduce of small messages): after the same fold as
+    /// [`halving_doubling_all_reduce`], virtual ranks `2^k` apart exchange
+    /// their whole partial results (sent from a copy) and combine them.
+    #[verify(world in 1..=16)]
+    #[postcondition(all_reduce(buf, op))]
+    pub fn recursive_doubling_all_reduce(buf: &mut [T; n], op: ReduceOp) {
+        let p = pow2(log2(world));
+        let extra = world - p;
+        let folded = rank < 2 * extra;
+        let v = folded * (rank / 2) + (1 - folded) * (rank - extra);
+        let tmp = scratch[T; n];
+        if folded && rank % 2 == 0 {
+            send buf to rank + 1;
+            recv buf from rank + 1;
+        } else {
+            if folded {
+                recv buf from rank - 1 reduce op;
+            }
+            for k in 0..log2(p) {
+                let u = v ^ pow2(k);
+                let peer = (u < extra) * (2 * u + 1) + (u >= extra) * (u + extra);
+                copy buf -> tmp;
+                batch {
+                    send tmp to peer;
+                    recv buf from peer reduce op;
+                }
+            }
+            if folded {
+                send buf to rank - 1;
+            }
+        }
+    }
+
+    /// Recursive-halving reduce-scatter (power-of-two worlds): on a copy of
+    /// the input, partners `world / 2^(k+1)` apart exchange the half of
+    /// their current range that the other keeps and combine the half they
+    /// keep; chunk `rank` is the result.
+    #[verify(world in [1, 2, 4, 8, 16])]
+    #[requires(is_pow2(world))]
+    #[postcondition(reduce_scatter(input -> output, op))]
+    pub fn recursive_halving_reduce_scatter(input: &[T; n * world], output: &mut [T; n], op: ReduceOp) {
+        let tmp = scratch[T; n * world];
+        copy input -> tmp;
+        for k in 0..log2(world) {
+            let d = world / pow2(k + 1);
+            let peer = rank ^ d;
+            batch {
+                send tmp[peer / d * d * n..(peer / d * d + d) * n] to peer;
+                recv tmp[rank / d * d * n..(rank / d * d + d) * n] from peer reduce op;
+            }
+        }
+        copy tmp.chunk(rank) -> output;
+    }
+
+    /// Ring reduce-scatter without a copy of the input: in step `s` a rank
+    /// copies its chunk `rank - s - 2` into a partial result (one of two
+    /// scratch chunks in turn, the output in the last step), passes on the
+    /// previous partial result (its chunk `rank - 1` in the first step) and
+    /// combines the one arriving from the left into the new one.
+    #[verify(world in 1..=16)]
+    #[postcondition(reduce_scatter(input -> output, op))]
+    pub fn ring_reduce_scatter(input: &[T; n * world], output: &mut [T; n], op: ReduceOp) {
+        let tmp = scratch[T; 2 * n];
+        if world == 1 {
+            copy input -> output;
+        }
+        for s in 0..world - 1 {
+            let last = s == world - 2;
+            if last {
+                copy input.chunk((rank - s - 2) % world) -> output;
+            } else {
+                copy input.chunk((rank - s - 2) % world) -> tmp[s % 2 * n..(s % 2 + 1) * n];
+            }
+            if s == 0 && last {
+                batch {
+                    send input.chunk((rank - 1) % world) to (rank + 1) % world;
+                    recv output from (rank - 1) % world reduce op;
+                }
+            } else if s == 0 {
+                batch {
+                    send input.chunk((rank - 1) % world) to (rank + 1) % world;
+                    recv tmp[0..n] from (rank - 1) % world reduce op;
+                }
+            } else if last {
+                batch {
+                    send tmp[(s - 1) % 2 * n..((s - 1) % 2 + 1) * n] to (rank + 1) % world;
+                    recv output from (rank - 1) % world reduce op;
+                }
+            } else {
+                batch {
+                    send tmp[(s - 1) % 2 * n..((s - 1) % 2 + 1) * n] to (rank + 1) % world;
+                    recv tmp[s % 2 * n..(s % 2 + 1) * n] from (rank - 1) % world reduce op;
+                }
+            }
+        }
+    }
+
+    /// Binomial-tree reduce to `root`: virtual rank `v = rank - root`
+    /// combines the partial results of `v + 2^k` for each `k` below its
+    /// lowest set bit, then sends its own to `v - 2^k` at that bit. The root
+    /// accumulates in the output, inner ranks in a copy of the input, and
+    /// leaves send their input as it is.
+    #[verify(world in 1..=16, root in 0..world)]
+    #[postcondition(reduce(input -> output, op, root = root))]
+    pub fn binomial_reduce(input: &[T; n], output: &mut [T; n], op: ReduceOp, root: usize) {
+        let v = (rank - root) % world;
+        let tmp = scratch[T; n];
+        if v == 0 {
+            copy input -> output;
+            if world > 1 {
+                for k in 0..log2(world - 1) + 1 {
+                    let d = pow2(k);
+                    if d < world {
+                        recv output from (d + root) % world reduce op;
+                    }
+                }
+            }
+        } else if v % 2 == 0 && v + 1 < world {
+            copy input -> tmp;
+            for k in 0..log2(world - 1) + 1 {
+                let d = pow2(k);
+                if v % (2 * d) == d {
+                    send tmp to (v - d + root) % world;
+                } else if v % (2 * d) == 0 && v + d < world {
+                    recv tmp from (v + d + root) % world reduce op;
+                }
+            }
+        } else {
+            for k in 0..log2(world - 1) + 1 {
+                let d = pow2(k);
+                if v % (2 * d) == d {
+                    send input to (v - d + root) % world;
+                }
+            }
+        }
+    }
+
     /// Scatter + ring all-gather broadcast from `root`: the root sends chunk
     /// `j` to rank `j`, then `world - 1` ring steps pass chunk `rank - s` to
     /// the right. The collectives' scatter + all-gather broadcast issues

@@ -1,4 +1,6 @@
-//! Binomial trees rooted at any rank: broadcast and reduce.
+//! Binomial-tree reduce rooted at any rank (the broadcast is the
+//! `binomial_broadcast` schedule). Its messages are those of the
+//! `binomial_reduce` schedule (checked in `conformance.rs`).
 
 use super::raw::{Ctx, RawBuf};
 use crate::element::{Element, ReduceOp};
