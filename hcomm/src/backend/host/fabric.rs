@@ -14,16 +14,18 @@
 //! released. Queues and slots are reused: after warm-up
 //! the hot path allocates nothing.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
 use super::slab::Slab;
+use super::wait::{self, Ops, Signal};
 use super::world::HostWorld;
-use crate::backend::liveness::{lock, unmatched, RankState, Watcher};
+use crate::backend::liveness::{unmatched, RankState, Watcher};
 use crate::backend::{Context, Dir, OpId, OpIds, P2pOp};
 use crate::collective::CollHeader;
 use crate::element::{DataType, ReduceOp};
@@ -90,8 +92,11 @@ struct Transfer {
 // `Backend::post` contract) to keep the buffers valid and untouched.
 unsafe impl Send for Posted {}
 
-struct State {
-    channels: HashMap<ChannelKey, Queues>,
+/// What a fabric keeps under its lock.
+pub(crate) struct State {
+    /// Hashed with the Fx hash: the key is a few integers chosen by this
+    /// process, and `SipHash` cost a quarter of a small message's time.
+    channels: FxHashMap<ChannelKey, Queues>,
     slots: Slab<Slot>,
     aborted: Option<String>,
     /// Set when ranks called different collectives: the group is unusable for
@@ -113,7 +118,8 @@ pub(crate) struct Fabric {
     /// Global rank of each member, indexed by rank in this group.
     pub(crate) members: Vec<usize>,
     state: Mutex<State>,
-    wake: Box<[Condvar]>,
+    /// What each rank waits on.
+    signals: Box<[Signal]>,
 }
 
 impl Fabric {
@@ -124,7 +130,7 @@ impl Fabric {
             world: Arc::clone(world),
             members,
             state: Mutex::new(State {
-                channels: HashMap::new(),
+                channels: FxHashMap::default(),
                 slots: Slab::default(),
                 aborted: None,
                 coll_failure: None,
@@ -132,7 +138,7 @@ impl Fabric {
                 pulls: (0..size).map(|_| SmallVec::new()).collect(),
                 waiting: vec![false; size],
             }),
-            wake: (0..size).map(|_| Condvar::new()).collect(),
+            signals: (0..size).map(|_| Signal::default()).collect(),
         });
         world.register(&fabric);
         fabric
@@ -143,13 +149,18 @@ impl Fabric {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        lock(&self.state)
+        wait::lock_spinning(&self.state)
     }
 
     pub(crate) fn wake_all(&self) {
         let _guard = self.lock();
-        for cv in &*self.wake {
-            cv.notify_all();
+        self.notify_all();
+    }
+
+    /// Wakes every rank (the lock held).
+    fn notify_all(&self) {
+        for s in &*self.signals {
+            s.notify();
         }
     }
 
@@ -158,9 +169,7 @@ impl Fabric {
         if st.aborted.is_none() {
             st.aborted = Some(reason.to_owned());
         }
-        for cv in &*self.wake {
-            cv.notify_all();
-        }
+        self.notify_all();
     }
 
     /// Posts `ops` for rank `me`; see [`crate::backend::Backend::post`].
@@ -243,7 +252,7 @@ impl Fabric {
                                 st.slots[send.slot].state = SlotState::Matched;
                                 st.slots[recv.slot].state = SlotState::Matched;
                                 st.pulls[key.dst as usize].push(Transfer { send, recv });
-                                self.wake[key.dst as usize].notify_all();
+                                self.signals[key.dst as usize].notify();
                             }
                             Ok(()) => {
                                 st.slots[send.slot].state = SlotState::Claimed;
@@ -251,8 +260,8 @@ impl Fabric {
                                 transfers.push(Transfer { send, recv });
                             }
                             Err(e) => {
-                                st.complete(send.slot, Some(&e), &self.wake);
-                                st.complete(recv.slot, Some(&e), &self.wake);
+                                st.complete(send.slot, Some(&e), &self.signals);
+                                st.complete(recv.slot, Some(&e), &self.signals);
                             }
                         }
                     }
@@ -270,8 +279,8 @@ impl Fabric {
         }
         let mut st = self.lock();
         for t in &transfers {
-            st.complete(t.send.slot, None, &self.wake);
-            st.complete(t.recv.slot, None, &self.wake);
+            st.complete(t.send.slot, None, &self.signals);
+            st.complete(t.recv.slot, None, &self.signals);
         }
         drop(st);
         debug_assert!(ids.len() >= first_new);
@@ -280,84 +289,16 @@ impl Fabric {
 
     /// Waits for `ids` of rank `me`; see [`crate::backend::Backend::wait`].
     pub(crate) fn wait(&self, me: usize, ids: &[OpId], deadline: Instant, what: &str, limit: Duration) -> Result<()> {
-        let start = Instant::now();
-        let mut st = self.lock();
-        loop {
-            if !st.pulls[me].is_empty() {
-                st = self.pull(st, me, None);
-                continue;
-            }
-            let mut pending = false;
-            let mut failure: Option<Error> = None;
-            for id in ids {
-                match st.slot_state(*id) {
-                    Some(SlotState::Done | SlotState::Free) | None => {}
-                    Some(SlotState::Failed(e)) => {
-                        failure.get_or_insert(e);
-                    }
-                    Some(SlotState::Queued | SlotState::Matched | SlotState::Claimed) => {
-                        pending = true;
-                        if failure.is_none() {
-                            failure = self.blocking_failure(&st, *id);
-                        }
-                    }
-                }
-            }
-            if !pending || failure.is_some() {
-                st.waiting[me] = false;
-                let result = match failure {
-                    Some(e) => Err(e),
-                    None => Ok(()),
-                };
-                st = self.release(st, ids);
-                drop(st);
-                return result;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                st.waiting[me] = false;
-                st = self.release(st, ids);
-                drop(st);
-                return Err(Error::Timeout {
-                    operation: what.to_owned(),
-                    rank: me,
-                    waited: now - start,
-                    limit,
-                });
-            }
-            st.waiting[me] = true;
-            st = self.wake[me]
-                .wait_timeout(st, deadline - now)
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .0;
-        }
+        wait::wait(self, me, ids, deadline, what, limit)
     }
 
     /// See [`crate::backend::Backend::test`].
     pub(crate) fn test(&self, id: OpId) -> Result<bool> {
-        let st = self.lock();
-        match st.slot_state(id) {
-            Some(SlotState::Queued | SlotState::Matched | SlotState::Claimed) => match self.blocking_failure(&st, id) {
-                None => Ok(false),
-                Some(e) => {
-                    drop(self.release(st, &[id]));
-                    Err(e)
-                }
-            },
-            Some(SlotState::Failed(e)) => {
-                drop(self.release(st, &[id]));
-                Err(e)
-            }
-            _ => {
-                drop(self.release(st, &[id]));
-                Ok(true)
-            }
-        }
+        wait::test(self, id)
     }
 
     pub(crate) fn cancel(&self, ids: &[OpId]) {
-        let st = self.lock();
-        drop(self.release(st, ids));
+        wait::cancel(self, ids);
     }
 
     /// Releases the slots of `ids`: removes queued ones from their channel,
@@ -373,9 +314,7 @@ impl Fabric {
                     }
                     Some(SlotState::Claimed) => {
                         let owner = st.slots[id.slot].owner as usize;
-                        st = self.wake[owner]
-                            .wait(st)
-                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        st = self.signals[owner].sleep(&self.state, st, None);
                     }
                     Some(SlotState::Queued) => {
                         let (key, dir) = {
@@ -430,8 +369,8 @@ impl Fabric {
         }
         let mut st = self.lock();
         for t in &taken {
-            st.complete(t.send.slot, None, &self.wake);
-            st.complete(t.recv.slot, None, &self.wake);
+            st.complete(t.send.slot, None, &self.signals);
+            st.complete(t.recv.slot, None, &self.signals);
         }
         st
     }
@@ -480,9 +419,7 @@ impl Fabric {
                 }
             }
         }
-        for cv in &*self.wake {
-            cv.notify_all();
-        }
+        self.notify_all();
         if let Some(e) = failure {
             st.coll_failure = Some(e.clone());
             return Err(e);
@@ -523,11 +460,44 @@ impl Fabric {
                     limit: timeout,
                 });
             }
-            st = self.wake[me]
-                .wait_timeout(st, left)
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .0;
+            st = self.signals[me].sleep(&self.state, st, Some(now + left));
         }
+    }
+}
+
+impl Ops for Fabric {
+    type State = State;
+
+    fn state(&self) -> &Mutex<State> {
+        &self.state
+    }
+
+    fn signal(&self, me: usize) -> &Signal {
+        &self.signals[me]
+    }
+
+    fn status(&self, st: &State, id: OpId) -> Option<Result<()>> {
+        match &st.slots.get(id)?.state {
+            SlotState::Done | SlotState::Free => Some(Ok(())),
+            SlotState::Failed(e) => Some(Err(e.clone())),
+            SlotState::Queued | SlotState::Matched | SlotState::Claimed => self.blocking_failure(st, id).map(Err),
+        }
+    }
+
+    /// Copies the data of the large messages matched to `me` meanwhile.
+    fn before_look<'a>(&'a self, mut st: MutexGuard<'a, State>, me: usize) -> MutexGuard<'a, State> {
+        while !st.pulls[me].is_empty() {
+            st = self.pull(st, me, None);
+        }
+        st
+    }
+
+    fn set_waiting(&self, st: &mut State, me: usize, waiting: bool) {
+        st.waiting[me] = waiting;
+    }
+
+    fn release<'a>(&'a self, st: MutexGuard<'a, State>, ids: &[OpId]) -> MutexGuard<'a, State> {
+        Fabric::release(self, st, ids)
     }
 }
 
@@ -547,13 +517,13 @@ impl State {
         self.slots.get(id).map(|s| s.state.clone())
     }
 
-    fn complete(&mut self, slot: u32, error: Option<&Error>, wake: &[Condvar]) {
+    fn complete(&mut self, slot: u32, error: Option<&Error>, signals: &[Signal]) {
         let s = &mut self.slots[slot];
         s.state = match error {
             None => SlotState::Done,
             Some(e) => SlotState::Failed(e.clone()),
         };
-        wake[s.owner as usize].notify_all();
+        signals[s.owner as usize].notify();
     }
 
     /// Checks that a matched send and receive agree; on a collective channel

@@ -4,6 +4,7 @@
 mod fabric;
 pub(crate) mod proc;
 pub(crate) mod slab;
+pub(crate) mod wait;
 mod world;
 
 use std::sync::Arc;

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use super::fabric::Fabric;
+use super::wait::RankThreads;
 use crate::backend::liveness::{lock, Liveness, Watcher};
 
 struct PendingGroup {
@@ -22,6 +23,7 @@ struct Registry {
 pub(crate) struct HostWorld {
     pub(crate) liveness: Arc<Liveness>,
     registry: Mutex<Registry>,
+    _threads: RankThreads,
 }
 
 impl HostWorld {
@@ -29,6 +31,7 @@ impl HostWorld {
         Arc::new(HostWorld {
             liveness: Liveness::new(size),
             registry: Mutex::new(Registry::default()),
+            _threads: RankThreads::new(size),
         })
     }
 

@@ -19,14 +19,16 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
 use super::link::{read_remote, Link, Msg, Out, WireOp};
 use crate::backend::entries::{neighbours, EntryBook, EntryMsg, EntryNote, Found};
 use crate::backend::host::slab::Slab;
+use crate::backend::host::wait::{self, Ops, RankThreads, Signal};
 use crate::backend::liveness::{lock, unmatched, Liveness, RankState, Watcher};
 use crate::backend::{Context, Dir, OpId, OpIds, P2pOp};
 use crate::collective::CollHeader;
@@ -113,8 +115,11 @@ struct Group {
     aborted: Option<String>,
 }
 
-struct State {
-    channels: HashMap<ChannelKey, Queues>,
+/// What an engine keeps under its lock.
+pub(crate) struct State {
+    /// Hashed with the Fx hash: the key is a few integers chosen by this
+    /// process, and `SipHash` cost a quarter of a small message's time.
+    channels: FxHashMap<ChannelKey, Queues>,
     slots: Slab<Slot>,
     groups: HashMap<u64, Group>,
 }
@@ -144,7 +149,10 @@ pub(crate) struct Engine {
     pub(super) me: usize,
     pub(super) liveness: Arc<Liveness>,
     state: Mutex<State>,
-    wake: Condvar,
+    /// What this rank's threads wait on.
+    signal: Signal,
+    /// This rank counted among the ranks of this host.
+    _threads: RankThreads,
     /// The connection to each other rank (`None` at `me`).
     pub(super) links: Vec<Option<Arc<Link>>>,
     pub(super) closing: AtomicBool,
@@ -154,15 +162,19 @@ pub(crate) struct Engine {
 
 impl Engine {
     pub(super) fn new(me: usize, liveness: Arc<Liveness>, links: Vec<Option<Arc<Link>>>) -> Arc<Engine> {
+        // The ranks that share this host's cores (those whose memory this
+        // process reads directly, and itself).
+        let ranks_here = 1 + links.iter().flatten().filter(|l| l.cma).count();
         let engine = Arc::new(Engine {
             me,
             liveness,
             state: Mutex::new(State {
-                channels: HashMap::new(),
+                channels: FxHashMap::default(),
                 slots: Slab::default(),
                 groups: HashMap::new(),
             }),
-            wake: Condvar::new(),
+            signal: Signal::default(),
+            _threads: RankThreads::new(ranks_here),
             links,
             closing: AtomicBool::new(false),
             entries: EntryBook::default(),
@@ -331,7 +343,7 @@ impl Engine {
                     }
                 }
             }
-            self.wake.notify_all();
+            self.signal.notify();
             return None;
         }
         match offer.origin {
@@ -387,7 +399,7 @@ impl Engine {
                 let mut st = self.lock();
                 st.finish(send, None);
                 st.finish(recv, None);
-                self.wake.notify_all();
+                self.signal.notify();
             }
             Copy::Pull { link, addr, send, recv } => {
                 let (dst, count, dtype, reduce) = {
@@ -433,7 +445,7 @@ impl Engine {
                         }
                     }
                 }
-                self.wake.notify_all();
+                self.signal.notify();
                 drop(st);
                 // The sender's process is gone: its link may not know yet.
                 if let Some((peer, reason)) = dead {
@@ -516,7 +528,7 @@ impl Engine {
                                         reason: format!("the connection to it failed: {e}"),
                                     });
                                     st.finish(send.slot, e.as_ref());
-                                    engine.wake.notify_all();
+                                    engine.signal.notify();
                                 }),
                             });
                         }
@@ -550,7 +562,7 @@ impl Engine {
                         });
                         st.finish(recv.slot, e.as_ref());
                     }
-                    self.wake.notify_all();
+                    self.signal.notify();
                     return result;
                 }
                 Msg::Gone { recv } => {
@@ -618,7 +630,7 @@ impl Engine {
                     return Ok(());
                 }
             }
-            self.wake.notify_all();
+            self.signal.notify();
         }
         if let Some(c) = copy {
             self.run_copy(c);
@@ -666,80 +678,21 @@ impl Engine {
                 s.state = SlotState::Failed(e);
             }
         }
-        self.wake.notify_all();
+        self.signal.notify();
     }
 
     /// Waits for `ids` until `deadline`; see [`crate::backend::Backend::wait`].
     pub(super) fn wait(&self, me: usize, ids: &[OpId], deadline: Instant, what: &str, limit: Duration) -> Result<()> {
-        let start = Instant::now();
-        let mut st = self.lock();
-        loop {
-            let mut pending = false;
-            let mut failure: Option<Error> = None;
-            for id in ids {
-                let e = match st.slot_state(*id) {
-                    Some(SlotState::Done | SlotState::Free) | None => None,
-                    Some(SlotState::Failed(e)) => Some(e),
-                    Some(_) => {
-                        pending = true;
-                        self.blocking_failure(&st, *id)
-                    }
-                };
-                // Report a root cause (a mismatch) over its consequences
-                // (a peer that stopped because of it).
-                if let Some(e) = e {
-                    if failure.as_ref().is_none_or(|f| f.is_secondary() && !e.is_secondary()) {
-                        failure = Some(e);
-                    }
-                }
-            }
-            if !pending || failure.is_some() {
-                drop(self.release(st, ids));
-                return failure.map_or(Ok(()), Err);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                drop(self.release(st, ids));
-                return Err(Error::Timeout {
-                    operation: what.to_owned(),
-                    rank: me,
-                    waited: now - start,
-                    limit,
-                });
-            }
-            st = self
-                .wake
-                .wait_timeout(st, deadline - now)
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .0;
-        }
+        wait::wait(self, me, ids, deadline, what, limit)
     }
 
     /// See [`crate::backend::Backend::test`].
     pub(super) fn test(&self, id: OpId) -> Result<bool> {
-        let st = self.lock();
-        match st.slot_state(id) {
-            Some(SlotState::Done | SlotState::Free) | None => {
-                drop(self.release(st, &[id]));
-                Ok(true)
-            }
-            Some(SlotState::Failed(e)) => {
-                drop(self.release(st, &[id]));
-                Err(e)
-            }
-            Some(_) => match self.blocking_failure(&st, id) {
-                None => Ok(false),
-                Some(e) => {
-                    drop(self.release(st, &[id]));
-                    Err(e)
-                }
-            },
-        }
+        wait::test(self, id)
     }
 
     pub(super) fn cancel(&self, ids: &[OpId]) {
-        let st = self.lock();
-        drop(self.release(st, ids));
+        wait::cancel(self, ids);
     }
 
     /// Releases the slots of `ids`: removes queued ones, withdraws offered
@@ -751,7 +704,7 @@ impl Engine {
                 match st.slot_state(*id) {
                     None | Some(SlotState::Free) => break,
                     Some(SlotState::Claimed | SlotState::AwaitingData) => {
-                        st = self.wake.wait(st).unwrap_or_else(std::sync::PoisonError::into_inner);
+                        st = self.signal.sleep(&self.state, st, None);
                     }
                     Some(SlotState::Advertised) => {
                         let peer = st.slots[id.slot].key.dst as usize;
@@ -777,11 +730,8 @@ impl Engine {
                             st.free_slot(id.slot);
                             break;
                         }
-                        st = self
-                            .wake
-                            .wait_timeout(st, (deadline - now).min(Duration::from_millis(100)))
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .0;
+                        let until = deadline.min(now + Duration::from_millis(100));
+                        st = self.signal.sleep(&self.state, st, Some(until));
                     }
                     Some(SlotState::Queued) => {
                         let (key, dir) = {
@@ -866,7 +816,7 @@ impl Engine {
             }
         }
         let result = enter(&mut st, group, self.me, *header);
-        self.wake.notify_all();
+        self.signal.notify();
         result
     }
 
@@ -901,7 +851,8 @@ impl Engine {
             if let Some(e) = state.blocking_error(missing, || {
                 format!("it finished without calling collective #{} ({header})", header.seq)
             }) {
-                return Err(e);
+                // Name the member whose failure the missing one followed.
+                return Err(self.liveness.root_failure(members).unwrap_or(e));
             }
             let now = Instant::now();
             let left = deadline.map_or(Duration::from_secs(3600), |d| d.saturating_duration_since(now));
@@ -913,11 +864,7 @@ impl Engine {
                     limit: timeout,
                 });
             }
-            st = self
-                .wake
-                .wait_timeout(st, left)
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .0;
+            st = self.signal.sleep(&self.state, st, Some(now + left));
         }
     }
 
@@ -938,7 +885,7 @@ impl Engine {
                 });
             }
         }
-        self.wake.notify_all();
+        self.signal.notify();
     }
 }
 
@@ -1025,6 +972,30 @@ fn enter(st: &mut State, group: u64, who: usize, header: CollHeader) -> Result<(
     Ok(())
 }
 
+impl Ops for Engine {
+    type State = State;
+
+    fn state(&self) -> &Mutex<State> {
+        &self.state
+    }
+
+    fn signal(&self, _me: usize) -> &Signal {
+        &self.signal
+    }
+
+    fn status(&self, st: &State, id: OpId) -> Option<Result<()>> {
+        match &st.slots.get(id)?.state {
+            SlotState::Done | SlotState::Free => Some(Ok(())),
+            SlotState::Failed(e) => Some(Err(e.clone())),
+            _ => self.blocking_failure(st, id).map(Err),
+        }
+    }
+
+    fn release<'a>(&'a self, st: MutexGuard<'a, State>, ids: &[OpId]) -> MutexGuard<'a, State> {
+        Engine::release(self, st, ids)
+    }
+}
+
 impl Watcher for Engine {
     fn rank_changed(&self, rank: usize, state: &RankState) {
         if rank == self.me {
@@ -1052,7 +1023,7 @@ impl Watcher for Engine {
             }
         }
         let _guard = self.lock();
-        self.wake.notify_all();
+        self.signal.notify();
     }
 }
 

@@ -1,0 +1,356 @@
+//! Waiting on and releasing posted operations, shared by the in-process
+//! fabric and the process engine: a [`Signal`] per waiting rank that spins
+//! while spinning can pay off and sleeps on a condition variable otherwise,
+//! and the wait, test and cancel of operations over any matching engine
+//! that implements [`Ops`].
+//!
+//! Sleeping costs the futex wake-up latency (microseconds on a quiet
+//! machine, much more on a loaded one) on every wait that is not already
+//! satisfied; spinning costs a core. A waiter spins only where the ranks
+//! sharing this host's cores (threads of this process, or processes of one
+//! job) are no more than the cores, so a spinning rank never holds the core
+//! its peer rank needs (counting only those awake was tried: a rank just
+//! woken is runnable long before it runs, and spinning then made 4 ranks on
+//! 2 cores twice as slow). It spins for at most the measured wake-up
+//! latency (beyond that, sleeping is cheaper), halved after each spin in
+//! vain and doubled back after each that paid off, so that on a machine
+//! busy with other work it soon spins almost not at all. After a
+//! microsecond of spinning it yields the core on every round, so that a
+//! runnable thread on the same core goes first.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::backend::liveness::lock;
+use crate::backend::OpId;
+use crate::error::{Error, Result};
+
+/// Ranks sharing this host's cores, as this process knows them
+/// (registered by [`RankThreads`]).
+static RANK_THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// The longest spin, whatever the measured wake-up latency.
+const MAX_SPIN_NS: u64 = 50_000;
+/// The wake-up latency assumed before any was measured.
+const INITIAL_WAKE_NS: u64 = 10_000;
+/// A spin that was in vain this many times in a row spins 2^-this of the
+/// wake-up latency.
+const MAX_BACKOFF: u32 = 8;
+/// Attempts of [`lock_spinning`] before it sleeps on the lock.
+const LOCK_SPINS: u32 = 2000;
+/// Spinning yields the core on every round after this long.
+const YIELD_AFTER: Duration = Duration::from_micros(1);
+
+/// Counts `n` ranks that share this host's cores while alive.
+pub(crate) struct RankThreads(usize);
+
+impl RankThreads {
+    pub(crate) fn new(n: usize) -> RankThreads {
+        RANK_THREADS.fetch_add(n, Ordering::Relaxed);
+        RankThreads(n)
+    }
+}
+
+impl Drop for RankThreads {
+    fn drop(&mut self) {
+        RANK_THREADS.fetch_sub(self.0, Ordering::Relaxed);
+    }
+}
+
+fn cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get))
+}
+
+/// Nanoseconds since the first call in this process.
+fn now_ns() -> u64 {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    u64::try_from(BASE.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Locks `m`, spinning on `try_lock` for a while before sleeping on it:
+/// the state of a matching engine is held for a few hundred nanoseconds at
+/// a time, far less than the wake-up of a thread that slept on the lock.
+pub(crate) fn lock_spinning<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    for _ in 0..LOCK_SPINS {
+        match m.try_lock() {
+            Ok(g) => return g,
+            Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => std::hint::spin_loop(),
+        }
+    }
+    lock(m)
+}
+
+/// What one or more threads wait for: every change is counted in an epoch
+/// that waiters spin on, and wakes those asleep.
+///
+/// [`Signal::notify`] and [`Signal::sleep`] are called with the same mutex
+/// held (the one guarding the state the waiters look at), which is what
+/// makes a notification between a waiter's look and its sleep impossible
+/// to miss.
+pub(crate) struct Signal {
+    epoch: AtomicU64,
+    /// Waiters asleep on `cv` (changed under the mutex).
+    asleep: AtomicUsize,
+    cv: Condvar,
+    /// When the last notification that woke a sleeper was sent.
+    notified_at: AtomicU64,
+    /// Measured wake-up latency (moving average), in nanoseconds.
+    wake_ns: AtomicU64,
+    /// How many times the spin budget is halved.
+    backoff: AtomicU32,
+}
+
+impl Default for Signal {
+    fn default() -> Self {
+        Signal {
+            epoch: AtomicU64::new(0),
+            asleep: AtomicUsize::new(0),
+            cv: Condvar::new(),
+            notified_at: AtomicU64::new(0),
+            wake_ns: AtomicU64::new(INITIAL_WAKE_NS),
+            backoff: AtomicU32::new(0),
+        }
+    }
+}
+
+impl Signal {
+    /// Tells the waiters that something changed (the mutex held).
+    pub(crate) fn notify(&self) {
+        self.epoch.fetch_add(1, Ordering::Release);
+        if self.asleep.load(Ordering::Relaxed) > 0 {
+            self.notified_at.store(now_ns(), Ordering::Relaxed);
+            self.cv.notify_all();
+        }
+    }
+
+    /// Waits, with `guard` of `mutex` held on entry and on return, until
+    /// [`Signal::notify`] is called or `deadline` passes (or spuriously).
+    pub(crate) fn sleep<'a, S>(
+        &self,
+        mutex: &'a Mutex<S>,
+        mut guard: MutexGuard<'a, S>,
+        deadline: Option<Instant>,
+    ) -> MutexGuard<'a, S> {
+        let seen = self.epoch.load(Ordering::Relaxed);
+        if let Some(budget) = self.spin_budget() {
+            drop(guard);
+            let notified = self.spin(seen, budget, deadline);
+            guard = lock_spinning(mutex);
+            if notified || self.epoch.load(Ordering::Relaxed) != seen {
+                return guard;
+            }
+        }
+        let left = deadline.map_or(Duration::from_secs(3600), |d| {
+            d.saturating_duration_since(Instant::now())
+        });
+        if left.is_zero() {
+            return guard;
+        }
+        self.asleep.fetch_add(1, Ordering::Relaxed);
+        let slept_at = now_ns();
+        guard = self
+            .cv
+            .wait_timeout(guard, left)
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .0;
+        self.asleep.fetch_sub(1, Ordering::Relaxed);
+        if self.epoch.load(Ordering::Relaxed) == seen {
+            // The deadline passed (or a spurious wake-up).
+            return guard;
+        }
+        let notified_at = self.notified_at.load(Ordering::Relaxed);
+        if notified_at >= slept_at {
+            let latency = now_ns().saturating_sub(notified_at);
+            let old = self.wake_ns.load(Ordering::Relaxed);
+            self.wake_ns.store((old * 7 + latency) / 8, Ordering::Relaxed);
+        }
+        guard
+    }
+
+    /// How long to spin now, if at all.
+    fn spin_budget(&self) -> Option<Duration> {
+        if RANK_THREADS.load(Ordering::Relaxed) > cores() {
+            return None;
+        }
+        let wake = self.wake_ns.load(Ordering::Relaxed).min(MAX_SPIN_NS);
+        Some(Duration::from_nanos(wake >> self.backoff.load(Ordering::Relaxed)))
+    }
+
+    /// Spins until the epoch moves past `seen` (true) or `budget` or
+    /// `deadline` runs out (false); adapts the next budget.
+    fn spin(&self, seen: u64, budget: Duration, deadline: Option<Instant>) -> bool {
+        let start = Instant::now();
+        let limit = deadline.map_or(budget, |d| budget.min(d.saturating_duration_since(start)));
+        loop {
+            for _ in 0..32 {
+                if self.epoch.load(Ordering::Acquire) != seen {
+                    let b = self.backoff.load(Ordering::Relaxed);
+                    self.backoff.store(b.saturating_sub(1), Ordering::Relaxed);
+                    return true;
+                }
+                std::hint::spin_loop();
+            }
+            let spun = start.elapsed();
+            if spun >= limit {
+                let b = self.backoff.load(Ordering::Relaxed);
+                self.backoff.store((b + 1).min(MAX_BACKOFF), Ordering::Relaxed);
+                return false;
+            }
+            if spun >= YIELD_AFTER {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// A matching engine whose posted operations [`wait`], [`test`] and
+/// [`cancel`] wait on and release.
+pub(crate) trait Ops {
+    /// What the engine keeps under its lock.
+    type State;
+
+    /// The lock of the engine's state.
+    fn state(&self) -> &Mutex<Self::State>;
+
+    /// The signal rank `me` sleeps on.
+    fn signal(&self, me: usize) -> &Signal;
+
+    /// Where operation `id` stands: `None` pending; `Some(Ok(()))`
+    /// complete (or already released); `Some(Err)` failed, or pending but
+    /// known never to complete.
+    fn status(&self, st: &Self::State, id: OpId) -> Option<Result<()>>;
+
+    /// Work waiting rank `me` does before each look at its operations.
+    fn before_look<'a>(&'a self, st: MutexGuard<'a, Self::State>, _me: usize) -> MutexGuard<'a, Self::State> {
+        st
+    }
+
+    /// Called before rank `me` waits (`true`) and when it stops (`false`).
+    fn set_waiting(&self, _st: &mut Self::State, _me: usize, _waiting: bool) {}
+
+    /// Releases `ids`: withdraws pending ones, waits out copies in
+    /// progress, frees all.
+    fn release<'a>(&'a self, st: MutexGuard<'a, Self::State>, ids: &[OpId]) -> MutexGuard<'a, Self::State>;
+}
+
+/// Waits until every operation of `ids` (of rank `me`) completed, one
+/// failed or `deadline` passed; releases them all either way. A failure
+/// that is a root cause is reported over one that is its consequence.
+pub(crate) fn wait<O: Ops>(
+    ops: &O,
+    me: usize,
+    ids: &[OpId],
+    deadline: Instant,
+    what: &str,
+    limit: Duration,
+) -> Result<()> {
+    let start = Instant::now();
+    let mut st = lock_spinning(ops.state());
+    loop {
+        st = ops.before_look(st, me);
+        let mut pending = false;
+        let mut failure: Option<Error> = None;
+        for id in ids {
+            match ops.status(&st, *id) {
+                None => pending = true,
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    if failure.as_ref().is_none_or(|f| f.is_secondary() && !e.is_secondary()) {
+                        failure = Some(e);
+                    }
+                }
+            }
+        }
+        let now = Instant::now();
+        let result = match failure {
+            Some(e) => Some(Err(e)),
+            None if !pending => Some(Ok(())),
+            None if now >= deadline => Some(Err(Error::Timeout {
+                operation: what.to_owned(),
+                rank: me,
+                waited: now - start,
+                limit,
+            })),
+            None => None,
+        };
+        if let Some(result) = result {
+            ops.set_waiting(&mut st, me, false);
+            drop(ops.release(st, ids));
+            return result;
+        }
+        ops.set_waiting(&mut st, me, true);
+        st = ops.signal(me).sleep(ops.state(), st, Some(deadline));
+    }
+}
+
+/// `Ok(true)` (and `id` released) once `id` completed, `Ok(false)` while
+/// it is pending, `Err` (and `id` released) when it failed.
+pub(crate) fn test<O: Ops>(ops: &O, id: OpId) -> Result<bool> {
+    let st = lock_spinning(ops.state());
+    match ops.status(&st, id) {
+        None => Ok(false),
+        Some(result) => {
+            drop(ops.release(st, &[id]));
+            result.map(|()| true)
+        }
+    }
+}
+
+/// Releases `ids` whatever their state.
+pub(crate) fn cancel<O: Ops>(ops: &O, ids: &[OpId]) {
+    let st = lock_spinning(ops.state());
+    drop(ops.release(st, ids));
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn a_sleeper_sees_every_notification() {
+        let shared = Arc::new((Mutex::new(0u32), Signal::default()));
+        let _ranks = RankThreads::new(2);
+        let waiter = {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || {
+                let (m, s) = &*shared;
+                let mut seen = Vec::new();
+                let mut g = lock(m);
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while *g < 100 && Instant::now() < deadline {
+                    seen.push(*g);
+                    g = s.sleep(m, g, Some(deadline));
+                }
+                (*g, seen.windows(2).all(|w| w[0] <= w[1]))
+            })
+        };
+        for _ in 0..100 {
+            let (m, s) = &*shared;
+            let mut g = lock(m);
+            *g += 1;
+            s.notify();
+            drop(g);
+            std::thread::yield_now();
+        }
+        assert_eq!(waiter.join().unwrap(), (100, true));
+    }
+
+    #[test]
+    fn sleep_without_notification_ends_at_the_deadline() {
+        let m = Mutex::new(());
+        let s = Signal::default();
+        let start = Instant::now();
+        let deadline = start + Duration::from_millis(30);
+        let mut g = lock(&m);
+        while Instant::now() < deadline {
+            g = s.sleep(&m, g, Some(deadline));
+        }
+        drop(g);
+        assert!(start.elapsed() < Duration::from_secs(5));
+    }
+}
