@@ -320,6 +320,9 @@ impl Comm {
                     send.copy_to(recv);
                     return Ok(());
                 }
+                if algorithm == Algorithm::Direct {
+                    return direct::reduce_scatter(c, send, recv, op);
+                }
                 if algorithm != Algorithm::RecursiveHalving {
                     return ring::reduce_scatter(c, send, recv, op);
                 }

@@ -286,30 +286,32 @@ mod tests {
         }
     }
 
-    /// Both reduce-scatters: the ring in one piece (a longer message is the
-    /// same ring once per piece) and recursive halving.
+    /// The reduce-scatters: the ring in one piece (a longer message is the
+    /// same ring once per piece), recursive halving, and the direct one in
+    /// pieces.
     #[test]
     fn reduce_scatters_follow_their_schedules() {
         for (algorithm, worlds) in [
             (Algorithm::Ring, &[1usize, 2, 3, 4, 5, 6, 7, 8, 9][..]),
             (Algorithm::RecursiveHalving, &[1, 2, 4, 8][..]),
+            (Algorithm::Direct, &[1usize, 2, 3, 4, 5, 6, 7, 8, 9][..]),
         ] {
             for &world in worlds {
                 let n = 11;
                 let mut opts = options(Collective::ReduceScatter, algorithm);
-                opts.segment_bytes = 1 << 20;
+                if algorithm == Algorithm::Ring {
+                    opts.segment_bytes = 1 << 20;
+                }
                 crate::host::run_with(world, &opts, |comm| {
                     let r = comm.rank();
                     let input: Vec<i64> = (0..n * world).map(|i| value(r, i)).collect();
                     let (mut ours, mut theirs) = (vec![0i64; n], vec![0i64; n]);
                     let (res, a) = record(|| comm.reduce_scatter(&input, &mut ours, ReduceOp::Sum));
                     res?;
-                    let (res, b) = record(|| {
-                        if algorithm == Algorithm::Ring {
-                            schedules::ring_reduce_scatter(comm, &input, &mut theirs, ReduceOp::Sum)
-                        } else {
-                            schedules::recursive_halving_reduce_scatter(comm, &input, &mut theirs, ReduceOp::Sum)
-                        }
+                    let (res, b) = record(|| match algorithm {
+                        Algorithm::Ring => schedules::ring_reduce_scatter(comm, &input, &mut theirs, ReduceOp::Sum),
+                        Algorithm::Direct => schedules::direct_reduce_scatter(comm, &input, &mut theirs, ReduceOp::Sum),
+                        _ => schedules::recursive_halving_reduce_scatter(comm, &input, &mut theirs, ReduceOp::Sum),
                     });
                     res?;
                     assert_eq!(ours, theirs);

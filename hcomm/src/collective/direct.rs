@@ -96,27 +96,32 @@ pub(super) unsafe fn all_to_all_direct<T: Element>(
     unsafe { x.run("direct all-to-all") }
 }
 
-/// Direct all-reduce of `send` into `recv` (which may be `send` itself):
-/// rank `r` owns part `r` of `world` nearly equal parts. First every rank
-/// combines its own part of every peer's input into its output, one peer
-/// after another in the order `r + 1, r + 2, ...`; then every rank fetches
-/// the other parts from their owners' outputs.
+/// Direct reduce-scatter of `send` (`world` nearly equal parts) into `own`
+/// (the length of part `rank`): this rank combines its own part of every
+/// rank's input into `own`, one peer after another in the order `r + 1,
+/// r + 2, ...`, while every peer does the same with its part of this rank's
+/// input.
 ///
-/// Each message goes straight from the peer's buffer into this rank's
-/// output (the host transport copies, or combines, once, on the receiver),
-/// so every byte moves the minimum number of times and no scratch copy is
-/// made. The own part goes in pieces of about `segment_bytes`: a piece of
-/// the input is copied into the output and combined with every peer's
-/// piece while it is still in cache. Every rank posts all its outgoing
-/// pieces at the start, so a rank's receives wait for nothing but the
-/// peer having started. Its messages are those of the `direct_all_reduce`
-/// schedule (checked in `conformance.rs`).
+/// Each message goes straight from the peer's buffer into `own` (the host
+/// transport copies, or combines, once, on the receiver), so no scratch copy
+/// is made. `own` fills in pieces of about `segment_bytes`: a piece of this
+/// rank's own part is copied into it and combined with every peer's piece
+/// while it is still in cache. Every rank posts all its outgoing pieces at
+/// the start, so a rank's receives wait for nothing but the peer having
+/// started. Its messages are those of the `direct_reduce_scatter` schedule
+/// (checked in `conformance.rs`).
 ///
 /// # Safety
 ///
-/// `send` valid; `recv` valid, writable, equal to or disjoint from `send`,
-/// of equal length, neither accessed otherwise for the whole call.
-pub(super) unsafe fn all_reduce<T: Element>(c: &Ctx<'_>, send: RawBuf<T>, recv: RawBuf<T>, op: ReduceOp) -> Result<()> {
+/// `send` valid; `own` valid, writable, and equal to or disjoint from part
+/// `rank` of `send` and disjoint from its other parts; neither accessed
+/// otherwise for the whole call.
+pub(super) unsafe fn reduce_scatter<T: Element>(
+    c: &Ctx<'_>,
+    send: RawBuf<T>,
+    own: RawBuf<T>,
+    op: ReduceOp,
+) -> Result<()> {
     let (w, r) = (c.world, c.rank);
     let piece = (c.segment_bytes / size_of::<T>()).max(1);
     let pieces = |part: RawBuf<T>| {
@@ -130,28 +135,48 @@ pub(super) unsafe fn all_reduce<T: Element>(c: &Ctx<'_>, send: RawBuf<T>, recv: 
         }
     }
     // SAFETY: the parts sent are read only (by the peers) until `sent`
-    // completes; in place, this rank writes only its own part meanwhile.
+    // completes; this rank writes only `own` meanwhile, which is disjoint
+    // from them.
     let sent = unsafe { out.post()? };
-    let own = recv.part(w, r);
     for (mine, into) in pieces(send.part(w, r)).zip(pieces(own)) {
-        // SAFETY: `mine` and `into` are the same piece of `send` and `recv`,
-        // equal or disjoint.
+        // SAFETY: `mine` and `into` are the same piece of part `rank` and of
+        // `own`, equal or disjoint.
         unsafe { mine.copy_to(into) };
         for s in 1..w {
             let mut x = c.xfer();
             x.recv_reduce(into, c.right(s), 0, op);
-            // SAFETY: `into` is a piece of this rank's own part of `recv`,
-            // which no send of this call reads.
-            unsafe { x.run("direct all-reduce: combine")? };
+            // SAFETY: `into` is a piece of `own`, which no send of this call
+            // reads.
+            unsafe { x.run("direct reduce-scatter")? };
         }
     }
-    sent.wait("direct all-reduce: combine")?;
+    sent.wait("direct reduce-scatter")
+}
+
+/// Direct all-reduce of `send` into `recv` (which may be `send` itself):
+/// rank `r` owns part `r` of `world` nearly equal parts. First the direct
+/// reduce-scatter ([`reduce_scatter`]) combines part `r` of every rank's
+/// input into part `r` of the output; then every rank fetches the other
+/// parts from their owners' outputs, all at once. Every byte moves the
+/// minimum number of times, and no scratch copy is made. Its messages are
+/// those of the `direct_all_reduce` schedule (checked in `conformance.rs`).
+///
+/// # Safety
+///
+/// `send` valid; `recv` valid, writable, equal to or disjoint from `send`,
+/// of equal length, neither accessed otherwise for the whole call.
+pub(super) unsafe fn all_reduce<T: Element>(c: &Ctx<'_>, send: RawBuf<T>, recv: RawBuf<T>, op: ReduceOp) -> Result<()> {
+    let w = c.world;
+    let own = recv.part(w, c.rank);
+    // SAFETY: `own` is part `rank` of `recv`, which equals `send` or is
+    // disjoint from it.
+    unsafe { reduce_scatter(c, send, own, op)? };
     let mut x = c.xfer();
     for s in 1..w {
         x.send(own, c.right(s), 0).recv(recv.part(w, c.left(s)), c.left(s), 0);
     }
     // SAFETY: the own part is only sent; the other parts of `recv` are
     // disjoint from it and from each other, and (in place) every peer has
-    // finished reading them: `sent` completed.
+    // finished reading them: the reduce-scatter's sends completed.
     unsafe { x.run("direct all-reduce: gather") }
 }

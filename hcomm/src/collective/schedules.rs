@@ -148,6 +148,22 @@ comm_schedule! {
         }
     }
 
+    /// Direct reduce-scatter: rank `r` combines chunk `r` of every rank's
+    /// input into its output, peer `r + s` in step `s`. The collectives'
+    /// direct reduce-scatter issues these messages (in cache-sized pieces,
+    /// its sends posted up front).
+    #[verify(world in 1..=16)]
+    #[postcondition(reduce_scatter(input -> output, op))]
+    pub fn direct_reduce_scatter(input: &[T; n * world], output: &mut [T; n], op: ReduceOp) {
+        copy input.chunk(rank) -> output;
+        for s in 1..world {
+            batch {
+                send input.chunk((rank - s) % world) to (rank - s) % world;
+                recv output from (rank + s) % world reduce op;
+            }
+        }
+    }
+
     /// Halving-doubling all-reduce (Rabenseifner) for any world: the first
     /// `2 * extra` ranks (`extra = world - p`, `p` the largest power of two
     /// up to `world`) fold in pairs, even into odd; the `p` remaining ranks,

@@ -22,8 +22,9 @@ pub enum Algorithm {
     /// Pairwise exchange: `world - 1` steps, one peer each way per step.
     Pairwise,
     /// Every peer addressed directly: all-to-all, gather and scatter post
-    /// every message at once; all-reduce has each rank combine its own part
-    /// of every rank's input, then fetch the other parts from their owners.
+    /// every message at once; reduce-scatter has each rank combine its own
+    /// part of every rank's input; all-reduce does that, then fetches the
+    /// other parts from their owners.
     Direct,
     /// Binomial tree rooted at the root.
     BinomialTree,
@@ -95,7 +96,7 @@ impl Algorithm {
                 Algorithm::Direct,
             ],
             Collective::AllGather => &[Algorithm::Ring, Algorithm::RecursiveDoubling, Algorithm::Bruck],
-            Collective::ReduceScatter => &[Algorithm::Ring, Algorithm::RecursiveHalving],
+            Collective::ReduceScatter => &[Algorithm::Ring, Algorithm::RecursiveHalving, Algorithm::Direct],
             Collective::AllToAll => &[Algorithm::Pairwise, Algorithm::Direct],
             Collective::AllToAllV | Collective::Gather | Collective::Scatter => &[Algorithm::Direct],
             Collective::Broadcast => &[Algorithm::BinomialTree, Algorithm::ScatterAllGather],
@@ -195,7 +196,11 @@ pub(crate) fn policy(collective: Collective, topology: &Topology, world: usize, 
             }
         }
         Collective::ReduceScatter => {
-            if small && !ring_links && world.is_power_of_two() {
+            if ring_links {
+                Algorithm::Ring
+            } else if !small {
+                Algorithm::Direct
+            } else if world.is_power_of_two() {
                 Algorithm::RecursiveHalving
             } else {
                 Algorithm::Ring
@@ -243,6 +248,10 @@ mod tests {
         assert_eq!(p(Topology::FullMesh, 1 << 20), Algorithm::Direct);
         assert_eq!(p(Topology::FullMesh, 4 << 10), Algorithm::HalvingDoubling);
         assert_eq!(p(Topology::Ring, 1 << 20), Algorithm::Ring);
+        let rs = |topo, bytes| policy(Collective::ReduceScatter, &topo, 4, bytes);
+        assert_eq!(rs(Topology::FullMesh, 1 << 20), Algorithm::Direct);
+        assert_eq!(rs(Topology::FullMesh, 4 << 10), Algorithm::RecursiveHalving);
+        assert_eq!(rs(Topology::Ring, 1 << 20), Algorithm::Ring);
     }
 
     #[test]
