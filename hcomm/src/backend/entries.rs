@@ -3,11 +3,13 @@
 //! neighbours about its k-th schedule call, and the book a process keeps of
 //! its own calls and its neighbours' to compare them.
 //!
-//! A rank sends its [`EntryNote`] to its two ring neighbours before its call
-//! moves any data, and compares it with the neighbours' notes that already
-//! arrived; a note that arrives later is compared with the rank's own when it
-//! arrives. Messages on a connection arrive in order, so a neighbour's note
-//! is compared before any of that neighbour's data for the call is taken.
+//! A rank sends its [`EntryNote`] to its two ring neighbours, in front of its
+//! first message to each (in the same write) or when it next waits, and
+//! compares it with the neighbours' notes that already arrived; a note that
+//! arrives later is compared with the rank's own when it arrives. Messages on
+//! a connection arrive in order, so a neighbour's note is compared before any
+//! of that neighbour's data for the call is taken; a rank that blocks has
+//! sent its notes, so a disagreement never leaves ranks waiting.
 //! Agreement of neighbours is agreement of all; a pair that disagrees is seen
 //! by both of its ranks, which fail the call with `Err(Mismatch)` naming both
 //! calls, tell every member, and abort the group so no rank keeps waiting.
@@ -93,6 +95,16 @@ impl Book {
         self.failures.push((seq, e.clone()));
         e
     }
+
+    /// The disagreement on call `seq` that `message` describes, as found
+    /// (the first recorded for the call, if another was).
+    fn found(&mut self, seq: u64, message: String) -> Found {
+        Found {
+            seq,
+            members: self.members.clone(),
+            error: self.settle(seq, Error::mismatch(message)),
+        }
+    }
 }
 
 /// A disagreement this process found, to be told to the group's members.
@@ -141,13 +153,7 @@ impl EntryBook {
             let theirs = book.theirs.get(&(q, seq))?;
             (theirs.fingerprint != note.fingerprint).then(|| describe(book.rank_of(q), theirs, me, note))
         });
-        let message = clash?;
-        let error = book.settle(seq, Error::mismatch(message));
-        Some(Found {
-            seq,
-            members: book.members.clone(),
-            error,
-        })
+        Some(book.found(seq, clash?))
     }
 
     /// Records the note of global rank `from` in `group` and compares it
@@ -163,13 +169,7 @@ impl EntryBook {
             .filter(|m| m.fingerprint != note.fingerprint)
             .map(|m| describe(book.me, m, book.rank_of(from), &note));
         book.theirs.insert((from, seq), note);
-        let message = clash?;
-        let error = book.settle(seq, Error::mismatch(message));
-        Some(Found {
-            seq,
-            members: book.members.clone(),
-            error,
-        })
+        Some(book.found(seq, clash?))
     }
 
     /// Records a disagreement a member found for call `seq` of `group`.

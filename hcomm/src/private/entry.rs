@@ -22,8 +22,8 @@
 //! (which only ranks that never wait for each other can be) skip the older
 //! call's comparison.
 //!
-//! Ranks in different processes send their call to their neighbours before
-//! the call moves any data, and compare when both are known
+//! Ranks in different processes send their call to their neighbours ahead
+//! of the call's data to them, and compare when both are known
 //! ([`crate::backend::entries`]); the fingerprint is the same in every
 //! process of a job (it names the schedule by a digest of its definition,
 //! not by its address).

@@ -158,6 +158,8 @@ pub(crate) struct Engine {
     pub(super) closing: AtomicBool,
     /// The notes of `comm_schedule!` calls, for their entry check.
     pub(super) entries: EntryBook,
+    /// Whether a link may hold notes not yet written.
+    holding: AtomicBool,
 }
 
 impl Engine {
@@ -178,6 +180,7 @@ impl Engine {
             links,
             closing: AtomicBool::new(false),
             entries: EntryBook::default(),
+            holding: AtomicBool::new(false),
         });
         let watcher: std::sync::Weak<dyn Watcher> = Arc::downgrade(&(Arc::clone(&engine) as Arc<dyn Watcher>));
         engine.liveness.watch(watcher);
@@ -683,11 +686,13 @@ impl Engine {
 
     /// Waits for `ids` until `deadline`; see [`crate::backend::Backend::wait`].
     pub(super) fn wait(&self, me: usize, ids: &[OpId], deadline: Instant, what: &str, limit: Duration) -> Result<()> {
+        self.flush_held();
         wait::wait(self, me, ids, deadline, what, limit)
     }
 
     /// See [`crate::backend::Backend::test`].
     pub(super) fn test(&self, id: OpId) -> Result<bool> {
+        self.flush_held();
         wait::test(self, id)
     }
 
@@ -831,6 +836,7 @@ impl Engine {
         timeout: Duration,
     ) -> Result<()> {
         let start = Instant::now();
+        self.flush_held();
         let deadline = start.checked_add(timeout);
         let mut st = self.lock();
         loop {
@@ -897,17 +903,30 @@ impl Engine {
         if let Some(e) = self.entries.failure(group, note.seq) {
             return Err(e);
         }
+        // The note travels with the next message to the neighbour (in front
+        // of the call's first data), or when this rank next waits.
         for q in neighbours(members, rank) {
             if let Some(link) = self.link(q) {
-                link.send(Msg::Entry {
+                link.hold(Msg::Entry {
                     group,
                     entry: EntryMsg::Call(note.clone()),
                 });
             }
         }
+        self.holding.store(true, Ordering::SeqCst);
         match self.entries.mine(group, members, rank, note) {
             Some(found) => Err(self.disagree(group, found)),
             None => Ok(()),
+        }
+    }
+
+    /// Writes the entry notes held back on every link: before this rank
+    /// blocks, its neighbours must be able to compare its calls.
+    fn flush_held(&self) {
+        if self.holding.swap(false, Ordering::SeqCst) {
+            for link in self.links.iter().flatten() {
+                link.flush_held();
+            }
         }
     }
 

@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 use std::io::{self, BufWriter, Write};
 use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use serde::{Deserialize, Serialize};
@@ -136,7 +137,15 @@ pub(super) struct Link {
     /// Set when the writer thread has stopped.
     stopped: Mutex<bool>,
     stopped_cv: Condvar,
+    /// Messages held back to share the write of the next message on the
+    /// connection (schedule-entry notes), written before it; `has_held`
+    /// says whether there are any.
+    held: Mutex<Vec<Msg>>,
+    has_held: AtomicBool,
 }
+
+/// Held messages beyond this many are written at once.
+const HOLD_LIMIT: usize = 32;
 
 impl Link {
     pub(super) fn new(pid: i32, cma: bool, stream: TcpStream) -> io::Result<Arc<Link>> {
@@ -152,24 +161,60 @@ impl Link {
             stream,
             stopped: Mutex::new(cma),
             stopped_cv: Condvar::new(),
+            held: Mutex::new(Vec::new()),
+            has_held: AtomicBool::new(false),
         }))
+    }
+
+    /// Holds `msg` back until the next message on this connection, which
+    /// carries it in front of its own (one write, one wake-up of the peer),
+    /// or until [`Link::flush_held`].
+    pub(super) fn hold(&self, msg: Msg) {
+        let mut held = lock(&self.held);
+        held.push(msg);
+        self.has_held.store(true, Ordering::SeqCst);
+        if held.len() >= HOLD_LIMIT {
+            drop(held);
+            self.flush_held();
+        }
+    }
+
+    /// Writes the held messages now.
+    pub(super) fn flush_held(&self) {
+        if self.has_held.load(Ordering::SeqCst) {
+            self.write(None);
+        }
+    }
+
+    /// The held messages, taken.
+    fn take_held(&self) -> Vec<Msg> {
+        if !self.has_held.swap(false, Ordering::SeqCst) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *lock(&self.held))
     }
 
     /// Queues `out` for the writer thread; dropped once the link closed
     /// (a stream's `done` then runs with an error).
     pub(super) fn push(&self, out: Out) {
+        self.write(Some(out));
+    }
+
+    /// Writes (or queues) the held messages, then `out`.
+    fn write(&self, out: Option<Out>) {
         if self.cma {
             return self.write_direct(out);
         }
         let mut q = lock(&self.queue);
         if q.closed {
             drop(q);
-            if let Out::Stream { done, .. } = out {
+            if let Some(Out::Stream { done, .. }) = out {
                 done(Err(io::Error::new(io::ErrorKind::BrokenPipe, "connection closed")));
             }
             return;
         }
-        q.items.push_back(out);
+        q.items.extend(self.take_held().into_iter().map(Out::Msg));
+        q.items.extend(out);
         self.ready.notify_one();
     }
 
@@ -179,22 +224,37 @@ impl Link {
 
     /// Writes `out` on the calling thread (links whose data never travels
     /// on the connection).
-    fn write_direct(&self, out: Out) {
+    fn write_direct(&self, out: Option<Out>) {
         let msg = match out {
-            Out::Msg(m) => m,
+            Some(Out::Msg(m)) => Some(m),
             // Never asked for: the peer reads the data itself.
-            Out::Stream { done, .. } => {
+            Some(Out::Stream { done, .. }) => {
                 return done(Err(io::Error::new(
                     io::ErrorKind::Unsupported,
                     "this connection carries no data",
                 )))
             }
+            None => None,
         };
         if lock(&self.queue).closed {
             return;
         }
         let mut buf = lock(&self.direct);
-        if write_frame(&mut &self.stream, &msg, &mut buf).is_err() {
+        let held = self.take_held();
+        let written = if held.is_empty() {
+            match &msg {
+                Some(m) => write_frame(&mut &self.stream, m, &mut buf),
+                None => Ok(()),
+            }
+        } else {
+            // one write for the held messages and this one
+            let mut frames = Vec::with_capacity(128 * (held.len() + 1));
+            held.iter()
+                .chain(&msg)
+                .try_for_each(|m| write_frame(&mut frames, m, &mut buf))
+                .and_then(|()| (&self.stream).write_all(&frames))
+        };
+        if written.is_err() {
             // The reader sees the connection end and fails what waits on it.
             drop(buf);
             self.shutdown();
@@ -203,6 +263,7 @@ impl Link {
 
     /// Stops the writer after what is queued and closes the connection.
     pub(super) fn close(&self) {
+        self.flush_held();
         lock(&self.queue).closed = true;
         self.ready.notify_all();
         if self.cma {
