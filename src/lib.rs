@@ -5,3 +5,4 @@
 
 pub mod all_gather;
 pub mod collectives;
+pub mod vcollectives;

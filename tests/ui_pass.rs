@@ -10,6 +10,9 @@ use hcomm::{CommOptions, Error};
 mod backends;
 
 #[allow(dead_code)]
+#[path = "../ui-tests/pass/count-parameters.rs"]
+mod count_parameters;
+#[allow(dead_code)]
 #[path = "../ui-tests/pass/nonblocking-exchange.rs"]
 mod nonblocking_exchange;
 #[allow(dead_code)]
@@ -134,6 +137,49 @@ fn subgroup_all_reduce_and_scalar_root() {
                     "world {w} root {root} rank {r}"
                 );
             }
+        }
+    }
+}
+
+#[test]
+fn count_parameters() {
+    for w in 1..=6 {
+        // counts with zeros, different on every rank
+        let counts: Vec<usize> = (0..w).map(|r| (r * 5 + 2) % 4).collect();
+        let total: usize = counts.iter().sum();
+        let sizes: Vec<usize> = (0..w * w).map(|k| (k * 7 + 1) % 3).collect();
+        let out = backends::on_both(w, &options(), |comm| {
+            let r = comm.rank();
+            let x: Vec<i32> = (0..counts[r]).map(|i| (10 * r + i) as i32).collect();
+            let mut gathered = vec![-1_i32; total];
+            count_parameters::gather_through_scratch(comm, &counts, &x, &mut gathered)?;
+            let a: Vec<i32> = (0..w)
+                .flat_map(|j| (0..sizes[r * w + j]).map(move |e| (1000 * r + 10 * j + e) as i32))
+                .collect();
+            let mut b = vec![-1_i32; (0..w).map(|i| sizes[i * w + r]).sum()];
+            count_parameters::exchange(comm, &sizes, &a, &mut b)?;
+            let tail = [7_i32; 2];
+            let mut twice: Vec<i32> = (0..2 * total + 2).map(|i| i as i32).collect();
+            count_parameters::own_part_twice(comm, &counts, &mut twice, &tail)?;
+            Ok((gathered, b, twice))
+        })
+        .unwrap();
+        let want: Vec<i32> = (0..w)
+            .flat_map(|r| (0..counts[r]).map(move |i| (10 * r + i) as i32))
+            .collect();
+        for (r, (gathered, b, twice)) in out.iter().enumerate() {
+            assert_eq!(gathered, &want, "world {w} rank {r}");
+            let from: Vec<i32> = (0..w)
+                .flat_map(|i| (0..sizes[i * w + r]).map(move |e| (1000 * i + 10 * r + e) as i32))
+                .collect();
+            assert_eq!(b, &from, "world {w} rank {r}");
+            let mut expect: Vec<i32> = (0..2 * total + 2).map(|i| i as i32).collect();
+            let start: usize = counts[..r].iter().sum();
+            for k in 0..counts[r] {
+                expect[total + start + k] = (start + k) as i32;
+            }
+            expect[2 * total..].copy_from_slice(&[7, 7]);
+            assert_eq!(twice, &expect, "world {w} rank {r}");
         }
     }
 }

@@ -80,6 +80,7 @@ pub(crate) fn signature(item: &Item) -> TokenStream {
             ParamKind::Buffer { mutable: false, .. } => quote!(#name: &(impl ::hcomm::Buffer<Elem = T> + ?Sized)),
             ParamKind::Scalar => quote!(#name: usize),
             ParamKind::Op => quote!(#name: ::hcomm::ReduceOp),
+            ParamKind::Counts { .. } => quote!(#name: &[usize]),
         }
     });
     quote! {
@@ -140,6 +141,16 @@ fn expand(item: &Item, docs: &[syn::Attribute], lowered: &Lowered, len_bindings:
             quote!(__x.requires(#cond, #text)?;)
         })
         .collect::<Vec<_>>();
+
+    // Count parameters: `world` (or `world * world`) entries each.
+    let counts = item.params.iter().filter_map(|p| {
+        let ParamKind::Counts { matrix } = p.kind else {
+            return None;
+        };
+        let name = &p.name;
+        let text = name.to_string();
+        Some(quote!(__x.counts(#text, #name, #matrix)?;))
+    });
 
     // Length variables, then every other buffer's length.
     let buffer_params: Vec<&Ident> = item
@@ -238,6 +249,8 @@ fn expand(item: &Item, docs: &[syn::Attribute], lowered: &Lowered, len_bindings:
                 let __world: i64 = __x.world();
                 #(#scalar_ints)*
                 #(#requires)*
+                #(#counts)*
+                let __c = __x.count_table();
                 #(#lengths)*
                 #(#ranges)*
                 __x.verify(&[#(#scalar_list),*])?;
@@ -317,6 +330,36 @@ impl Expander<'_> {
                     ir::Func::Min => quote!(::core::cmp::min(#(#args),*)),
                     ir::Func::Max => quote!(::core::cmp::max(#(#args),*)),
                 }
+            }
+            ir::ExprKind::Count(c) => match c {
+                ir::Count::Entry(line, i) => {
+                    let (line, i) = (self.line(line), self.int(i));
+                    quote!(__c.count(#line, #i)?)
+                }
+                ir::Count::Sum(line, None) => {
+                    let line = self.line(line);
+                    quote!(__c.count_sum(#line)?)
+                }
+                ir::Count::Sum(line, Some((a, b))) => {
+                    let (line, a, b) = (self.line(line), self.int(a), self.int(b));
+                    quote!(__hp::sub(__c.count_prefix(#line, #b)?, __c.count_prefix(#line, #a)?)?)
+                }
+            },
+        }
+    }
+
+    /// A line of counts, as the executor names it.
+    fn line(&self, line: &ir::CountLine) -> TokenStream {
+        let p = line.count.param;
+        match &line.kind {
+            ir::LineKind::Vector => quote!(__hp::CountLine::Vector(#p)),
+            ir::LineKind::Row(i) => {
+                let i = self.int(i);
+                quote!(__hp::CountLine::Row(#p, #i))
+            }
+            ir::LineKind::Col(j) => {
+                let j = self.int(j);
+                quote!(__hp::CountLine::Col(#p, #j))
             }
         }
     }
@@ -414,6 +457,10 @@ impl Expander<'_> {
                 let index = self.int(index);
                 let parts = parts.as_ref().map_or_else(|| quote!(__world), |p| self.int(p));
                 quote!(__hp::chunk(#base, #index, #parts)?)
+            }
+            ir::RegionKind::Part { base, line, index } => {
+                let (base, line, index) = (self.region(base), self.line(line), self.int(index));
+                quote!(__c.part(#base, #line, #index)?)
             }
         }
     }
@@ -640,6 +687,16 @@ impl Expander<'_> {
             ir::Collective::Reduce { src, dst, op, root } => {
                 let (s, d, op, root) = (self.region(src), self.region(dst), self.op_tokens(op), self.int(root));
                 quote!(__x.reduce(#s, #d, #op, #root, #group)?;)
+            }
+            ir::Collective::AllGatherV { src, dst, counts } => {
+                let (s, d) = (self.region(src), self.region(dst));
+                let p = counts.param;
+                quote!(__x.all_gatherv(#s, #d, #p)?;)
+            }
+            ir::Collective::AllToAllV { src, dst, sizes } => {
+                let (s, d) = (self.region(src), self.region(dst));
+                let p = sizes.param;
+                quote!(__x.all_to_allv(#s, #d, #p)?;)
             }
             ir::Collective::Barrier => quote!(__x.barrier(#group)?;),
         };

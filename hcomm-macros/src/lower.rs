@@ -82,6 +82,7 @@ pub(crate) fn lower(item: &Item, attrs: &Attrs, body: &[Stmt], diags: &mut Vec<D
     let item_span = cx.spans.id(sig);
     let mut buffers = Vec::new();
     let mut scalars = Vec::new();
+    let mut counts = Vec::new();
     for param in &item.params {
         cx.begin_stmt();
         let span = cx.spans.id(Sp::one(param.name.span()).to(param.ty_sp));
@@ -98,6 +99,11 @@ pub(crate) fn lower(item: &Item, attrs: &Attrs, body: &[Stmt], diags: &mut Vec<D
                 op: matches!(param.kind, ParamKind::Op),
                 span,
             }),
+            ParamKind::Counts { matrix } => counts.push(ir::CountParam {
+                name,
+                matrix: *matrix,
+                span,
+            }),
         }
     }
     let verify = cx.verify(attrs, item_span);
@@ -111,6 +117,7 @@ pub(crate) fn lower(item: &Item, attrs: &Attrs, body: &[Stmt], diags: &mut Vec<D
         name: item.name.to_string(),
         buffers,
         scalars,
+        counts,
         len_vars: Vec::new(),
         verify,
         requires,
@@ -185,6 +192,34 @@ impl Lower<'_> {
                 let rhs = self.expr(rhs);
                 ir::ExprKind::Binary(binop(*op), Box::new(lhs), Box::new(rhs))
             }
+            Expr::Call { func, args, .. } if func == "sum" => {
+                if let [arg] = &args[..] {
+                    self.sum(arg)
+                } else {
+                    self.report(
+                        DiagKind::SyntaxError,
+                        e.sp(),
+                        "`sum` takes one line of counts: `sum(counts)`, `sum(sizes[i])`, `sum(col(sizes, j))` or a range of one, `sum(counts[a..b])`".to_owned(),
+                        None,
+                    );
+                    ir::ExprKind::Int(0)
+                }
+            }
+            Expr::Index {
+                base, index, end: None, ..
+            } => match self.line(base) {
+                Some(line) => ir::ExprKind::Count(ir::Count::Entry(line, Box::new(self.expr(index)))),
+                None => ir::ExprKind::Int(0),
+            },
+            Expr::Index { end: Some(_), .. } => {
+                self.report(
+                    DiagKind::SyntaxError,
+                    e.sp(),
+                    "a range of counts is a length only inside `sum(..)`".to_owned(),
+                    Some("write `sum(counts[a..b])`".to_owned()),
+                );
+                ir::ExprKind::Int(0)
+            }
             Expr::Call { func, args, .. } => {
                 let args: Vec<ir::Expr> = args.iter().map(|a| self.expr(a)).collect();
                 let text = func.to_string();
@@ -215,6 +250,93 @@ impl Lower<'_> {
         ir::Expr { kind, span }
     }
 
+    // ------------------------------------------------------------ counts
+
+    /// A line of counts, by its syntax: `NAME` (a vector), `NAME[I]` (a row
+    /// of a matrix) or `col(NAME, J)` (a column); `resolve` checks that
+    /// `NAME` is a count parameter of that shape.
+    fn line(&mut self, e: &Expr) -> Option<ir::CountLine> {
+        let count = |cx: &mut Self, name: &Ident| ir::CountRef {
+            name: name.to_string(),
+            param: UNRESOLVED,
+            span: cx.spans.id(Sp::one(name.span())),
+        };
+        match e {
+            Expr::Paren { expr, .. } => self.line(expr),
+            Expr::Name(name) => Some(ir::CountLine {
+                count: count(self, name),
+                kind: ir::LineKind::Vector,
+            }),
+            Expr::Index {
+                base, index, end: None, ..
+            } => {
+                let Expr::Name(name) = &**base else {
+                    return self.not_a_line(e);
+                };
+                let row = self.expr(index);
+                Some(ir::CountLine {
+                    count: count(self, name),
+                    kind: ir::LineKind::Row(Box::new(row)),
+                })
+            }
+            Expr::Call { func, args, .. } if func == "col" => {
+                let [Expr::Name(name), index] = &args[..] else {
+                    self.report(
+                        DiagKind::SyntaxError,
+                        e.sp(),
+                        "`col` takes a count matrix and a column: `col(sizes, j)`".to_owned(),
+                        None,
+                    );
+                    return None;
+                };
+                let col = self.expr(index);
+                Some(ir::CountLine {
+                    count: count(self, name),
+                    kind: ir::LineKind::Col(Box::new(col)),
+                })
+            }
+            _ => self.not_a_line(e),
+        }
+    }
+
+    fn not_a_line(&mut self, e: &Expr) -> Option<ir::CountLine> {
+        self.report(
+            DiagKind::SyntaxError,
+            e.sp(),
+            "expected a line of counts: a count vector `counts`, a row `sizes[i]` or a column `col(sizes, j)`"
+                .to_owned(),
+            None,
+        );
+        None
+    }
+
+    /// `sum(LINE)` or `sum(LINE[A..B])`.
+    fn sum(&mut self, arg: &Expr) -> ir::ExprKind {
+        let (line, range) = match arg {
+            Expr::Index {
+                base,
+                index,
+                end: Some((inclusive, end)),
+                ..
+            } => {
+                let Some(line) = self.line(base) else {
+                    return ir::ExprKind::Int(0);
+                };
+                let start = self.expr(index);
+                let mut end = self.expr(end);
+                if *inclusive {
+                    end = plus_one(end);
+                }
+                (line, Some((Box::new(start), Box::new(end))))
+            }
+            _ => match self.line(arg) {
+                Some(line) => (line, None),
+                None => return ir::ExprKind::Int(0),
+            },
+        };
+        ir::ExprKind::Count(ir::Count::Sum(line, range))
+    }
+
     // ------------------------------------------------------------ regions
 
     fn buf_ref(&mut self, name: &Ident) -> ir::BufRef {
@@ -240,15 +362,7 @@ impl Lower<'_> {
                 let start = self.expr(start);
                 let mut end = self.expr(end);
                 if *inclusive {
-                    let end_span = end.span;
-                    let one = ir::Expr {
-                        kind: ir::ExprKind::Int(1),
-                        span: end_span,
-                    };
-                    end = ir::Expr {
-                        kind: ir::ExprKind::Binary(ir::BinOp::Add, Box::new(end), Box::new(one)),
-                        span: end_span,
-                    };
+                    end = plus_one(end);
                 }
                 ir::RegionKind::Slice {
                     base: Box::new(base),
@@ -264,6 +378,18 @@ impl Lower<'_> {
                     base: Box::new(base),
                     index,
                     parts,
+                }
+            }
+            Region::Part { base, line, index, .. } => {
+                let base = self.region(base);
+                let Some(line) = self.line(line) else {
+                    return base;
+                };
+                let index = self.expr(index);
+                ir::RegionKind::Part {
+                    base: Box::new(base),
+                    line,
+                    index,
                 }
             }
         };
@@ -433,6 +559,19 @@ impl Lower<'_> {
         };
         let op = call.op.as_ref().map(|o| self.op(o));
         let root = call.root.as_ref().map(|r| self.expr(r));
+        if let (Some(c), Some(input), Some(output)) = (&call.counts, input.clone(), output.clone()) {
+            let counts = self.count_ref(c);
+            let kind = if call.kind == CollKind::AllGatherV {
+                ir::PostKind::AllGatherV { input, output, counts }
+            } else {
+                ir::PostKind::AllToAllV {
+                    input,
+                    output,
+                    sizes: counts,
+                }
+            };
+            return Some(ir::Postcondition { kind, span });
+        }
         let kind = match (call.kind, input, output, op, root) {
             (CollKind::AllGather, Some(input), Some(output), _, _) => ir::PostKind::AllGather { input, output },
             (CollKind::AllReduce, Some(input), Some(output), Some(op), _) => {
@@ -611,7 +750,39 @@ impl Lower<'_> {
                 op,
                 root: root.unwrap_or_else(zero),
             },
+            CollKind::AllGatherV | CollKind::AllToAllV => {
+                let counts = call.counts.as_ref().map_or_else(
+                    || ir::CountRef {
+                        name: String::new(),
+                        param: UNRESOLVED,
+                        span: SpanId(0),
+                    },
+                    |c| self.count_ref(c),
+                );
+                if call.kind == CollKind::AllGatherV {
+                    ir::Collective::AllGatherV {
+                        src: src_or(src),
+                        dst: src_or(dst),
+                        counts,
+                    }
+                } else {
+                    ir::Collective::AllToAllV {
+                        src: src_or(src),
+                        dst: src_or(dst),
+                        sizes: counts,
+                    }
+                }
+            }
             CollKind::Barrier => ir::Collective::Barrier,
+        }
+    }
+
+    /// The name of a count parameter, as written.
+    fn count_ref(&mut self, name: &Ident) -> ir::CountRef {
+        ir::CountRef {
+            name: name.to_string(),
+            param: UNRESOLVED,
+            span: self.spans.id(Sp::one(name.span())),
         }
     }
 
@@ -625,6 +796,19 @@ impl Lower<'_> {
             parse::Op::Min => ir::OpExpr::Lit(ir::Op::Min),
             parse::Op::Param(name) => ir::OpExpr::Name(self.ident(name)),
         }
+    }
+}
+
+/// `e + 1` (the end of an inclusive range).
+fn plus_one(e: ir::Expr) -> ir::Expr {
+    let span = e.span;
+    let one = ir::Expr {
+        kind: ir::ExprKind::Int(1),
+        span,
+    };
+    ir::Expr {
+        kind: ir::ExprKind::Binary(ir::BinOp::Add, Box::new(e), Box::new(one)),
+        span,
     }
 }
 

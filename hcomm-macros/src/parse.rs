@@ -30,6 +30,10 @@ pub(crate) mod kw {
     syn::custom_keyword!(over);
     syn::custom_keyword!(root);
     syn::custom_keyword!(chunk);
+    syn::custom_keyword!(part);
+    syn::custom_keyword!(all_gatherv);
+    syn::custom_keyword!(all_to_allv);
+    syn::custom_keyword!(world);
     syn::custom_keyword!(rev);
     syn::custom_keyword!(sum);
     syn::custom_keyword!(prod);
@@ -146,6 +150,9 @@ pub(crate) enum ParamKind {
     Scalar,
     /// `ReduceOp`: an operator parameter.
     Op,
+    /// `&[usize; world]` (a count vector) or `&[[usize; world]; world]` (a
+    /// count matrix, `matrix == true`).
+    Counts { matrix: bool },
 }
 
 impl Parse for Schedule {
@@ -224,6 +231,23 @@ impl Parse for Param {
             let mutable = input.parse::<Option<Token![mut]>>()?.is_some();
             let content;
             let bracket = bracketed!(content in input);
+            let ty_sp = Sp {
+                start: and.span,
+                end: bracket.span.close(),
+            };
+            if content.peek(kw::usize) || content.peek(syn::token::Bracket) {
+                let matrix = parse_count_type(&content)?;
+                if mutable {
+                    return Err(ty_sp.error(format!(
+                        "{SYNTAX}a count parameter is read-only\nhint: write `&[usize; world]`"
+                    )));
+                }
+                return Ok(Param {
+                    name,
+                    kind: ParamKind::Counts { matrix },
+                    ty_sp,
+                });
+            }
             content.parse::<kw::T>()?;
             content.parse::<Token![;]>()?;
             let len = parse_expr(&content, 0)?;
@@ -253,6 +277,31 @@ impl Parse for Param {
             Err(lookahead.error())
         }
     }
+}
+
+/// The inside of `[usize; world]` (a vector) or `[[usize; world]; world]` (a
+/// matrix); whether it is a matrix.
+fn parse_count_type(input: ParseStream) -> syn::Result<bool> {
+    let matrix = if input.peek(syn::token::Bracket) {
+        let inner;
+        bracketed!(inner in input);
+        inner.parse::<kw::usize>()?;
+        inner.parse::<Token![;]>()?;
+        inner.parse::<kw::world>()?;
+        if !inner.is_empty() {
+            return Err(inner.error(format!("{SYNTAX}expected `]`")));
+        }
+        true
+    } else {
+        input.parse::<kw::usize>()?;
+        false
+    };
+    input.parse::<Token![;]>()?;
+    input.parse::<kw::world>()?;
+    if !input.is_empty() {
+        return Err(input.error(format!("{SYNTAX}expected `]`")));
+    }
+    Ok(matrix)
 }
 
 // ---------------------------------------------------------------- attributes
@@ -498,6 +547,8 @@ pub(crate) struct CollCall {
     pub(crate) dst: Option<Region>,
     pub(crate) op: Option<Op>,
     pub(crate) root: Option<Expr>,
+    /// The count parameter of `all_gatherv` and `all_to_allv`.
+    pub(crate) counts: Option<Ident>,
     pub(crate) sp: Sp,
 }
 
@@ -510,6 +561,8 @@ pub(crate) enum CollKind {
     AllToAll,
     Broadcast,
     Reduce,
+    AllGatherV,
+    AllToAllV,
     Barrier,
 }
 
@@ -694,6 +747,8 @@ fn is_collective(lookahead: &syn::parse::Lookahead1) -> bool {
     found |= lookahead.peek(kw::all_to_all);
     found |= lookahead.peek(kw::broadcast);
     found |= lookahead.peek(kw::reduce);
+    found |= lookahead.peek(kw::all_gatherv);
+    found |= lookahead.peek(kw::all_to_allv);
     found |= lookahead.peek(kw::barrier);
     found
 }
@@ -900,13 +955,15 @@ impl CollCall {
     /// not postconditions).
     fn parse_with(input: ParseStream, allow_barrier: bool) -> syn::Result<Self> {
         let lookahead = input.lookahead1();
-        let kinds: [(bool, CollKind); 6] = [
+        let kinds: [(bool, CollKind); 8] = [
             (lookahead.peek(kw::all_reduce), CollKind::AllReduce),
             (lookahead.peek(kw::all_gather), CollKind::AllGather),
             (lookahead.peek(kw::reduce_scatter), CollKind::ReduceScatter),
             (lookahead.peek(kw::all_to_all), CollKind::AllToAll),
             (lookahead.peek(kw::broadcast), CollKind::Broadcast),
             (lookahead.peek(kw::reduce), CollKind::Reduce),
+            (lookahead.peek(kw::all_gatherv), CollKind::AllGatherV),
+            (lookahead.peek(kw::all_to_allv), CollKind::AllToAllV),
         ];
         let kind = match kinds.iter().find(|(found, _)| *found) {
             Some((_, kind)) => *kind,
@@ -930,6 +987,7 @@ impl CollCall {
                 dst: None,
                 op: None,
                 root: None,
+                counts: None,
                 sp,
             });
         }
@@ -958,6 +1016,12 @@ impl CollCall {
         } else {
             None
         };
+        let counts = if matches!(kind, CollKind::AllGatherV | CollKind::AllToAllV) {
+            content.parse::<Token![,]>()?;
+            Some(content.parse::<Ident>()?)
+        } else {
+            None
+        };
         if content.peek(Token![,]) {
             content.parse::<Token![,]>()?;
         }
@@ -970,6 +1034,7 @@ impl CollCall {
             dst,
             op,
             root,
+            counts,
             sp,
         })
     }
@@ -997,6 +1062,13 @@ pub(crate) enum Region {
         parts: Option<Box<Expr>>,
         close: Span,
     },
+    /// `base.part(line, index)`.
+    Part {
+        base: Box<Region>,
+        line: Box<Expr>,
+        index: Box<Expr>,
+        close: Span,
+    },
 }
 
 impl Region {
@@ -1004,7 +1076,9 @@ impl Region {
     pub(crate) fn sp(&self) -> Sp {
         match self {
             Region::Whole(buf) => Sp::one(buf.span()),
-            Region::Slice { base, close, .. } | Region::Chunk { base, close, .. } => Sp {
+            Region::Slice { base, close, .. }
+            | Region::Chunk { base, close, .. }
+            | Region::Part { base, close, .. } => Sp {
                 start: base.sp().start,
                 end: *close,
             },
@@ -1044,6 +1118,31 @@ fn parse_region(input: ParseStream) -> syn::Result<Region> {
             continue;
         }
         input.parse::<Token![.]>()?;
+        if input.peek(kw::part) {
+            input.parse::<kw::part>()?;
+            let content;
+            let paren = parenthesized!(content in input);
+            let line = parse_expr(&content, 0)?;
+            content.parse::<Token![,]>()?;
+            let index = parse_expr(&content, 0)?;
+            if content.peek(Token![,]) {
+                content.parse::<Token![,]>()?;
+            }
+            if !content.is_empty() {
+                return Err(content.error(format!("{SYNTAX}expected `)`")));
+            }
+            region = Region::Part {
+                base: Box::new(region),
+                line: Box::new(line),
+                index: Box::new(index),
+                close: paren.span.close(),
+            };
+            continue;
+        }
+        let lookahead = input.lookahead1();
+        if !lookahead.peek(kw::chunk) {
+            return Err(lookahead.error());
+        }
         input.parse::<kw::chunk>()?;
         let content;
         let paren = parenthesized!(content in input);
@@ -1088,6 +1187,14 @@ pub(crate) enum Expr {
     Call { func: Ident, args: Vec<Expr>, close: Span },
     /// `(e)`.
     Paren { expr: Box<Expr>, sp: Sp },
+    /// `base[index]` or `base[index..end]` (`..=` when `inclusive`): entries
+    /// and ranges of count parameters.
+    Index {
+        base: Box<Expr>,
+        index: Box<Expr>,
+        end: Option<(bool, Box<Expr>)>,
+        close: Span,
+    },
 }
 
 /// Unary operators.
@@ -1156,6 +1263,10 @@ impl Expr {
                 end: *close,
             },
             Expr::Paren { sp, .. } => *sp,
+            Expr::Index { base, close, .. } => Sp {
+                start: base.sp().start,
+                end: *close,
+            },
         }
     }
 }
@@ -1315,25 +1426,51 @@ fn parse_unary(input: ParseStream, depth: usize) -> syn::Result<Expr> {
         });
     }
     if lookahead.peek(Ident) {
-        let name: Ident = input.parse()?;
-        if input.peek(syn::token::Paren) {
+        let mut e = parse_name_or_call(input, depth)?;
+        while input.peek(syn::token::Bracket) {
             let content;
-            let paren = parenthesized!(content in input);
-            let mut args = Vec::new();
-            while !content.is_empty() {
-                args.push(parse_binary(&content, 0, depth + 1)?);
-                if content.is_empty() {
-                    break;
-                }
-                content.parse::<Token![,]>()?;
+            let bracket = bracketed!(content in input);
+            let index = parse_binary(&content, 0, depth + 1)?;
+            let end = if content.peek(Token![..]) || content.peek(Token![..=]) {
+                let inclusive = parse_range_dots(&content)?;
+                Some((inclusive, Box::new(parse_binary(&content, 0, depth + 1)?)))
+            } else {
+                None
+            };
+            if !content.is_empty() {
+                return Err(content.error(format!("{SYNTAX}expected `]`")));
             }
-            return Ok(Expr::Call {
-                func: name,
-                args,
-                close: paren.span.close(),
-            });
+            e = Expr::Index {
+                base: Box::new(e),
+                index: Box::new(index),
+                end,
+                close: bracket.span.close(),
+            };
         }
-        return Ok(Expr::Name(name));
+        return Ok(e);
     }
     Err(lookahead.error())
+}
+
+/// A name, or a call `f(a, ..)`.
+fn parse_name_or_call(input: ParseStream, depth: usize) -> syn::Result<Expr> {
+    let name: Ident = input.parse()?;
+    if !input.peek(syn::token::Paren) {
+        return Ok(Expr::Name(name));
+    }
+    let content;
+    let paren = parenthesized!(content in input);
+    let mut args = Vec::new();
+    while !content.is_empty() {
+        args.push(parse_binary(&content, 0, depth + 1)?);
+        if content.is_empty() {
+            break;
+        }
+        content.parse::<Token![,]>()?;
+    }
+    Ok(Expr::Call {
+        func: name,
+        args,
+        close: paren.span.close(),
+    })
 }

@@ -102,6 +102,7 @@ impl Q for ir::Schedule {
         let name = self.name.q();
         let buffers = self.buffers.q();
         let scalars = self.scalars.q();
+        let counts = self.counts.q();
         let len_vars = self.len_vars.q();
         let verify = self.verify.q();
         let requires = self.requires.q();
@@ -112,6 +113,7 @@ impl Q for ir::Schedule {
             name: #name,
             buffers: #buffers,
             scalars: #scalars,
+            counts: #counts,
             len_vars: #len_vars,
             verify: #verify,
             requires: #requires,
@@ -119,6 +121,53 @@ impl Q for ir::Schedule {
             body: #body,
             span: #span,
         })
+    }
+}
+
+impl Q for ir::CountParam {
+    fn q(&self) -> TokenStream {
+        let (name, matrix, span) = (self.name.q(), self.matrix.q(), self.span.q());
+        quote!(__ir::CountParam { name: #name, matrix: #matrix, span: #span })
+    }
+}
+
+impl Q for ir::CountRef {
+    fn q(&self) -> TokenStream {
+        let (name, param, span) = (self.name.q(), self.param.q(), self.span.q());
+        quote!(__ir::CountRef { name: #name, param: #param, span: #span })
+    }
+}
+
+impl Q for ir::CountLine {
+    fn q(&self) -> TokenStream {
+        let count = self.count.q();
+        let kind = match &self.kind {
+            ir::LineKind::Vector => quote!(__ir::LineKind::Vector),
+            ir::LineKind::Row(e) => {
+                let e = e.q();
+                quote!(__ir::LineKind::Row(#e))
+            }
+            ir::LineKind::Col(e) => {
+                let e = e.q();
+                quote!(__ir::LineKind::Col(#e))
+            }
+        };
+        quote!(__ir::CountLine { count: #count, kind: #kind })
+    }
+}
+
+impl Q for ir::Count {
+    fn q(&self) -> TokenStream {
+        match self {
+            ir::Count::Entry(line, index) => {
+                let (l, i) = (line.q(), index.q());
+                quote!(__ir::Count::Entry(#l, #i))
+            }
+            ir::Count::Sum(line, range) => {
+                let (l, r) = (line.q(), range.q());
+                quote!(__ir::Count::Sum(#l, #r))
+            }
+        }
     }
 }
 
@@ -219,6 +268,14 @@ impl Q for ir::PostKind {
             ir::PostKind::AllToAll { input, output } => {
                 let (i, o) = (input.q(), output.q());
                 quote!(__ir::PostKind::AllToAll { input: #i, output: #o })
+            }
+            ir::PostKind::AllGatherV { input, output, counts } => {
+                let (i, o, c) = (input.q(), output.q(), counts.q());
+                quote!(__ir::PostKind::AllGatherV { input: #i, output: #o, counts: #c })
+            }
+            ir::PostKind::AllToAllV { input, output, sizes } => {
+                let (i, o, c) = (input.q(), output.q(), sizes.q());
+                quote!(__ir::PostKind::AllToAllV { input: #i, output: #o, sizes: #c })
             }
             ir::PostKind::Broadcast { buf, root } => {
                 let (b, r) = (buf.q(), root.q());
@@ -354,6 +411,14 @@ impl Q for ir::Collective {
                 let (s, d, op, r) = (src.q(), dst.q(), op.q(), root.q());
                 quote!(__ir::Collective::Reduce { src: #s, dst: #d, op: #op, root: #r })
             }
+            ir::Collective::AllGatherV { src, dst, counts } => {
+                let (s, d, c) = (src.q(), dst.q(), counts.q());
+                quote!(__ir::Collective::AllGatherV { src: #s, dst: #d, counts: #c })
+            }
+            ir::Collective::AllToAllV { src, dst, sizes } => {
+                let (s, d, c) = (src.q(), dst.q(), sizes.q());
+                quote!(__ir::Collective::AllToAllV { src: #s, dst: #d, sizes: #c })
+            }
             ir::Collective::Barrier => quote!(__ir::Collective::Barrier),
         }
     }
@@ -388,6 +453,10 @@ impl Q for ir::Region {
             ir::RegionKind::Chunk { base, index, parts } => {
                 let (b, i, p) = (base.q(), index.q(), parts.q());
                 quote!(__ir::RegionKind::Chunk { base: #b, index: #i, parts: #p })
+            }
+            ir::RegionKind::Part { base, line, index } => {
+                let (b, l, i) = (base.q(), line.q(), index.q());
+                quote!(__ir::RegionKind::Part { base: #b, line: #l, index: #i })
             }
         };
         quote!(__ir::Region { kind: #kind, span: #span })
@@ -442,6 +511,10 @@ impl Q for ir::Expr {
                 };
                 let args = args.q();
                 quote!(__ir::ExprKind::Call(#f, #args))
+            }
+            ir::ExprKind::Count(c) => {
+                let c = c.q();
+                quote!(__ir::ExprKind::Count(#c))
             }
         };
         quote!(__ir::Expr { kind: #kind, span: #span })

@@ -117,6 +117,7 @@ fn ring_all_gather(hi: i64) -> Schedule {
             },
         ],
         scalars: Vec::new(),
+        counts: Vec::new(),
         len_vars: vec![Ident {
             name: "n".to_owned(),
             span: S,

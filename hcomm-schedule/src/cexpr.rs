@@ -3,9 +3,17 @@
 //! loop, affine fast paths, and linear forms for expressions with length
 //! variables. The integer rules themselves are [`crate::eval`]'s.
 
+use crate::counts;
 use crate::eval::{binary, call, div_floor, rem_euclid, short_circuit, unary, EvalError};
 use crate::ir::{BinOp, Func, SpanId, UnOp};
 use crate::lin::Lin;
+
+/// Slot of `rank`.
+pub(crate) const RANK: u32 = 0;
+/// Slot of `world`.
+pub(crate) const WORLD: u32 = 1;
+/// Slot of the first scalar parameter.
+pub(crate) const FIRST_SCALAR: u32 = 2;
 
 /// A compiled expression.
 #[derive(Debug)]
@@ -32,6 +40,74 @@ pub(crate) enum CK {
     Unary(UnOp, Box<CExpr>),
     Binary(BinOp, Box<CExpr>, Box<CExpr>),
     Call(Func, Vec<CExpr>),
+    /// A count: a linear form over count entries (`has_len` is set).
+    Count(Box<CCount>),
+}
+
+/// A compiled line of a count parameter.
+#[derive(Debug)]
+pub(crate) struct CLine {
+    /// Index into `Schedule::counts`.
+    pub(crate) param: u32,
+    pub(crate) kind: CLineKind,
+}
+
+/// [`CLine`] shapes.
+#[derive(Debug)]
+pub(crate) enum CLineKind {
+    Vector,
+    Row(Box<CExpr>),
+    Col(Box<CExpr>),
+}
+
+/// A compiled count: an entry of a line, or the sum of a range of it.
+#[derive(Debug)]
+pub(crate) struct CCount {
+    pub(crate) line: CLine,
+    pub(crate) which: CWhich,
+}
+
+/// What a [`CCount`] takes of its line.
+#[derive(Debug)]
+pub(crate) enum CWhich {
+    Entry(Box<CExpr>),
+    /// `None`: the whole line.
+    Sum(Option<Box<(CExpr, CExpr)>>),
+}
+
+impl CCount {
+    fn exprs_mut(&mut self) -> Vec<&mut CExpr> {
+        let mut v: Vec<&mut CExpr> = Vec::new();
+        if let CLineKind::Row(e) | CLineKind::Col(e) = &mut self.line.kind {
+            v.push(&mut **e);
+        }
+        match &mut self.which {
+            CWhich::Entry(e) => v.push(&mut **e),
+            CWhich::Sum(Some(ab)) => {
+                let (a, b) = &mut **ab;
+                v.push(a);
+                v.push(b);
+            }
+            CWhich::Sum(None) => {}
+        }
+        v
+    }
+
+    fn exprs(&self) -> Vec<&CExpr> {
+        let mut v: Vec<&CExpr> = Vec::new();
+        if let CLineKind::Row(e) | CLineKind::Col(e) = &self.line.kind {
+            v.push(&**e);
+        }
+        match &self.which {
+            CWhich::Entry(e) => v.push(&**e),
+            CWhich::Sum(Some(ab)) => {
+                v.push(&ab.0);
+                v.push(&ab.1);
+            }
+            CWhich::Sum(None) => {}
+        }
+        v
+    }
 }
 
 impl CExpr {
@@ -74,6 +150,7 @@ impl CExpr {
                 b.attach_code();
             }
             CK::Call(_, args) => args.iter_mut().for_each(CExpr::attach_code),
+            CK::Count(c) => c.exprs_mut().into_iter().for_each(CExpr::attach_code),
         }
     }
 
@@ -92,7 +169,15 @@ impl CExpr {
                 b.slots(out);
             }
             CK::Call(_, args) => args.iter().for_each(|a| a.slots(out)),
+            CK::Count(c) => c.exprs().into_iter().for_each(|a| a.slots(out)),
         }
+    }
+
+    /// Whether it reads `rank`.
+    pub(crate) fn reads_rank(&self) -> bool {
+        let mut slots = Vec::new();
+        self.slots(&mut slots);
+        slots.contains(&RANK)
     }
 }
 
@@ -524,7 +609,7 @@ pub(crate) fn codegen(e: &CExpr) -> Option<Code> {
         match &e.kind {
             CK::Int(v) => Some(Opnd::Imm(*v)),
             CK::Slot(s) => Some(Opnd::Slot(*s)),
-            CK::Len(_) => None,
+            CK::Len(_) | CK::Count(_) => None,
             CK::Unary(op, x) => {
                 let a = go(x, out, dst)?;
                 out.push(Instr::Un {
@@ -673,7 +758,7 @@ fn eval_tree(e: &CExpr, env: &[i64]) -> Result<i64, Fail> {
     match &e.kind {
         CK::Int(v) => Ok(*v),
         CK::Slot(s) => Ok(env.get(*s as usize).copied().unwrap_or(0)),
-        CK::Len(_) => Err(Fail::NonLinear(e.span)),
+        CK::Len(_) | CK::Count(_) => Err(Fail::NonLinear(e.span)),
         CK::Unary(op, x) => unary(*op, eval_c(x, env)?).map_err(at),
         CK::Binary(op, a, b) => {
             let va = eval_c(a, env)?;
@@ -701,6 +786,7 @@ pub(crate) fn eval_lin(e: &CExpr, env: &[i64]) -> Result<Lin, Fail> {
     let at = |err| Fail::Eval(e.span, err);
     match &e.kind {
         CK::Len(i) => Ok(Lin::var(*i as usize)),
+        CK::Count(c) => count_lin(c, env, e.span),
         CK::Unary(UnOp::Neg, x) => eval_lin(x, env)?.scale(-1).map_err(at),
         CK::Binary(BinOp::Add, a, b) => eval_lin(a, env)?.add(&eval_lin(b, env)?).map_err(at),
         CK::Binary(BinOp::Sub, a, b) => eval_lin(a, env)?.sub(&eval_lin(b, env)?).map_err(at),
@@ -715,4 +801,64 @@ pub(crate) fn eval_lin(e: &CExpr, env: &[i64]) -> Result<Lin, Fail> {
         }
         _ => Err(Fail::NonLinear(e.span)),
     }
+}
+
+/// The cells of line `line` (see [`counts`]), and the world size.
+pub(crate) fn line_cells(line: &CLine, env: &[i64], span: SpanId) -> Result<(Vec<u64>, i64), Fail> {
+    let w = env.get(WORLD as usize).copied().unwrap_or(0);
+    if w > counts::MAX_WORLD {
+        return Err(Fail::Eval(span, EvalError::Overflow));
+    }
+    let w_u = w.unsigned_abs();
+    let at = |x: &CExpr| -> Result<u64, Fail> {
+        let v = eval_c(x, env)?;
+        u64::try_from(v)
+            .ok()
+            .filter(|&v| v < w_u)
+            .ok_or(Fail::Eval(x.span, EvalError::CountIndex { index: v, end: None, len: w }))
+    };
+    let p = line.param;
+    let cells = match &line.kind {
+        CLineKind::Vector => (0..w_u).map(|k| counts::vector_cell(p, k)).collect(),
+        CLineKind::Row(i) => {
+            let i = at(i)?;
+            (0..w_u).map(|k| counts::matrix_cell(p, i, k)).collect()
+        }
+        CLineKind::Col(j) => {
+            let j = at(j)?;
+            (0..w_u).map(|k| counts::matrix_cell(p, k, j)).collect()
+        }
+    };
+    Ok((cells, w))
+}
+
+/// The linear form of a count.
+fn count_lin(c: &CCount, env: &[i64], span: SpanId) -> Result<Lin, Fail> {
+    let (cells, w) = line_cells(&c.line, env, span)?;
+    let (from, to) = match &c.which {
+        CWhich::Entry(i) => {
+            let v = eval_c(i, env)?;
+            if !(0..w).contains(&v) {
+                return Err(Fail::Eval(i.span, EvalError::CountIndex { index: v, end: None, len: w }));
+            }
+            (v, v + 1)
+        }
+        CWhich::Sum(None) => (0, w),
+        CWhich::Sum(Some(ab)) => {
+            let (a, b) = &**ab;
+            let (va, vb) = (eval_c(a, env)?, eval_c(b, env)?);
+            if !(0 <= va && va <= vb && vb <= w) {
+                return Err(Fail::Eval(
+                    a.span,
+                    EvalError::CountIndex {
+                        index: va,
+                        end: Some(vb),
+                        len: w,
+                    },
+                ));
+            }
+            (va, vb)
+        }
+    };
+    Ok(Lin::count(counts::of_line(&cells[from as usize..to as usize])))
 }

@@ -3,22 +3,17 @@
 //! step 0: names, linearity, read-only writes, rank-dependent groups, what
 //! may stand inside `batch`, scalar ranges and the verify set.
 
-use crate::cexpr::{CExpr, CK};
+use crate::cexpr::{CCount, CExpr, CLine, CLineKind, CWhich, CK};
 use crate::diag::{span_key, stmt_key, DiagKind, Diagnostic, Sink};
 use crate::ir::{
-    BufKind, BufRef, Collective, Expr, ExprKind, Ident, NameKind, OpExpr, PostKind, Region, RegionKind, Schedule,
-    SpanId, Stmt, StmtKind, WorldSet,
+    BufKind, BufRef, Collective, Count, CountLine, Expr, ExprKind, Ident, LineKind, NameKind, OpExpr, PostKind, Region,
+    RegionKind, Schedule, SpanId, Stmt, StmtKind, WorldSet,
 };
 
 /// At most this many world sizes in a verify set.
 pub(crate) const MAX_WORLDS: usize = 1 << 16;
 
-/// Slot of `rank`.
-pub(crate) const RANK: u32 = 0;
-/// Slot of `world`.
-pub(crate) const WORLD: u32 = 1;
-/// Slot of the first scalar parameter.
-pub(crate) const FIRST_SCALAR: u32 = 2;
+pub(crate) use crate::cexpr::{FIRST_SCALAR, RANK, WORLD};
 
 /// Which buffer a region is of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +48,11 @@ pub(crate) enum CRKind<'s> {
         base: Box<CRegion<'s>>,
         index: CExpr,
         parts: Option<CExpr>,
+    },
+    Part {
+        base: Box<CRegion<'s>>,
+        line: CLine,
+        index: CExpr,
     },
 }
 
@@ -98,6 +98,8 @@ pub(crate) enum CollKind {
     AllToAll,
     Broadcast,
     Reduce,
+    AllGatherV,
+    AllToAllV,
     Barrier,
 }
 
@@ -110,6 +112,8 @@ impl CollKind {
             CollKind::AllToAll => "all_to_all",
             CollKind::Broadcast => "broadcast",
             CollKind::Reduce => "reduce",
+            CollKind::AllGatherV => "all_gatherv",
+            CollKind::AllToAllV => "all_to_allv",
             CollKind::Barrier => "barrier",
         }
     }
@@ -125,6 +129,8 @@ pub(crate) struct CColl<'s> {
     pub(crate) dst: Option<CRegion<'s>>,
     pub(crate) root: Option<CExpr>,
     pub(crate) over: Option<COver>,
+    /// The count parameter of `all_gatherv` and `all_to_allv`.
+    pub(crate) counts: Option<u32>,
 }
 
 /// `over EXPR` with the variable slots it reads (the cache key of its
@@ -190,6 +196,8 @@ pub(crate) struct CPost<'s> {
     pub(crate) output: u32,
     pub(crate) op: Option<OpExpr>,
     pub(crate) root: Option<CExpr>,
+    /// The count parameter of `all_gatherv` and `all_to_allv`.
+    pub(crate) counts: Option<u32>,
 }
 
 /// The compiled schedule.
@@ -208,6 +216,8 @@ pub(crate) struct Prog<'s> {
     pub(crate) post: Option<CPost<'s>>,
     /// Number of region nodes ([`CRegion::id`]).
     pub(crate) nregions: usize,
+    /// Whether some parameter's length reads `rank` (through a count).
+    pub(crate) rank_lens: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -264,7 +274,8 @@ pub(crate) fn compile(s: &Schedule) -> (Prog<'_>, Vec<Diagnostic>) {
     };
     c.slot_dep[RANK as usize] = true;
 
-    let buf_len = s.buffers.iter().map(|b| c.expr(&b.len)).collect();
+    let buf_len: Vec<CExpr> = s.buffers.iter().map(|b| c.expr(&b.len)).collect();
+    let rank_lens = buf_len.iter().any(CExpr::reads_rank);
     // attributes are evaluated on the IR (`verify.rs`) and resolved by
     // `resolve`; here the verify set is checked
     c.verify_set();
@@ -283,6 +294,7 @@ pub(crate) fn compile(s: &Schedule) -> (Prog<'_>, Vec<Diagnostic>) {
         handle_names: c.handle_names,
         post,
         nregions: c.nregions as usize,
+        rank_lens,
     };
     let names = crate::resolve::check(s);
     if names.is_empty() {
@@ -342,6 +354,31 @@ impl<'s> Compiler<'s> {
                 let has_len = cargs.iter().any(|a| a.has_len);
                 CExpr::new(CK::Call(*f, cargs), span, has_len)
             }
+            ExprKind::Count(c) => self.count(c, span),
+        }
+    }
+
+    /// A count (resolved and admitted where it stands by
+    /// [`crate::resolve`]).
+    fn count(&mut self, c: &'s Count, span: SpanId) -> CExpr {
+        let (line, which) = match c {
+            Count::Entry(line, i) => (line, CWhich::Entry(Box::new(self.expr(i)))),
+            Count::Sum(line, None) => (line, CWhich::Sum(None)),
+            Count::Sum(line, Some((a, b))) => (line, CWhich::Sum(Some(Box::new((self.expr(a), self.expr(b)))))),
+        };
+        let line = self.line(line);
+        CExpr::new(CK::Count(Box::new(CCount { line, which })), span, true)
+    }
+
+    fn line(&mut self, line: &'s CountLine) -> CLine {
+        let kind = match &line.kind {
+            LineKind::Vector => CLineKind::Vector,
+            LineKind::Row(i) => CLineKind::Row(Box::new(self.expr(i))),
+            LineKind::Col(j) => CLineKind::Col(Box::new(self.expr(j))),
+        };
+        CLine {
+            param: line.count.param as u32,
+            kind,
         }
     }
 
@@ -387,6 +424,16 @@ impl<'s> Compiler<'s> {
                     base: Box::new(base),
                     index: self.expr(index),
                     parts: parts.as_ref().map(|p| self.expr(p)),
+                };
+                (kind, buf)
+            }
+            RegionKind::Part { base, line, index } => {
+                let base = self.region(base);
+                let buf = base.buf;
+                let kind = CRKind::Part {
+                    base: Box::new(base),
+                    line: self.line(line),
+                    index: self.expr(index),
                 };
                 (kind, buf)
             }
@@ -658,6 +705,7 @@ impl<'s> Compiler<'s> {
             dst: None,
             root: None,
             over: None,
+            counts: None,
         };
         match kind {
             Collective::AllReduce { src, dst, op } => {
@@ -701,6 +749,22 @@ impl<'s> Compiler<'s> {
                 let r = self.region(region);
                 self.writes(&r, "`broadcast`");
                 c.src = Some(r);
+            }
+            Collective::AllGatherV { src, dst, counts } | Collective::AllToAllV { src, dst, sizes: counts } => {
+                let matrix = matches!(kind, Collective::AllToAllV { .. });
+                c.kind = if matrix { CollKind::AllToAllV } else { CollKind::AllGatherV };
+                c.counts = Some(counts.param as u32);
+                c.src = Some(self.region(src));
+                let d = self.region(dst);
+                self.writes(&d, &format!("`{}`", kind.name()));
+                c.dst = Some(d);
+                if let Some(o) = over {
+                    self.error(
+                        DiagKind::SyntaxError,
+                        o.span,
+                        format!("`{}` runs over the whole communicator", kind.name()),
+                    );
+                }
             }
             Collective::Barrier => {}
         }
@@ -777,8 +841,22 @@ impl<'s> Compiler<'s> {
             BufKind::Param(i) if i < self.s.buffers.len() => Some(i as u32),
             _ => None,
         };
+        let mut counts = None;
         let (input, output, op, root) = match &p.kind {
             PostKind::AllGather { input, output } | PostKind::AllToAll { input, output } => {
+                (param(self, input), param(self, output), None, None)
+            }
+            PostKind::AllGatherV {
+                input,
+                output,
+                counts: c,
+            }
+            | PostKind::AllToAllV {
+                input,
+                output,
+                sizes: c,
+            } => {
+                counts = Some(c.param as u32);
                 (param(self, input), param(self, output), None, None)
             }
             PostKind::AllReduce { input, output, op } | PostKind::ReduceScatter { input, output, op } => {
@@ -803,6 +881,7 @@ impl<'s> Compiler<'s> {
             output: output?,
             op,
             root,
+            counts,
         })
     }
 }

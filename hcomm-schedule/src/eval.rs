@@ -23,6 +23,16 @@ pub enum EvalError {
     NegativeShift(i64),
     /// A result outside `i64`.
     Overflow,
+    /// Entry `index` of a line of `len` count entries (or the range
+    /// `index..end`), outside it.
+    CountIndex {
+        /// The first index.
+        index: i64,
+        /// One past the last index, for a range.
+        end: Option<i64>,
+        /// The line's length.
+        len: i64,
+    },
 }
 
 impl fmt::Display for EvalError {
@@ -33,6 +43,14 @@ impl fmt::Display for EvalError {
             EvalError::Pow2Negative(k) => write!(f, "`pow2` of {k}, which is negative"),
             EvalError::NegativeShift(k) => write!(f, "shift by {k}, which is negative"),
             EvalError::Overflow => f.write_str("overflow past `i64`"),
+            EvalError::CountIndex { index, end: None, len } => {
+                write!(f, "count entry {index}, which is not in `0..{len}`")
+            }
+            EvalError::CountIndex {
+                index,
+                end: Some(end),
+                len,
+            } => write!(f, "the counts {index}..{end}, which are not inside `0..{len}`"),
         }
     }
 }

@@ -52,6 +52,9 @@ pub struct Schedule {
     /// Scalar (`usize`) parameters, in declaration order. Scalar values passed
     /// to the checker are in this order.
     pub scalars: Vec<Scalar>,
+    /// Count parameters (`NAME: &[usize; world]`, `NAME: &[[usize; world];
+    /// world]`), in declaration order; [`CountLine`]s index this list.
+    pub counts: Vec<CountParam>,
     /// Length variables: every identifier used in a buffer `LEN` that is not
     /// `world` or a scalar, in order of first appearance.
     /// [`NameKind::LenVar`] indexes this list.
@@ -108,6 +111,62 @@ impl Scalar {
             _ => value.to_string(),
         }
     }
+}
+
+/// A count parameter: `NAME: &[usize; world]` (a count vector) or `NAME:
+/// &[[usize; world]; world]` (a count matrix, entry `[i][j]` being what rank
+/// `i` sends to rank `j`). Its entries are lengths the checker keeps
+/// symbolic: what it decides about them holds for every value `>= 0`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CountParam {
+    /// The parameter name.
+    pub name: String,
+    /// `true` for a `world x world` matrix.
+    pub matrix: bool,
+    /// The parameter.
+    pub span: SpanId,
+}
+
+/// A count parameter named where a line, `all_gatherv` or `all_to_allv`
+/// needs one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CountRef {
+    /// The name as written.
+    pub name: String,
+    /// Index into [`Schedule::counts`]; [`crate::resolve::UNRESOLVED`] until
+    /// resolved.
+    pub param: usize,
+    /// The name.
+    pub span: SpanId,
+}
+
+/// A line of a count parameter: a vector, a row or a column of a matrix.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CountLine {
+    /// The count parameter.
+    pub count: CountRef,
+    /// Which line of it.
+    pub kind: LineKind,
+}
+
+/// Which line of a count parameter a [`CountLine`] is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LineKind {
+    /// `NAME` (a count vector).
+    Vector,
+    /// `NAME[ROW]`: what rank `ROW` sends to each rank.
+    Row(Box<Expr>),
+    /// `col(NAME, COL)`: what each rank sends to rank `COL`.
+    Col(Box<Expr>),
+}
+
+/// A length over count entries (reference, section 10).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Count {
+    /// `LINE[INDEX]`: one entry.
+    Entry(CountLine, Box<Expr>),
+    /// `sum(LINE)` (`range == None`) or `sum(LINE[A..B])`.
+    Sum(CountLine, Option<(Box<Expr>, Box<Expr>)>),
 }
 
 /// The `#[verify(..)]` attribute: which world sizes and scalar values are
@@ -295,6 +354,26 @@ pub enum PostKind {
         buf: BufRef,
         /// The root rank.
         root: Expr,
+    },
+    /// `all_gatherv(input -> output, COUNTS)`: every rank's
+    /// `output.part(COUNTS, j)` is rank `j`'s `input`.
+    AllGatherV {
+        /// Input buffer (`COUNTS[rank]` elements).
+        input: BufRef,
+        /// Output buffer (`sum(COUNTS)` elements).
+        output: BufRef,
+        /// The count vector.
+        counts: CountRef,
+    },
+    /// `all_to_allv(input -> output, SIZES)`: rank `r`'s
+    /// `output.part(col(SIZES, r), j)` is rank `j`'s `input.part(SIZES[j], r)`.
+    AllToAllV {
+        /// Input buffer (`sum(SIZES[rank])` elements).
+        input: BufRef,
+        /// Output buffer (`sum(col(SIZES, rank))` elements).
+        output: BufRef,
+        /// The count matrix.
+        sizes: CountRef,
     },
     /// `reduce(input -> output, OP, root = E)`: the root's `output` is the
     /// reduction of every rank's `input`; other ranks' `output` is
@@ -503,6 +582,24 @@ pub enum Collective {
         /// The root (a rank of the group).
         root: Expr,
     },
+    /// `all_gatherv(SRC -> DST, COUNTS)`, over the whole communicator.
+    AllGatherV {
+        /// Input region (`COUNTS[rank]` elements).
+        src: Region,
+        /// Output region (`sum(COUNTS)` elements, laid out by `COUNTS`).
+        dst: Region,
+        /// The count vector.
+        counts: CountRef,
+    },
+    /// `all_to_allv(SRC -> DST, SIZES)`, over the whole communicator.
+    AllToAllV {
+        /// Input region, laid out by row `rank` of `SIZES`.
+        src: Region,
+        /// Output region, laid out by column `rank` of `SIZES`.
+        dst: Region,
+        /// The count matrix.
+        sizes: CountRef,
+    },
     /// `barrier`.
     Barrier,
 }
@@ -517,6 +614,8 @@ impl Collective {
             Collective::AllToAll { .. } => "all_to_all",
             Collective::Broadcast { .. } => "broadcast",
             Collective::Reduce { .. } => "reduce",
+            Collective::AllGatherV { .. } => "all_gatherv",
+            Collective::AllToAllV { .. } => "all_to_allv",
             Collective::Barrier => "barrier",
         }
     }
@@ -576,6 +675,16 @@ pub enum RegionKind {
         /// Number of equal parts; `None` means `world`.
         parts: Option<Expr>,
     },
+    /// `BASE.part(LINE, INDEX)`: the elements from the sum of the line's
+    /// entries before `INDEX`, entry `INDEX` long.
+    Part {
+        /// The region divided.
+        base: Box<Region>,
+        /// The line that lays it out.
+        line: CountLine,
+        /// Which part, in `0..world`.
+        index: Expr,
+    },
 }
 
 /// An integer expression, with its span.
@@ -603,6 +712,8 @@ pub enum ExprKind {
     /// `log2(x)`, `pow2(k)`, `is_pow2(x)` (one argument), `min(a, b)`,
     /// `max(a, b)` (two); another count is reported as a `syntax error`.
     Call(Func, Vec<Expr>),
+    /// A length over count entries; only in lengths and region bounds.
+    Count(Count),
 }
 
 /// A name in an expression: its resolved kind and its text.

@@ -122,6 +122,7 @@ mod cexpr;
 mod check;
 mod compile;
 mod contents;
+mod counts;
 mod fxhash;
 mod lin;
 mod print;

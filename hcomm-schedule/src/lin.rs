@@ -1,4 +1,6 @@
-//! Linear forms in the length variables: `c0 + c1 * n1 + c2 * n2 + ...`.
+//! Linear forms in the length variables: `c0 + c1 * n1 + c2 * n2 + ...`,
+//! plus a term over the entries of count parameters ([`crate::counts`],
+//! each entry `>= 0`).
 //!
 //! Region offsets and lengths are linear forms, so the checker can compare
 //! them exactly for *every* value of the length variables (which range over
@@ -14,16 +16,19 @@
 
 use std::fmt;
 
+use crate::counts;
 use crate::eval::EvalError;
 
 /// At most this many length variables per schedule (step 0 reports more).
 pub(crate) const MAX_LEN_VARS: usize = 3;
 
-/// `c[0] + c[1] * n_0 + c[2] * n_1 + c[3] * n_2`. A small `Copy` value: the
+/// `c[0] + c[1] * n_0 + c[2] * n_1 + c[3] * n_2 + k`, `k` an interned count
+/// term ([`counts::NONE`] when there is none). A small `Copy` value: the
 /// checker makes several per event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Lin {
     c: [i64; MAX_LEN_VARS + 1],
+    k: u32,
 }
 
 impl Lin {
@@ -31,7 +36,28 @@ impl Lin {
     pub(crate) const fn constant(v: i64) -> Self {
         let mut c = [0; MAX_LEN_VARS + 1];
         c[0] = v;
-        Self { c }
+        Self { c, k: counts::NONE }
+    }
+
+    /// The count term `k` (an id of [`counts`]).
+    pub(crate) fn count(k: u32) -> Self {
+        Self {
+            c: [0; MAX_LEN_VARS + 1],
+            k,
+        }
+    }
+
+    /// Whether it is a prefix sum of the line that `len` (a sum of count
+    /// entries, nothing else) adds up: `0`, the first entry, the first
+    /// two, ...
+    pub(crate) fn prefix_of(&self, len: &Lin) -> bool {
+        let pure = |l: &Lin| l.c.iter().all(|&x| x == 0);
+        pure(self) && pure(len) && counts::is_prefix(len.k, self.k)
+    }
+
+    /// Whether no count entry occurs in it.
+    pub(crate) fn count_free(&self) -> bool {
+        self.k == counts::NONE
     }
 
     /// The length variable `index`, with coefficient 1 (an index past
@@ -41,7 +67,7 @@ impl Lin {
         if index < MAX_LEN_VARS {
             c[index + 1] = 1;
         }
-        Self { c }
+        Self { c, k: counts::NONE }
     }
 
     /// The constant term.
@@ -53,28 +79,36 @@ impl Lin {
     /// The value when there are no length variables in it.
     #[inline]
     pub(crate) fn as_const(&self) -> Option<i64> {
-        (self.c[1..].iter().all(|&k| k == 0)).then_some(self.c[0])
+        (self.k == counts::NONE && self.c[1..].iter().all(|&k| k == 0)).then_some(self.c[0])
     }
 
     #[inline]
-    fn zip(&self, other: &Self, f: impl Fn(i64, i64) -> Option<i64>) -> Result<Self, EvalError> {
+    fn zip(&self, other: &Self, f: impl Fn(i64, i64) -> Option<i64>, k: u32) -> Result<Self, EvalError> {
         let mut c = [0; MAX_LEN_VARS + 1];
         for ((d, &a), &b) in c.iter_mut().zip(&self.c).zip(&other.c) {
             *d = f(a, b).ok_or(EvalError::Overflow)?;
         }
-        Ok(Self { c })
+        Ok(Self { c, k })
     }
 
     /// `self + other`.
     #[inline]
     pub(crate) fn add(&self, other: &Self) -> Result<Self, EvalError> {
-        self.zip(other, i64::checked_add)
+        let k = match (self.k, other.k) {
+            (counts::NONE, k) | (k, counts::NONE) => k,
+            (a, b) => counts::add(a, b).ok_or(EvalError::Overflow)?,
+        };
+        self.zip(other, i64::checked_add, k)
     }
 
     /// `self - other`.
     #[inline]
     pub(crate) fn sub(&self, other: &Self) -> Result<Self, EvalError> {
-        self.zip(other, i64::checked_sub)
+        let k = match (self.k, other.k) {
+            (k, counts::NONE) => k,
+            (a, b) => counts::sub(a, b).ok_or(EvalError::Overflow)?,
+        };
+        self.zip(other, i64::checked_sub, k)
     }
 
     /// `self * k`.
@@ -84,7 +118,8 @@ impl Lin {
         for (d, &a) in c.iter_mut().zip(&self.c) {
             *d = a.checked_mul(k).ok_or(EvalError::Overflow)?;
         }
-        Ok(Self { c })
+        let k = counts::scale(self.k, k).ok_or(EvalError::Overflow)?;
+        Ok(Self { c, k })
     }
 
     /// `self / k` when `k` divides every coefficient.
@@ -97,29 +132,41 @@ impl Lin {
         for (d, &a) in c.iter_mut().zip(&self.c) {
             *d = a.checked_div(k)?;
         }
-        Some(Self { c })
+        Some(Self {
+            c,
+            k: counts::div_exact(self.k, k)?,
+        })
     }
 
     /// Whether `k` divides the form for every value of the variables.
     #[inline]
     pub(crate) fn divisible_by(&self, k: i64) -> bool {
-        k != 0 && self.c.iter().all(|&x| x.checked_rem(k) == Some(0))
+        k != 0 && self.c.iter().all(|&x| x.checked_rem(k) == Some(0)) && counts::divisible_by(self.k, k)
     }
 
     /// The value at a point (`point[i]` is the value of variable `i`;
-    /// missing ones count as 1).
+    /// missing ones count as 1). Count entries are 1, or sample `s` of
+    /// [`counts::Values`] when `point[MAX_LEN_VARS] == s > 0`.
     pub(crate) fn eval_at(&self, point: &[i64]) -> Option<i64> {
         let mut v = i128::from(self.c[0]);
         for (i, &k) in self.c.iter().enumerate().skip(1) {
             let n = point.get(i - 1).copied().unwrap_or(1);
             v += i128::from(k) * i128::from(n);
         }
+        if self.k != counts::NONE {
+            let values = match point.get(MAX_LEN_VARS) {
+                Some(&s) if s > 0 => counts::Values::Sample(s.unsigned_abs()),
+                _ => counts::Values::Ones,
+            };
+            v += i128::from(counts::eval(self.k, values)?);
+        }
         i64::try_from(v).ok()
     }
 
-    /// Whether the form is `>= 0` for every value `>= 1` of the variables.
+    /// Whether the form is `>= 0` for every value `>= 1` of the variables
+    /// (and `>= 0` of the count entries).
     pub(crate) fn nonneg_always(&self) -> bool {
-        if self.c[1..].iter().any(|&k| k < 0) {
+        if self.c[1..].iter().any(|&k| k < 0) || !counts::nonneg(self.k) {
             return false;
         }
         let at_one: i128 = self.c.iter().map(|&k| i128::from(k)).sum();
@@ -157,10 +204,21 @@ pub(crate) fn exists_positive(forms: &[Lin]) -> bool {
     positive_at(forms).is_some()
 }
 
+/// With count terms: whether `[a1, b1)` and `[a2, b2)` are disjoint for
+/// every value, i.e. one ends before the other starts, or one is empty, for
+/// every value (exact coefficient-wise).
+fn disjoint_always(a1: &Lin, b1: &Lin, a2: &Lin, b2: &Lin) -> bool {
+    b1.le_always(a2) || b2.le_always(a1) || b1.le_always(a1) || b2.le_always(a2)
+}
+
 /// A point (value of each variable up to the highest one used) where every
 /// form is strictly positive, as [`exists_positive`] decides it: with one
 /// variable, its smallest value.
 pub(crate) fn positive_at(forms: &[Lin]) -> Option<Vec<i64>> {
+    if forms.iter().any(|f| !f.count_free()) {
+        // some value of the counts may make them positive: no point named
+        return Some(Vec::new());
+    }
     let width = forms.iter().map(Lin::width).max().unwrap_or(0);
     match width {
         0 => forms.iter().all(|f| f.c[0] > 0).then(Vec::new),
@@ -222,6 +280,9 @@ pub(crate) fn first_violation(pairs: &[(&Lin, &Lin)]) -> Option<Vec<i64>> {
     pairs
         .iter()
         .filter_map(|(lo, hi)| {
+            if !(lo.count_free() && hi.count_free()) {
+                return (!lo.le_always(hi)).then(Vec::new);
+            }
             // hi - lo < 0  <=>  lo - hi > 0
             let d = lo.sub(hi).ok()?;
             positive_at(&[d])
@@ -235,6 +296,9 @@ pub(crate) fn overlaps(a1: &Lin, b1: &Lin, a2: &Lin, b2: &Lin) -> bool {
     if let (Some(a1), Some(b1), Some(a2), Some(b2)) = (a1.as_const(), b1.as_const(), a2.as_const(), b2.as_const()) {
         return a1 < b1 && a2 < b2 && a1 < b2 && a2 < b1;
     }
+    if [a1, b1, a2, b2].iter().any(|f| !f.count_free()) {
+        return !disjoint_always(a1, b1, a2, b2);
+    }
     let (Ok(l1), Ok(l2), Ok(x), Ok(y)) = (b1.sub(a1), b2.sub(a2), b2.sub(a1), b1.sub(a2)) else {
         return true;
     };
@@ -245,6 +309,9 @@ pub(crate) fn overlaps(a1: &Lin, b1: &Lin, a2: &Lin, b2: &Lin) -> bool {
 /// do, when they do not at every point (they are disjoint at large values
 /// of the length variables), e.g. an overlap only when `n = 1`.
 pub(crate) fn overlap_only_at(a1: &Lin, b1: &Lin, a2: &Lin, b2: &Lin) -> Option<Vec<i64>> {
+    if [a1, b1, a2, b2].iter().any(|f| !f.count_free()) {
+        return None;
+    }
     let (Ok(l1), Ok(l2), Ok(x), Ok(y)) = (b1.sub(a1), b2.sub(a2), b2.sub(a1), b1.sub(a2)) else {
         return None;
     };
@@ -288,6 +355,7 @@ impl fmt::Display for LinDisplay<'_> {
             }
             first = false;
         }
+        counts::display(self.lin.k, f, &mut first)?;
         let c = self.lin.c[0];
         if first {
             write!(f, "{c}")
@@ -308,7 +376,7 @@ mod tests {
     fn lin(c: &[i64]) -> Lin {
         let mut a = [0; MAX_LEN_VARS + 1];
         a[..c.len()].copy_from_slice(c);
-        Lin { c: a }
+        Lin { c: a, k: counts::NONE }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::ir::{BinOp, Expr, ExprKind, Region, RegionKind, UnOp};
+use crate::ir::{BinOp, Count, CountLine, Expr, ExprKind, LineKind, Region, RegionKind, UnOp};
 
 /// Binding strength as in Rust (higher binds tighter).
 fn prec(op: BinOp) -> u8 {
@@ -64,6 +64,28 @@ impl fmt::Display for Expr {
                 }
                 f.write_str(")")
             }
+            ExprKind::Count(c) => write!(f, "{c}"),
+        }
+    }
+}
+
+impl fmt::Display for CountLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = &self.count.name;
+        match &self.kind {
+            LineKind::Vector => f.write_str(name),
+            LineKind::Row(i) => write!(f, "{name}[{i}]"),
+            LineKind::Col(j) => write!(f, "col({name}, {j})"),
+        }
+    }
+}
+
+impl fmt::Display for Count {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Count::Entry(line, i) => write!(f, "{line}[{i}]"),
+            Count::Sum(line, None) => write!(f, "sum({line})"),
+            Count::Sum(line, Some((a, b))) => write!(f, "sum({line}[{a}..{b}])"),
         }
     }
 }
@@ -77,6 +99,7 @@ impl fmt::Display for Region {
                 Some(k) => write!(f, "{base}.chunk({index}, {k})"),
                 None => write!(f, "{base}.chunk({index})"),
             },
+            RegionKind::Part { base, line, index } => write!(f, "{base}.part({line}, {index})"),
         }
     }
 }

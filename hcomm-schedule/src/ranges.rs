@@ -91,6 +91,26 @@ pub(crate) fn chunk_out_of_bounds(
     )
 }
 
+/// A part index outside `0..world`.
+pub(crate) fn part_out_of_range(
+    sit: &Situation<'_>,
+    rank: u32,
+    r: &CRegion<'_>,
+    index: i64,
+    world: i64,
+    span: SpanId,
+) -> Diagnostic {
+    Diagnostic::new(
+        DiagKind::RegionOutOfBounds,
+        span,
+        format!(
+            "{sit}, rank {rank} uses `{}` with part index {index}, which is not in `0..{world}`",
+            r.ir
+        ),
+    )
+    .with_hint("a line of counts has one part per rank: wrap the index with `% world`")
+}
+
 /// A chunk of a region whose length the part count does not divide.
 pub(crate) fn uneven_chunk(sit: &Situation<'_>, rank: u32, r: &CRegion<'_>, len: &Lin, parts: i64) -> Diagnostic {
     Diagnostic::new(

@@ -82,6 +82,8 @@ pub(crate) struct CollCall {
     pub(crate) root: Option<i64>,
     /// Index into [`Unrolled::groups`].
     pub(crate) group: u32,
+    /// The count parameter of `all_gatherv` and `all_to_allv`.
+    pub(crate) counts: Option<u32>,
     /// This is the rank's `seq`-th collective on `group` (from 0).
     pub(crate) seq: u32,
 }

@@ -207,24 +207,38 @@ pub(crate) fn unroll<'p, 's>(
             *slot = *v;
         }
     }
-    // Parameter lengths are the same on every rank.
+    crate::counts::set_params(prog.s.counts.iter().map(|c| (c.name.clone(), c.matrix)).collect());
+    // Parameter lengths are the same on every rank, unless a count makes
+    // them depend on `rank` (then they are evaluated per rank below).
     let mut step1 = Sink::default();
     let mut step2 = Sink::default();
-    let mut bufs = Vec::with_capacity(prog.buf_len.len());
-    for (i, e) in prog.buf_len.iter().enumerate() {
-        let len = match eval_lin(e, &env) {
-            Ok(l) => l,
-            Err(f) => {
-                let sit = Situation::plain(prog, world, scalars);
-                step1.push(crate::diag::span_key(e.span), fail_diag(f, &sit, None));
-                Lin::constant(0)
-            }
-        };
-        bufs.push(BufInfo {
-            len,
-            param: Some(i as u32),
-            name: prog.s.buffers[i].name.clone(),
-        });
+    let param_lens = |env: &[i64], step1: &mut Sink, rank: Option<u32>| {
+        let mut bufs = Vec::with_capacity(prog.buf_len.len());
+        for (i, e) in prog.buf_len.iter().enumerate() {
+            let len = match eval_lin(e, env) {
+                Ok(l) => l,
+                Err(f) => {
+                    let sit = Situation::plain(prog, world, scalars);
+                    step1.push(crate::diag::span_key(e.span), fail_diag(f, &sit, rank));
+                    Lin::constant(0)
+                }
+            };
+            bufs.push(BufInfo {
+                len,
+                param: Some(i as u32),
+                name: prog.s.buffers[i].name.clone(),
+            });
+        }
+        bufs
+    };
+    let mut bufs = param_lens(&env, &mut step1, None);
+    if prog.rank_lens {
+        step1 = Sink::default();
+        for r in 0..nranks {
+            let mut env_r = env.clone();
+            env_r[RANK as usize] = i64::from(r);
+            param_lens(&env_r, &mut step1, Some(r));
+        }
     }
     if !step1.is_empty() {
         return Err(step1.into_vec());
@@ -235,6 +249,12 @@ pub(crate) fn unroll<'p, 's>(
     for r in 0..nranks {
         let mut env_r = env.clone();
         env_r[RANK as usize] = i64::from(r);
+        if prog.rank_lens {
+            // this rank's parameter lengths, and no memo of another's
+            bufs = param_lens(&env_r, &mut step1, Some(r));
+            regs.whole.fill(NONE);
+            regs.simple.iter_mut().for_each(Vec::clear);
+        }
         let mut ru = RankUnroller {
             prog,
             world,
@@ -838,7 +858,42 @@ impl RankUnroller<'_, '_, '_> {
                 let idx = self.eval_lin(id, index)?;
                 self.chunk_of(id, r, &b, idx, k)
             }
+            CRKind::Part { base, line, index } => {
+                let b = self.region(id, base)?;
+                self.part_of(id, r, &b, line, index)
+            }
         }
+    }
+
+    /// Part `index` of region `b` laid out by `line`, with the checks of
+    /// step 2.
+    fn part_of(
+        &mut self,
+        id: u32,
+        r: &CRegion<'_>,
+        b: &Reg,
+        line: &crate::cexpr::CLine,
+        index: &CExpr,
+    ) -> Result<Reg, Abort> {
+        let i = self.eval(id, index)?;
+        let (cells, w) = crate::cexpr::line_cells(line, &self.env, r.ir.span).map_err(|f| self.fail(id, f))?;
+        if !(0..w).contains(&i) {
+            let d = ranges::part_out_of_range(&self.situation(id), self.rank, r, i, w, index.span);
+            self.range_error(id, d);
+            return Ok(b.clone());
+        }
+        let i = i as usize;
+        let before = Lin::count(crate::counts::of_line(&cells[..i]));
+        let entry = Lin::count(crate::counts::of_line(&cells[i..=i]));
+        let at = |err| Fail::Eval(r.ir.span, err);
+        let start = b.start.add(&before).map_err(|x| self.fail(id, at(x)))?;
+        let end = start.add(&entry).map_err(|x| self.fail(id, at(x)))?;
+        if !end.le_always(&b.end) {
+            let (s, e, blen) = (before, before.add(&entry).map_err(|x| self.fail(id, at(x)))?, b.len());
+            let d = ranges::slice_out_of_bounds(&self.situation(id), self.rank, r, &s, &e, &blen);
+            self.range_error(id, d);
+        }
+        Ok(Reg { buf: b.buf, start, end })
     }
 
     /// Part `idx` of `k` of region `b`, with the checks of step 2.
@@ -1005,6 +1060,7 @@ impl RankUnroller<'_, '_, '_> {
             dst,
             root,
             group,
+            counts: c.counts,
             seq,
         });
         self.push_event(EvKind::Coll(idx), id);

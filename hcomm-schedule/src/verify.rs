@@ -359,6 +359,10 @@ fn eval_attr(e: &Expr, world: i64, scalars: &[i64]) -> Result<i64, Diagnostic> {
             }
             call(*f, &vals).map_err(|x| err(DiagKind::EvaluationError, format!("with world = {world}, {x}")))
         }
+        ExprKind::Count(_) => Err(err(
+            DiagKind::UnknownName,
+            "a count cannot be used in an attribute".to_owned(),
+        )),
     }
 }
 

@@ -258,7 +258,21 @@ impl Sim<'_, '_, '_> {
                 a.root.unwrap_or(0),
                 b.root.unwrap_or(0)
             )
-        } else if len(a) != len(b) || out_len(a) != out_len(b) {
+        } else if a.counts != b.counts {
+            let name = |c: &CollCall| {
+                c.counts
+                    .and_then(|i| self.un.prog.s.counts.get(i as usize))
+                    .map_or("?", |p| p.name.as_str())
+            };
+            format!(
+                "rank {ra} calls `{}` over the counts `{}` while rank {rb} uses `{}`",
+                a.kind.name(),
+                name(a),
+                name(b)
+            )
+        } else if a.counts.is_none() && (len(a) != len(b) || out_len(a) != out_len(b)) {
+            // a v-collective's lengths differ by rank; each is checked
+            // against its own counts in step 3
             let show = |c: &CollCall| {
                 let i = len(c).map(|l| l.display(names).to_string()).unwrap_or_default();
                 match out_len(c) {
@@ -490,7 +504,7 @@ fn orders_by_parity(body: &[crate::ir::Stmt]) -> bool {
             }
             ExprKind::Unary(_, x) => parity(x),
             ExprKind::Call(_, args) => args.iter().any(parity),
-            ExprKind::Int(_) | ExprKind::Name(_) => false,
+            ExprKind::Int(_) | ExprKind::Name(_) | ExprKind::Count(_) => false,
         }
     }
     body.iter().any(|st| match &st.kind {

@@ -187,6 +187,8 @@ fn rank(un: &Unrolled<'_, '_>, r: u32, sink: &mut Sink, memo: &mut Overlaps<'_>)
                     CollKind::AllToAll => "`all_to_all`",
                     CollKind::Broadcast => "`broadcast`",
                     CollKind::Reduce => "`reduce`",
+                    CollKind::AllGatherV => "`all_gatherv`",
+                    CollKind::AllToAllV => "`all_to_allv`",
                     CollKind::Barrier => "`barrier`",
                 };
                 let dst_used = c.kind != CollKind::Reduce || is_root;

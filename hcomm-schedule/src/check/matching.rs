@@ -5,6 +5,7 @@
 use crate::compile::CollKind;
 use crate::diag::{stmt_key, DiagKind, Diagnostic, Sink};
 use crate::fxhash::FxHashMap;
+use crate::lin::Lin;
 use crate::situation::{ordinal, tag_text};
 use crate::trace::{Mode, Unrolled, NONE};
 
@@ -246,6 +247,28 @@ fn unmatched(un: &Unrolled<'_, '_>, r: u32, i: usize, ns: usize, nr: usize) -> D
     d
 }
 
+/// The input and output lengths a v-collective over count parameter
+/// `counts` needs on rank `r`: `all_gatherv` takes `counts[r]` and gives
+/// `sum(counts)`, `all_to_allv` takes `sum(sizes[r])` and gives
+/// `sum(col(sizes, r))`.
+pub(crate) fn v_shapes(un: &Unrolled<'_, '_>, kind: CollKind, counts: Option<u32>, r: u32) -> Option<(Lin, Lin)> {
+    let p = counts?;
+    let w = u64::try_from(un.world).ok()?;
+    let r = u64::from(r);
+    let of = |cells: Vec<u64>| Lin::count(crate::counts::of_line(&cells));
+    match kind {
+        CollKind::AllGatherV => Some((
+            of(vec![crate::counts::vector_cell(p, r)]),
+            of((0..w).map(|k| crate::counts::vector_cell(p, k)).collect()),
+        )),
+        CollKind::AllToAllV => Some((
+            of((0..w).map(|k| crate::counts::matrix_cell(p, r, k)).collect()),
+            of((0..w).map(|k| crate::counts::matrix_cell(p, k, r)).collect()),
+        )),
+        _ => None,
+    }
+}
+
 /// Collective regions must have the collective's shape, and the two
 /// regions of a `copy`/`accumulate` equal lengths.
 fn collective_shapes(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
@@ -336,6 +359,24 @@ fn collective_shapes(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
                             lo.display(names)
                         )
                     })
+                }
+                CollKind::AllGatherV | CollKind::AllToAllV => {
+                    let (want_in, want_out) = v_shapes(un, c.kind, c.counts, r).unwrap_or((li, lo));
+                    if li != want_in {
+                        Some(format!(
+                            "an input of {} elements, but its counts give rank {r} {}",
+                            li.display(names),
+                            want_in.display(names)
+                        ))
+                    } else if lo != want_out {
+                        Some(format!(
+                            "an output of {} elements, but its counts give rank {r} {}",
+                            lo.display(names),
+                            want_out.display(names)
+                        ))
+                    } else {
+                        None
+                    }
                 }
                 CollKind::Broadcast | CollKind::Barrier => None,
             };

@@ -23,9 +23,10 @@ use std::fmt::Write as _;
 use crate::cexpr::eval_c;
 use crate::compile::{CPost, CollKind};
 use crate::contents::{Contents, Reduction, Value};
+use crate::counts;
 use crate::diag::{DiagKind, Diagnostic};
 use crate::ir::{Op, PostKind, SpanId};
-use crate::lin::Lin;
+use crate::lin::{Lin, MAX_LEN_VARS};
 use crate::trace::{EvKind, Reg, Unrolled, NONE};
 
 /// Symbolic runs are skipped above this many elements in all (the run-time
@@ -189,6 +190,14 @@ pub(crate) fn check_located(un: &Unrolled<'_, '_>, order: &[u32]) -> (Vec<Diagno
     if nvars > 0 && !(nvars == 1 && homogeneous(un)) {
         points.push((0..nvars as i64).map(|i| i + 2).collect());
     }
+    if has_counts(un) && !parts_decide(un) {
+        // count entries at samples 1 and 2 (see `counts::Values`)
+        for sample in 1..=2 {
+            let mut p: Vec<i64> = (0..MAX_LEN_VARS as i64).map(|i| i + 2).collect();
+            p.push(sample);
+            points.push(p);
+        }
+    }
     if let Some(d) = shapes(un, post) {
         return (vec![d], None);
     }
@@ -201,6 +210,75 @@ pub(crate) fn check_located(un: &Unrolled<'_, '_>, order: &[u32]) -> (Vec<Diagno
         }
     }
     (Vec::new(), None)
+}
+
+/// Whether some buffer's length has count entries.
+fn has_counts(un: &Unrolled<'_, '_>) -> bool {
+    un.ranks.iter().any(|t| t.bufs.iter().any(|b| !b.len.count_free()))
+}
+
+/// Whether the run with every count entry 1 decides every value of the
+/// counts: every region of a buffer laid out by a line of counts is a union
+/// of whole consecutive parts of that line (its bounds are prefix sums of
+/// the buffer's length), and the other buffers' regions have no counts.
+/// Each part then moves as one unit, so a run at other values is the run at
+/// 1 with each element stretched to its entry.
+fn parts_decide(un: &Unrolled<'_, '_>) -> bool {
+    let fits = |t: &crate::trace::RankTrace, r: &Reg| {
+        let Some(b) = t.bufs.get(r.buf as usize) else {
+            return true;
+        };
+        if b.len.count_free() {
+            r.start.count_free() && r.end.count_free()
+        } else {
+            r.start.prefix_of(&b.len) && r.end.prefix_of(&b.len)
+        }
+    };
+    un.ranks.iter().all(|t| {
+        let zero = Lin::constant(0);
+        t.bufs
+            .iter()
+            .all(|b| b.len.count_free() || zero.prefix_of(&b.len) && b.len.prefix_of(&b.len))
+            && t.ops
+                .iter()
+                .all(|o| un.regs.get(o.reg as usize).is_none_or(|r| fits(t, r)))
+            && t.copies.iter().all(|c| fits(t, &c.src) && fits(t, &c.dst))
+            && t.colls
+                .iter()
+                .all(|c| c.src.as_ref().is_none_or(|r| fits(t, r)) && c.dst.as_ref().is_none_or(|r| fits(t, r)))
+    })
+}
+
+/// The values of count parameter `p` at `point` (a matrix row-major).
+fn count_values(un: &Unrolled<'_, '_>, point: &[i64], p: u32) -> Vec<usize> {
+    let values = match point.get(MAX_LEN_VARS) {
+        Some(&s) if s > 0 => counts::Values::Sample(s.unsigned_abs()),
+        _ => counts::Values::Ones,
+    };
+    let w = u64::try_from(un.world).unwrap_or(0);
+    let matrix = un.prog.s.counts.get(p as usize).is_some_and(|c| c.matrix);
+    let cells: Vec<u64> = if matrix {
+        (0..w * w).map(|i| counts::matrix_cell(p, i / w, i % w)).collect()
+    } else {
+        (0..w).map(|i| counts::vector_cell(p, i)).collect()
+    };
+    cells
+        .into_iter()
+        .map(|c| usize::try_from(values.of(c)).unwrap_or(0))
+        .collect()
+}
+
+/// Where element `e` of a buffer laid out by `parts` (entry lengths) lies:
+/// (part, offset in it).
+fn part_of(parts: impl Iterator<Item = usize>, e: usize) -> Option<(usize, usize)> {
+    let mut start = 0;
+    for (j, n) in parts.enumerate() {
+        if e < start + n {
+            return Some((j, e - start));
+        }
+        start += n;
+    }
+    None
 }
 
 /// Whether every length and region bound is a multiple of the one length
@@ -261,6 +339,30 @@ fn shapes(un: &Unrolled<'_, '_>, post: &CPost<'_>) -> Option<Diagnostic> {
                 lo.display(names)
             )
         }),
+        PostKind::AllGatherV { .. } | PostKind::AllToAllV { .. } => {
+            let kind = if matches!(post.kind, PostKind::AllGatherV { .. }) {
+                CollKind::AllGatherV
+            } else {
+                CollKind::AllToAllV
+            };
+            let mut problem = None;
+            for (r, t) in un.ranks.iter().enumerate() {
+                let (want_in, want_out) = crate::check::matching::v_shapes(un, kind, post.counts, r as u32)?;
+                let (li, lo) = (&t.bufs.get(post.input as usize)?.len, &t.bufs.get(post.output as usize)?.len);
+                if *li != want_in || *lo != want_out {
+                    problem = Some(format!(
+                        "rank {r}'s `{in_name}` has {} elements and `{out_name}` {}, but `{}` over its counts needs {} and {}",
+                        li.display(names),
+                        lo.display(names),
+                        kind.name(),
+                        want_in.display(names),
+                        want_out.display(names)
+                    ));
+                    break;
+                }
+            }
+            problem
+        }
         PostKind::Broadcast { .. } => None,
     }?;
     let sit = crate::situation::Situation::plain(un.prog, un.world, &un.scalars);
@@ -372,12 +474,14 @@ fn replayed<'u, 'p, 's>(
     let n = un.ranks.len();
     let mut bufs = Vec::with_capacity(un.ranks.iter().map(|t| t.bufs.len()).sum());
     let mut buf_first = Vec::with_capacity(n + 1);
-    // parameter lengths are the same on every rank: evaluate them once
+    // parameter lengths are the same on every rank (unless counts make
+    // them depend on it): evaluate them once
     let mut param_len: Vec<Option<usize>> = Vec::new();
+    let same_lens = !un.prog.rank_lens;
     for t in &un.ranks {
         buf_first.push(bufs.len() as u32);
         for (b, info) in t.bufs.iter().enumerate() {
-            let cached = if info.param.is_some() {
+            let cached = if info.param.is_some() && same_lens {
                 param_len.get(b).copied().flatten()
             } else {
                 None
@@ -747,6 +851,26 @@ impl Exec<'_, '_, '_> {
                 let (m, c, st) = calls.get(root).ok_or(Skip)?;
                 self.write(*m, c.dst.as_ref().ok_or(Skip)?, &res, None, *st)?;
             }
+            CollKind::AllGatherV => {
+                // whole communicator: members in rank order
+                let all: Vec<Val> = inputs.concat();
+                for (m, c, st) in &calls {
+                    self.write(*m, c.dst.as_ref().ok_or(Skip)?, &all, None, *st)?;
+                }
+            }
+            CollKind::AllToAllV => {
+                let sizes = count_values(un, self.point, c0.counts.ok_or(Skip)?);
+                for (i, (m, c, st)) in calls.iter().enumerate() {
+                    let mut out = Vec::new();
+                    for (j, v) in inputs.iter().enumerate() {
+                        // rank j's part for rank i, in the layout of row j
+                        let row = sizes.get(j * g..(j + 1) * g).ok_or(Skip)?;
+                        let start: usize = row[..i].iter().sum();
+                        out.extend_from_slice(v.get(start..start + row[i]).ok_or(Skip)?);
+                    }
+                    self.write(*m, c.dst.as_ref().ok_or(Skip)?, &out, None, *st)?;
+                }
+            }
         }
         Ok(())
     }
@@ -802,6 +926,7 @@ impl Exec<'_, '_, '_> {
             }
             _ => Vec::new(),
         };
+        let vcounts = post.counts.map(|p| count_values(un, self.point, p));
         for r in 0..w as u32 {
             if let (PostKind::Reduce { .. }, Some(root)) = (post.kind, root) {
                 if r != root {
@@ -834,6 +959,25 @@ impl Exec<'_, '_, '_> {
                     },
                     PostKind::AllReduce { .. } | PostKind::Reduce { .. } => *reds.get(e)?,
                     PostKind::ReduceScatter { .. } => *reds.get(r as usize * len_out + e)?,
+                    PostKind::AllGatherV { .. } => {
+                        let (j, o) = part_of(vcounts.as_ref()?.iter().copied(), e)?;
+                        Expected::Sym {
+                            rank: j as u32,
+                            buf: inp,
+                            idx: o as u32,
+                        }
+                    }
+                    PostKind::AllToAllV { .. } => {
+                        // column r: part j comes from rank j's part r of its row
+                        let sizes = vcounts.as_ref()?;
+                        let (j, o) = part_of((0..w).map(|k| sizes[k * w + r as usize]), e)?;
+                        let before: usize = sizes[j * w..j * w + r as usize].iter().sum();
+                        Expected::Sym {
+                            rank: j as u32,
+                            buf: inp,
+                            idx: (before + o) as u32,
+                        }
+                    }
                 };
                 if !matches(&self.reds, v, &exp) {
                     return Some(self.violation(post, r, e, v, &exp, len_in, len_out));
@@ -910,6 +1054,11 @@ impl Exec<'_, '_, '_> {
         if self.point.iter().any(|&x| x != 1) {
             for (n, v) in un.prog.len_names.iter().zip(self.point) {
                 let _ = write!(sit, ", {n} = {v}");
+            }
+        }
+        if !un.prog.s.counts.is_empty() {
+            for (p, c) in un.prog.s.counts.iter().enumerate() {
+                let _ = write!(sit, ", {} = {:?}", c.name, count_values(un, self.point, p as u32));
             }
         }
         let writer = self

@@ -56,7 +56,8 @@ fn neg(a: Expr) -> Expr {
 
 fn has_len_var(e: &Expr) -> bool {
     match &e.kind {
-        ExprKind::Int(_) => false,
+        // a count is known at run time, like a scalar
+        ExprKind::Int(_) | ExprKind::Count(_) => false,
         ExprKind::Name(n) => matches!(n.kind, NameKind::LenVar(_)),
         ExprKind::Unary(_, a) => has_len_var(a),
         ExprKind::Binary(_, a, b) => has_len_var(a) || has_len_var(b),

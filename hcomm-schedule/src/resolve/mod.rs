@@ -34,8 +34,8 @@ pub use suggest::suggest;
 
 use crate::diag::{DiagKind, Diagnostic, Sink};
 use crate::ir::{
-    BinOp, BufKind, BufRef, Collective, Expr, ExprKind, Ident, Name, NameKind, OpExpr, PostKind, Region, RegionKind,
-    ScalarRange, Schedule, SpanId, Stmt, StmtKind, UnOp,
+    BinOp, BufKind, BufRef, Collective, Count, CountLine, CountRef, Expr, ExprKind, Ident, LineKind, Name, NameKind,
+    OpExpr, PostKind, Region, RegionKind, ScalarRange, Schedule, SpanId, Stmt, StmtKind, UnOp,
 };
 use crate::lin::MAX_LEN_VARS;
 use suggest::did_you_mean;
@@ -48,6 +48,9 @@ const RESERVED: [&str; 2] = ["rank", "world"];
 
 /// Note of `unknown name` for a length variable used outside lengths.
 const LEN_VAR_NOTE: &str = "length variables may appear only in buffer lengths, `scratch` lengths and region bounds";
+
+/// Where counts may be written.
+const COUNT_NOTE: &str = "the entries of a count parameter are lengths: they may appear in buffer lengths, `scratch` lengths and region bounds, and name the lines of `.part(..)`, `all_gatherv` and `all_to_allv`";
 
 /// Where operator parameters may be written.
 const OP_PARAM_NOTE: &str =
@@ -72,6 +75,7 @@ pub fn resolve(s: &mut Schedule) -> Resolution {
         key: 0,
         buffers: s.buffers.iter().map(|b| b.name.clone()).collect(),
         scalars: s.scalars.iter().map(|x| (x.name.clone(), x.op)).collect(),
+        counts: s.counts.iter().map(|c| (c.name.clone(), c.matrix)).collect(),
         len_vars: std::mem::take(&mut s.len_vars),
         param_deg: Vec::new(),
         scopes: vec![Vec::new()],
@@ -152,6 +156,9 @@ enum Ctx {
     Attr,
     /// Bounds of a scalar range in `#[verify]`: `world` only.
     WorldOnly,
+    /// The index of a count in a parameter's length: `rank`, `world`,
+    /// scalars.
+    CountIndex,
 }
 
 impl Ctx {
@@ -180,6 +187,8 @@ struct Resolver {
     buffers: Vec<String>,
     /// Scalar parameters and whether each is an operator parameter.
     scalars: Vec<(String, bool)>,
+    /// Count parameters and whether each is a matrix.
+    counts: Vec<(String, bool)>,
     len_vars: Vec<Ident>,
     /// Degree (0 or 1) of each buffer parameter's length.
     param_deg: Vec<u8>,
@@ -254,7 +263,8 @@ impl Resolver {
             .buffers
             .iter()
             .map(|b| (&b.name, b.span))
-            .chain(s.scalars.iter().map(|x| (&x.name, x.span)));
+            .chain(s.scalars.iter().map(|x| (&x.name, x.span)))
+            .chain(s.counts.iter().map(|c| (&c.name, c.span)));
         let mut seen: Vec<&str> = Vec::new();
         for (name, span) in params {
             self.begin();
@@ -351,6 +361,14 @@ impl Resolver {
             PostKind::AllReduce { input, output, op } | PostKind::ReduceScatter { input, output, op } => {
                 (vec![input, output], Some(op), None)
             }
+            PostKind::AllGatherV { input, output, counts } => {
+                self.count_ref(counts, false);
+                (vec![input, output], None, None)
+            }
+            PostKind::AllToAllV { input, output, sizes } => {
+                self.count_ref(sizes, true);
+                (vec![input, output], None, None)
+            }
             PostKind::Broadcast { buf, root } => (vec![buf], None, Some(root)),
             PostKind::Reduce {
                 input,
@@ -392,7 +410,12 @@ impl Resolver {
                     BinOp::Add | BinOp::Sub => da.max(db),
                     BinOp::Mul => {
                         if da > 0 && db > 0 {
-                            self.nonlinear(span, "a product of two length variables");
+                            let what = if has_count(a) || has_count(b) {
+                                "a product of two lengths, at least one of them a count"
+                            } else {
+                                "a product of two length variables"
+                            };
+                            self.nonlinear(span, what);
                         }
                         (da + db).min(1)
                     }
@@ -432,6 +455,86 @@ impl Resolver {
                     self.nonlinear(span, &format!("`{}` of a length variable", f.as_str()));
                 }
                 0
+            }
+            ExprKind::Count(c) => self.count(c, span, ctx),
+        }
+    }
+
+    /// Resolves a count; its degree is 1, like a length variable's, where
+    /// lengths may stand.
+    fn count(&mut self, c: &mut Count, span: SpanId, ctx: Ctx) -> u8 {
+        if !ctx.allows_len_vars() {
+            self.report(
+                DiagKind::UnknownName,
+                span,
+                "a count is a length, not an integer known to the checker".to_owned(),
+                Some(COUNT_NOTE.to_owned()),
+            );
+            return 0;
+        }
+        let index_ctx = if ctx == Ctx::Len { Ctx::CountIndex } else { Ctx::Body };
+        match c {
+            Count::Entry(line, i) => {
+                self.line(line, ctx);
+                self.index(i, index_ctx);
+            }
+            Count::Sum(line, range) => {
+                self.line(line, ctx);
+                if let Some((a, b)) = range {
+                    self.index(a, index_ctx);
+                    self.index(b, index_ctx);
+                }
+            }
+        }
+        1
+    }
+
+    /// An index into a line or a part number: an integer, never a length.
+    fn index(&mut self, e: &mut Expr, ctx: Ctx) {
+        if self.expr(e, ctx) > 0 {
+            self.nonlinear(e.span, "an index of counts involving a length");
+        }
+    }
+
+    /// Resolves a line of counts: a vector, or a row or column of a matrix.
+    fn line(&mut self, line: &mut CountLine, ctx: Ctx) {
+        let index_ctx = if ctx == Ctx::Len { Ctx::CountIndex } else { Ctx::Body };
+        let matrix = match &mut line.kind {
+            LineKind::Vector => false,
+            LineKind::Row(i) | LineKind::Col(i) => {
+                self.index(i, index_ctx);
+                true
+            }
+        };
+        self.count_ref(&mut line.count, matrix);
+    }
+
+    /// Resolves the name of a count parameter, which must be a matrix when
+    /// `matrix` (else a vector).
+    fn count_ref(&mut self, c: &mut CountRef, matrix: bool) {
+        let name = c.name.as_str();
+        match self.counts.iter().position(|(n, _)| n == name) {
+            Some(i) if self.counts[i].1 == matrix => c.param = i,
+            Some(i) => {
+                c.param = i;
+                let message = if matrix {
+                    format!("`{name}` is a count vector; a row `{name}[i]`, a column `col({name}, j)` and `all_to_allv` need a count matrix `&[[usize; world]; world]`")
+                } else {
+                    format!("`{name}` is a count matrix; name one of its lines: a row `{name}[i]` or a column `col({name}, j)`")
+                };
+                self.report(DiagKind::UnknownName, c.span, message, None);
+            }
+            None => {
+                let hint = suggest(name, self.counts.iter().map(|(n, _)| n.as_str())).map_or_else(
+                    || "declare it as a parameter `NAME: &[usize; world]` (or `&[[usize; world]; world]`)".to_owned(),
+                    did_you_mean,
+                );
+                self.report(
+                    DiagKind::UnknownName,
+                    c.span,
+                    format!("`{name}` is not a count parameter"),
+                    Some(hint),
+                );
             }
         }
     }
@@ -480,6 +583,20 @@ impl Resolver {
         if let Some(i) = self.len_vars.iter().position(|v| v.name == text) {
             return NameKind::LenVar(i);
         }
+        if let Some((_, matrix)) = self.counts.iter().find(|(n, _)| n == text) {
+            let example = if *matrix {
+                format!("`{text}[rank][j]`, `sum({text}[rank])`, `sum(col({text}, rank))`")
+            } else {
+                format!("`{text}[rank]`, `sum({text})`")
+            };
+            self.report(
+                DiagKind::UnknownName,
+                span,
+                format!("`{text}` is a count parameter, not an integer"),
+                Some(format!("{COUNT_NOTE}, e.g. {example}")),
+            );
+            return NameKind::Var;
+        }
         if ctx == Ctx::Len {
             self.len_vars.push(Ident {
                 name: text.to_owned(),
@@ -503,7 +620,7 @@ impl Resolver {
         match kind {
             NameKind::World | NameKind::Var => kind,
             NameKind::Rank => {
-                if ctx.allows_locals() {
+                if ctx.allows_locals() || ctx == Ctx::CountIndex {
                     return kind;
                 }
                 let place = match ctx {
@@ -707,6 +824,12 @@ impl Resolver {
                 }
                 dbase.max(di)
             }
+            RegionKind::Part { base, line, index } => {
+                self.region(base);
+                self.line(line, Ctx::Bound);
+                self.index(index, Ctx::Body);
+                1
+            }
         }
     }
 
@@ -843,7 +966,28 @@ impl Resolver {
                 self.op(op, span);
                 self.expr(root, Ctx::Body);
             }
+            Collective::AllGatherV { src, dst, counts } => {
+                self.region(src);
+                self.region(dst);
+                self.count_ref(counts, false);
+            }
+            Collective::AllToAllV { src, dst, sizes } => {
+                self.region(src);
+                self.region(dst);
+                self.count_ref(sizes, true);
+            }
             Collective::Barrier => {}
         }
+    }
+}
+
+/// Whether a count occurs in `e`.
+fn has_count(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Count(_) => true,
+        ExprKind::Int(_) | ExprKind::Name(_) => false,
+        ExprKind::Unary(_, x) => has_count(x),
+        ExprKind::Binary(_, a, b) => has_count(a) || has_count(b),
+        ExprKind::Call(_, args) => args.iter().any(has_count),
     }
 }

@@ -363,6 +363,7 @@ impl S {
             name: name.to_owned(),
             buffers: Vec::new(),
             scalars: Vec::new(),
+            counts: Vec::new(),
             len_vars: vec![ident("n")],
             verify: VerifySpec::default_for(span),
             requires: Vec::new(),

@@ -46,7 +46,7 @@ fn ring_as_text(op: &str) -> Schedule {
 
 fn kinds(e: &Expr, out: &mut Vec<(String, NameKind)>) {
     match &e.kind {
-        ExprKind::Int(_) => {}
+        ExprKind::Int(_) | ExprKind::Count(_) => {}
         ExprKind::Name(n) => out.push((n.text.clone(), n.kind)),
         ExprKind::Unary(_, x) => kinds(x, out),
         ExprKind::Binary(_, a, b) => {

@@ -230,6 +230,20 @@ impl Comm {
         R: BufferMut<Elem = T> + ?Sized,
     {
         let (send, recv) = (self.view(send)?, self.view_mut(recv)?);
+        // SAFETY: distinct borrows that outlive the call.
+        unsafe { self.all_gatherv_raw(send, recv, counts) }
+    }
+
+    /// # Safety
+    ///
+    /// `send` valid; `recv` valid, writable and disjoint from `send`, until
+    /// this returns (lengths are checked).
+    pub(crate) unsafe fn all_gatherv_raw<T: Element>(
+        &self,
+        send: RawBuf<T>,
+        recv: RawBuf<T>,
+        counts: &[usize],
+    ) -> Result<()> {
         let (w, me) = (self.world(), self.rank());
         check_len("counts", counts.len(), w)?;
         check_len("send", send.len, counts[me])?;
@@ -269,8 +283,9 @@ impl Comm {
             x.send(send, peer, 0).recv(recv.sub(start, n), peer, 0);
             start += n;
         }
-        // SAFETY: `send` and `recv` are distinct borrows that outlive the
-        // call; the receive views are disjoint parts of `recv`.
+        // SAFETY: `send` and `recv` are valid and disjoint until this
+        // returns (the caller's contract); the receive views are disjoint
+        // parts of `recv`.
         unsafe { x.run("all_gatherv") }
     }
 
@@ -406,7 +421,33 @@ impl Comm {
         R: BufferMut<Elem = T> + ?Sized,
     {
         let (send, recv) = (self.view(send)?, self.view_mut(recv)?);
+        // SAFETY: distinct borrows that outlive the call.
+        unsafe { self.all_to_allv_raw(send, send_counts, recv, recv_counts) }
+    }
+
+    /// # Safety
+    ///
+    /// `send` valid; `recv` valid, writable and disjoint from `send`, until
+    /// this returns (lengths are checked).
+    pub(crate) unsafe fn all_to_allv_raw<T: Element>(
+        &self,
+        send: RawBuf<T>,
+        send_counts: &[usize],
+        recv: RawBuf<T>,
+        recv_counts: &[usize],
+    ) -> Result<()> {
         let (w, r) = (self.world(), self.rank());
+        // Empty buffers may share one dangling address, which device
+        // libraries reject as aliasing; an empty receive gets an address of
+        // its own (never dereferenced: it has no elements).
+        let recv = if recv.len == 0 && recv.ptr == send.ptr {
+            RawBuf {
+                ptr: send.ptr.wrapping_add(1),
+                len: 0,
+            }
+        } else {
+            recv
+        };
         check_len("send_counts", send_counts.len(), w)?;
         check_len("recv_counts", recv_counts.len(), w)?;
         for (name, len, counts) in [("send", send.len, send_counts), ("recv", recv.len, recv_counts)] {
@@ -449,7 +490,8 @@ impl Comm {
                 })
                 .collect::<smallvec::SmallVec<[RawBuf<T>; 16]>>()
         };
-        // SAFETY: the views are disjoint parts of two distinct borrows.
+        // SAFETY: the views are disjoint parts of two disjoint buffers valid
+        // until this returns (the caller's contract).
         unsafe {
             self.collective(&call, |c, _| {
                 direct::all_to_all_direct(

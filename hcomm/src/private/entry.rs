@@ -50,6 +50,8 @@ pub(super) struct Entry<'a> {
     pub(super) dtype: DataType,
     pub(super) scalars: &'a [i64],
     pub(super) lens: &'a [i64],
+    /// Each count parameter's name and entries (a matrix row-major).
+    pub(super) counts: &'a [(&'static str, Vec<usize>)],
 }
 
 /// One rank's announced call, or its failure before announcing one.
@@ -59,6 +61,7 @@ struct Arrival {
     dtype: DataType,
     scalars: SmallVec<[i64; 4]>,
     lens: SmallVec<[i64; 3]>,
+    counts: Vec<(&'static str, Vec<usize>)>,
     failure: Option<String>,
 }
 
@@ -85,6 +88,10 @@ impl Arrival {
         for &v in self.scalars.iter().chain(&self.lens) {
             h.write_i64(v);
         }
+        for (_, entries) in &self.counts {
+            h.write_usize(entries.len());
+            entries.iter().for_each(|&v| h.write_usize(v));
+        }
         // 0 marks a record being written, FAILED a failure
         h.finish().max(2)
     }
@@ -101,6 +108,9 @@ impl Arrival {
         }
         for (var, v) in s.len_vars.iter().zip(&self.lens) {
             let _ = write!(t, ", {} = {v}", var.name);
+        }
+        for (name, v) in &self.counts {
+            let _ = write!(t, ", {name} = {v:?}");
         }
         t
     }
@@ -244,6 +254,7 @@ pub(super) fn enter(comm: &Comm, schedule: &'static Schedule, entry: &Entry<'_>)
         dtype: entry.dtype,
         scalars: entry.scalars.iter().copied().collect(),
         lens: entry.lens.iter().copied().collect(),
+        counts: entry.counts.to_vec(),
         failure: None,
     };
     arrive(comm, entry.seq, &arrival)
@@ -256,6 +267,7 @@ pub(super) fn fail_before_entry(comm: &Comm, schedule: &'static Schedule, seq: u
         dtype: DataType::U8,
         scalars: SmallVec::new(),
         lens: SmallVec::new(),
+        counts: Vec::new(),
         failure: Some(error.to_string()),
     };
     // this rank already fails with its own error

@@ -22,12 +22,14 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::marker::PhantomData;
+use std::rc::Rc;
 use std::sync::{Mutex, OnceLock};
 
 use hcomm_schedule::ir::Schedule;
 use hcomm_schedule::{PlanCache, VerifyCache};
 use smallvec::SmallVec;
 
+use super::counts::{CountLine, Counts};
 use super::entry::{self, Entry};
 use super::int;
 use super::replay::{CollCall, Rec, RecOp};
@@ -99,6 +101,8 @@ pub struct Exec<'a, T: Element> {
     scalars: RefCell<Option<SmallVec<[i64; 4]>>>,
     /// The length variables solved so far, in order.
     lens: RefCell<SmallVec<[i64; 3]>>,
+    /// The count parameters.
+    counts: Rc<Counts>,
     /// This call's place among the communicator's schedule calls.
     seq: u64,
     /// Whether this rank announced its call ([`Exec::verify`]).
@@ -133,6 +137,7 @@ impl<'a, T: Element> Exec<'a, T> {
             record: comm.inner.backend.runs_plans().then(Vec::new),
             scalars: RefCell::new(None),
             lens: RefCell::new(SmallVec::new()),
+            counts: Rc::new(Counts::new(comm.world())),
             seq: comm.next_schedule_call(),
             entered: Cell::new(false),
             _buffers: PhantomData,
@@ -266,6 +271,21 @@ impl<'a, T: Element> Exec<'a, T> {
         ))
     }
 
+    /// Registers the count parameter `name`: `world` entries, or `world *
+    /// world` in row-major order when `matrix` (entry `[i][j]` is what rank
+    /// `i` sends to rank `j`). The entries are part of the call the ranks
+    /// agree on ([`Exec::verify`]).
+    pub fn counts(&mut self, name: &'static str, values: &[usize], matrix: bool) -> Result<()> {
+        Rc::make_mut(&mut self.counts).register(name, values, matrix)
+    }
+
+    /// The count parameters registered so far, for the body's lengths and
+    /// parts (a shared handle: the body reads it while a `batch` borrows the
+    /// executor).
+    pub fn count_table(&self) -> Rc<Counts> {
+        Rc::clone(&self.counts)
+    }
+
     /// `Err(BufferLength)` unless `actual == expected`.
     pub fn check_len(&self, buffer: &'static str, actual: usize, expected: i64) -> Result<()> {
         if int(actual)? == expected {
@@ -291,6 +311,7 @@ impl<'a, T: Element> Exec<'a, T> {
                 dtype: T::DTYPE,
                 scalars,
                 lens: &lens,
+                counts: self.counts.entries(),
             },
         )?;
         self.entered.set(true);
@@ -683,6 +704,19 @@ impl<'a, T: Element> Exec<'a, T> {
         self.collective(CollCall::Reduce { src, dst, op, root }, group)
     }
 
+    /// All-gather with per-rank counts: count vector `counts` (an index
+    /// of [`Exec::counts`]), over the whole communicator.
+    pub fn all_gatherv(&mut self, src: Region, dst: Region, counts: usize) -> Result<()> {
+        self.collective(CollCall::AllGatherV { src, dst, counts }, None)
+    }
+
+    /// All-to-all with per-pair counts: count matrix `sizes` (an index of
+    /// [`Exec::counts`]), over the whole communicator; `src` is laid out by
+    /// this rank's row, `dst` by its column.
+    pub fn all_to_allv(&mut self, src: Region, dst: Region, sizes: usize) -> Result<()> {
+        self.collective(CollCall::AllToAllV { src, dst, sizes }, None)
+    }
+
     /// Barrier.
     pub fn barrier(&mut self, group: Option<Group>) -> Result<()> {
         self.collective(CollCall::Barrier, group)
@@ -709,7 +743,9 @@ impl<'a, T: Element> Exec<'a, T> {
             CollCall::AllReduce { src, dst, .. }
             | CollCall::AllGather { src, dst }
             | CollCall::ReduceScatter { src, dst, .. }
-            | CollCall::AllToAll { src, dst } => {
+            | CollCall::AllToAll { src, dst }
+            | CollCall::AllGatherV { src, dst, .. }
+            | CollCall::AllToAllV { src, dst, .. } => {
                 self.hazard(src, false, what)?;
                 self.hazard(dst, true, what)?;
             }
@@ -745,6 +781,8 @@ impl<'a, T: Element> Exec<'a, T> {
             | CollCall::AllGather { src, dst }
             | CollCall::ReduceScatter { src, dst, .. }
             | CollCall::AllToAll { src, dst }
+            | CollCall::AllGatherV { src, dst, .. }
+            | CollCall::AllToAllV { src, dst, .. }
             | CollCall::Reduce { src, dst, .. } => (src, dst),
         };
         let (s, d) = (self.view(src, false)?, self.view(dst, true)?);
@@ -767,6 +805,32 @@ impl<'a, T: Element> Exec<'a, T> {
                     ));
                 }
             }
+            CollCall::AllGatherV { counts, .. } => {
+                let (c, me) = (&self.counts, int(g.rank())?);
+                same_len(
+                    int_len(c.count(CountLine::Vector(counts), me)?),
+                    s.len,
+                    "all_gatherv input",
+                )?;
+                same_len(
+                    int_len(c.count_sum(CountLine::Vector(counts))?),
+                    d.len,
+                    "all_gatherv output",
+                )?;
+            }
+            CollCall::AllToAllV { sizes, .. } => {
+                let (c, me) = (&self.counts, int(g.rank())?);
+                same_len(
+                    int_len(c.count_sum(CountLine::Row(sizes, me))?),
+                    s.len,
+                    "all_to_allv input",
+                )?;
+                same_len(
+                    int_len(c.count_sum(CountLine::Col(sizes, me))?),
+                    d.len,
+                    "all_to_allv output",
+                )?;
+            }
             _ => same_len(s.len, d.len, name)?,
         }
         Ok((s, d))
@@ -787,6 +851,18 @@ impl<'a, T: Element> Exec<'a, T> {
             CollCall::AllToAll { .. } => unsafe { g.all_to_all_raw(s, d) },
             CollCall::Broadcast { root, .. } => unsafe { g.broadcast_raw(d, root) },
             CollCall::Reduce { op, root, .. } => unsafe { g.reduce_raw(s, d, op, root) },
+            CollCall::AllGatherV { counts, .. } => {
+                let counts = self.counts.line(CountLine::Vector(counts))?;
+                // SAFETY: as above; the lengths are checked by the callee.
+                unsafe { g.all_gatherv_raw(s, d, &counts) }
+            }
+            CollCall::AllToAllV { sizes, .. } => {
+                let me = int(g.rank())?;
+                let c = &self.counts;
+                let (row, col) = (c.line(CountLine::Row(sizes, me))?, c.line(CountLine::Col(sizes, me))?);
+                // SAFETY: as above; the lengths are checked by the callee.
+                unsafe { g.all_to_allv_raw(s, &row, d, &col) }
+            }
             CollCall::Barrier => g.barrier(),
         }
     }
@@ -829,6 +905,11 @@ fn plan_cache(schedule: &'static Schedule) -> &'static PlanCache {
     caches
         .entry(std::ptr::from_ref(schedule) as usize)
         .or_insert_with(|| Box::leak(Box::new(PlanCache::new())))
+}
+
+/// A count the executor computed (never negative) as a length.
+fn int_len(v: i64) -> usize {
+    usize::try_from(v).unwrap_or(usize::MAX)
 }
 
 fn same_len(a: usize, b: usize, what: &str) -> Result<()> {

@@ -6,10 +6,12 @@
 //! the checker's own function ([`hcomm_schedule::eval`]), so a schedule is
 //! verified on exactly the values it computes.
 
+mod counts;
 mod entry;
 mod exec;
 mod replay;
 
+pub use counts::{CountLine, Counts};
 pub use exec::{Batch, Exec, Group, Handle, Region};
 pub use hcomm_schedule;
 

@@ -86,6 +86,17 @@ pub(super) enum CollCall {
         op: ReduceOp,
         root: usize,
     },
+    /// `counts` and `sizes` index the executor's count parameters.
+    AllGatherV {
+        src: Region,
+        dst: Region,
+        counts: usize,
+    },
+    AllToAllV {
+        src: Region,
+        dst: Region,
+        sizes: usize,
+    },
     Barrier,
 }
 
@@ -99,6 +110,8 @@ impl CollCall {
             CollCall::AllToAll { .. } => "`all_to_all`",
             CollCall::Broadcast { .. } => "`broadcast`",
             CollCall::Reduce { .. } => "`reduce`",
+            CollCall::AllGatherV { .. } => "`all_gatherv`",
+            CollCall::AllToAllV { .. } => "`all_to_allv`",
             CollCall::Barrier => "`barrier`",
         }
     }

@@ -283,6 +283,7 @@ pub fn schedule(name: &str, size: i64, body: Vec<Stmt>) -> Schedule {
             })
             .collect(),
         scalars: Vec::new(),
+        counts: Vec::new(),
         len_vars: vec![ident("n")],
         verify: VerifySpec {
             world: WorldSet::List(vec![size]),

@@ -138,6 +138,14 @@ fn unbound(what: &str, name: &str) -> Error {
     }
 }
 
+/// The generator writes no count parameters (their schedules are tested
+/// against the runtime's v-collectives in `tests/vcollectives.rs`).
+fn no_counts() -> Error {
+    Error::Evaluation {
+        message: "the differential interpreter has no count parameters".to_owned(),
+    }
+}
+
 fn reduce_op(op: Op) -> ReduceOp {
     match op {
         Op::Sum => ReduceOp::Sum,
@@ -150,7 +158,7 @@ fn reduce_op(op: Op) -> ReduceOp {
 /// Whether `e` mentions length variable `v`.
 fn uses_len_var(e: &Expr, v: usize) -> bool {
     match &e.kind {
-        ExprKind::Int(_) => false,
+        ExprKind::Int(_) | ExprKind::Count(_) => false,
         ExprKind::Name(n) => n.kind == NameKind::LenVar(v),
         ExprKind::Unary(_, x) => uses_len_var(x, v),
         ExprKind::Binary(_, a, b) => uses_len_var(a, v) || uses_len_var(b, v),
@@ -236,6 +244,7 @@ impl Env {
                 let args = args.iter().map(|a| self.int_at(a, rank)).collect::<Result<Vec<_>>>()?;
                 eval::call(*f, &args).map_err(eval_err)
             }
+            ExprKind::Count(_) => Err(no_counts()),
         }
     }
 
@@ -269,6 +278,7 @@ impl Env {
                 let parts = parts.as_ref().map_or(Ok(self.world), |p| self.int(p))?;
                 hp::chunk(b, index, parts)
             }
+            RegionKind::Part { .. } => Err(no_counts()),
         }
     }
 
@@ -466,6 +476,7 @@ impl Env {
                 let (s, d, root) = (self.region(src)?, self.region(dst)?, self.int(root)?);
                 x.reduce(s, d, self.op(op)?, root, group)
             }
+            Collective::AllGatherV { .. } | Collective::AllToAllV { .. } => Err(no_counts()),
             Collective::Barrier => x.barrier(group),
         }
     }

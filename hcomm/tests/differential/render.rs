@@ -109,6 +109,8 @@ pub fn render(s: &Schedule) -> String {
                         C::Reduce { src, dst, op, root } => {
                             format!("reduce({src} -> {dst}, {}, root = {root})", op_text(op))
                         }
+                        C::AllGatherV { src, dst, counts } => format!("all_gatherv({src} -> {dst}, {})", counts.name),
+                        C::AllToAllV { src, dst, sizes } => format!("all_to_allv({src} -> {dst}, {})", sizes.name),
                         C::Barrier => "barrier".to_owned(),
                     };
                     match over {
