@@ -812,10 +812,14 @@ pub(crate) fn line_cells(line: &CLine, env: &[i64], span: SpanId) -> Result<(Vec
     let w_u = w.unsigned_abs();
     let at = |x: &CExpr| -> Result<u64, Fail> {
         let v = eval_c(x, env)?;
-        u64::try_from(v)
-            .ok()
-            .filter(|&v| v < w_u)
-            .ok_or(Fail::Eval(x.span, EvalError::CountIndex { index: v, end: None, len: w }))
+        u64::try_from(v).ok().filter(|&v| v < w_u).ok_or(Fail::Eval(
+            x.span,
+            EvalError::CountIndex {
+                index: v,
+                end: None,
+                len: w,
+            },
+        ))
     };
     let p = line.param;
     let cells = match &line.kind {
@@ -839,7 +843,14 @@ fn count_lin(c: &CCount, env: &[i64], span: SpanId) -> Result<Lin, Fail> {
         CWhich::Entry(i) => {
             let v = eval_c(i, env)?;
             if !(0..w).contains(&v) {
-                return Err(Fail::Eval(i.span, EvalError::CountIndex { index: v, end: None, len: w }));
+                return Err(Fail::Eval(
+                    i.span,
+                    EvalError::CountIndex {
+                        index: v,
+                        end: None,
+                        len: w,
+                    },
+                ));
             }
             (v, v + 1)
         }

@@ -750,9 +750,18 @@ impl<'s> Compiler<'s> {
                 self.writes(&r, "`broadcast`");
                 c.src = Some(r);
             }
-            Collective::AllGatherV { src, dst, counts } | Collective::AllToAllV { src, dst, sizes: counts } => {
+            Collective::AllGatherV { src, dst, counts }
+            | Collective::AllToAllV {
+                src,
+                dst,
+                sizes: counts,
+            } => {
                 let matrix = matches!(kind, Collective::AllToAllV { .. });
-                c.kind = if matrix { CollKind::AllToAllV } else { CollKind::AllGatherV };
+                c.kind = if matrix {
+                    CollKind::AllToAllV
+                } else {
+                    CollKind::AllGatherV
+                };
                 c.counts = Some(counts.param as u32);
                 c.src = Some(self.region(src));
                 let d = self.region(dst);

@@ -90,7 +90,9 @@ impl Arrival {
         }
         for (_, entries) in &self.counts {
             h.write_usize(entries.len());
-            entries.iter().for_each(|&v| h.write_usize(v));
+            for &v in entries {
+                h.write_usize(v);
+            }
         }
         // 0 marks a record being written, FAILED a failure
         h.finish().max(2)
