@@ -1,6 +1,6 @@
 //! The variable-size schedules of `hcomm_examples::vcollectives` on 5
 //! in-process ranks: a sparse all-gather over per-rank counts (some ranks
-//! contribute nothing) and a top-2 MoE dispatch and combine over count
+//! contribute nothing) and a top-2 `MoE` dispatch and combine over count
 //! matrices, each checked against the runtime's `all_gatherv` and
 //! `all_to_allv`.
 //!
@@ -37,29 +37,28 @@ fn main() -> hcomm::Result<()> {
             }
         }
     }
-    let back: Vec<usize> = (0..world * world).map(|k| sizes[(k % world) * world + k / world]).collect();
     let out = hcomm::host::run(world, |comm| {
         let r = comm.rank();
         let mut send = Vec::new();
         for e in 0..world {
             for t in 0..tokens {
                 for _ in experts(r, t).iter().filter(|&&x| x == e) {
-                    send.extend((0..hidden).map(|h| (100 * r + 10 * t + h) as f32));
+                    send.extend((0..hidden).map(|h| (100 * r + 10 * t + h) as i64));
                 }
             }
         }
         let row: Vec<usize> = sizes[r * world..(r + 1) * world].to_vec();
         let col: Vec<usize> = (0..world).map(|i| sizes[i * world + r]).collect();
-        let mut routed = vec![0.0; col.iter().sum()];
-        let mut builtin = vec![0.0; routed.len()];
+        let mut routed = vec![0_i64; col.iter().sum()];
+        let mut builtin = vec![0_i64; routed.len()];
         moe_dispatch(comm, &sizes, &send, &mut routed)?;
         comm.all_to_allv(&send, &row, &mut builtin, &col)?;
         let dispatch_agrees = routed == builtin;
         // expert r doubles what it received
-        let outputs: Vec<f32> = routed.iter().map(|x| 2.0 * x).collect();
-        let mut combined = vec![0.0; send.len()];
-        moe_combine(comm, &back, &outputs, &mut combined)?;
-        let doubled = combined.iter().zip(&send).all(|(c, s)| *c == 2.0 * s);
+        let outputs: Vec<i64> = routed.iter().map(|x| 2 * x).collect();
+        let mut combined = vec![0_i64; send.len()];
+        moe_combine(comm, &sizes, &outputs, &mut combined)?;
+        let doubled = combined.iter().zip(&send).all(|(c, s)| *c == 2 * s);
         Ok((dispatch_agrees, doubled))
     })?;
     assert!(out.iter().all(|&(a, d)| a && d), "{out:?}");

@@ -46,25 +46,26 @@ hcomm::comm_schedule! {
     }
 }
 
-hcomm::comm_schedule! {
-    /// MoE combine: the experts' outputs go back to the ranks that own the
-    /// tokens. `back[i][j]` is what rank `i` returns to rank `j` (the
-    /// transpose of the dispatch's `sizes`), so this is again an
-    /// all-to-all-v, its input laid out by source of the tokens and its
-    /// output by expert rank.
-    #[verify(world in 1..=16)]
-    #[postcondition(all_to_allv(outputs -> combined, back))]
-    pub fn moe_combine(
-        back: &[[usize; world]; world],
-        outputs: &[T; sum(back[rank])],
-        combined: &mut [T; sum(col(back, rank))],
-    ) {
-        copy outputs.part(back[rank], rank) -> combined.part(col(back, rank), rank);
-        for s in 1..world {
-            batch {
-                send outputs.part(back[rank], (rank + s) % world) to (rank + s) % world;
-                recv combined.part(col(back, rank), (rank - s) % world) from (rank - s) % world;
-            }
-        }
+/// `MoE` combine: the experts' outputs go back to the ranks that own the
+/// tokens, packed as they were sent. It is [`moe_dispatch`] over the
+/// transpose of the dispatch's `sizes` (what rank `i` returns to rank `j` is
+/// what `j` sent to `i`), so the same checked schedule moves the data back:
+/// `outputs` is laid out by this rank's column of `sizes`, `combined` by its
+/// row.
+pub fn moe_combine<T: hcomm::Element>(
+    comm: &hcomm::Comm,
+    sizes: &[usize],
+    outputs: &[T],
+    combined: &mut [T],
+) -> hcomm::Result<()> {
+    let w = comm.world();
+    if sizes.len() != w * w {
+        return Err(hcomm::Error::BufferLength {
+            buffer: "sizes".to_owned(),
+            actual: sizes.len(),
+            expected: format!("world * world = {}", w * w),
+        });
     }
+    let back: Vec<usize> = (0..w * w).map(|k| sizes[(k % w) * w + k / w]).collect();
+    moe_dispatch(comm, &back, outputs, combined)
 }

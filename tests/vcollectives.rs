@@ -97,9 +97,6 @@ fn check_moe_top2(world: usize, tokens: usize, hidden: usize, seed: u64) {
             }
         }
     }
-    let back: Vec<usize> = (0..world * world)
-        .map(|k| sizes[(k % world) * world + k / world])
-        .collect();
     let value = |r: usize, t: usize, h: usize| (r * 10_000 + t * 10 + h) as i64;
     let out = backends::on_both(world, &options(), |comm| {
         let r = comm.rank();
@@ -123,7 +120,7 @@ fn check_moe_top2(world: usize, tokens: usize, hidden: usize, seed: u64) {
         let outputs: Vec<i64> = routed.iter().map(|x| x * (r as i64 + 2)).collect();
         let mut combined = vec![-1_i64; send.len()];
         let mut builtin = vec![-2_i64; send.len()];
-        moe_combine(comm, &back, &outputs, &mut combined)?;
+        moe_combine(comm, &sizes, &outputs, &mut combined)?;
         comm.all_to_allv(&outputs, &col, &mut builtin, &row)?;
         assert_eq!(combined, builtin, "combine on rank {r}");
         // weighted sum of each token's two results, in token order
