@@ -247,7 +247,7 @@ pub(crate) fn wait<O: Ops>(
     what: &str,
     limit: Duration,
 ) -> Result<()> {
-    let start = Instant::now();
+    let mut start = None;
     let mut st = lock_spinning(ops.state());
     loop {
         st = ops.before_look(st, me);
@@ -264,17 +264,21 @@ pub(crate) fn wait<O: Ops>(
                 }
             }
         }
-        let now = Instant::now();
         let result = match failure {
             Some(e) => Some(Err(e)),
             None if !pending => Some(Ok(())),
-            None if now >= deadline => Some(Err(Error::Timeout {
-                operation: what.to_owned(),
-                rank: me,
-                waited: now - start,
-                limit,
-            })),
-            None => None,
+            None => {
+                let now = Instant::now();
+                let start = *start.get_or_insert(now);
+                (now >= deadline).then(|| {
+                    Err(Error::Timeout {
+                        operation: what.to_owned(),
+                        rank: me,
+                        waited: now - start,
+                        limit,
+                    })
+                })
+            }
         };
         if let Some(result) = result {
             ops.set_waiting(&mut st, me, false);
