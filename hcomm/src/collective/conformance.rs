@@ -142,216 +142,185 @@ fn assert_follows(what: &str, rank: usize, ours: &[Op], theirs: &[Op], lens: &[u
 mod tests {
     use super::*;
     use crate::collective::{schedules, Algorithm, Collective};
-    use crate::{CommOptions, ReduceOp};
+    use crate::{Comm, CommOptions, ReduceOp, Result};
 
-    fn options(collective: Collective, algorithm: Algorithm) -> CommOptions {
-        let mut o = CommOptions::default()
+    /// An algorithm or a schedule run on one rank's buffers: the input
+    /// first, then the outputs.
+    type Run<'a> = &'a (dyn Fn(&Comm, &[i64], &mut [Vec<i64>]) -> Result<()> + Sync);
+
+    /// On `world` ranks with `collective` forced to `algorithm` (segments of
+    /// 24 bytes unless `segment_bytes` says otherwise), runs `ours` (the
+    /// collective) and `theirs` (its schedule), each on fresh buffers: an
+    /// input of `input_len` elements and zeroed outputs of `output_lens`.
+    /// Both must end with the same data, and `ours` must post the messages
+    /// of `theirs`.
+    #[allow(clippy::too_many_arguments)]
+    fn follows(
+        what: &str,
+        world: usize,
+        (collective, algorithm): (Collective, Algorithm),
+        segment_bytes: Option<usize>,
+        input_len: usize,
+        output_lens: &[usize],
+        ours: Run<'_>,
+        theirs: Run<'_>,
+    ) {
+        let mut options = CommOptions::default()
             .with_timeout(std::time::Duration::from_secs(20))
             .with_algorithm(collective, algorithm);
-        // Several pieces per message.
-        o.segment_bytes = 24;
-        o
-    }
-
-    fn base(v: &[i64]) -> (usize, usize) {
-        (v.as_ptr() as usize, v.len())
-    }
-
-    fn value(rank: usize, i: usize) -> i64 {
-        (rank * 1000 + i) as i64
+        options.segment_bytes = segment_bytes.unwrap_or(24);
+        crate::host::run_with(world, &options, |comm| {
+            let r = comm.rank();
+            let input: Vec<i64> = (0..input_len).map(|i| (r * 1000 + i) as i64).collect();
+            let fresh = || output_lens.iter().map(|&n| vec![0i64; n]).collect::<Vec<_>>();
+            let (mut a_bufs, mut b_bufs) = (fresh(), fresh());
+            let (res, a) = record(|| ours(comm, &input, &mut a_bufs));
+            res?;
+            let (res, b) = record(|| theirs(comm, &input, &mut b_bufs));
+            res?;
+            assert_eq!(a_bufs, b_bufs, "{what}, world {world}, rank {r}: the results differ");
+            let places = |bufs: &[Vec<i64>]| {
+                std::iter::once(&input)
+                    .chain(bufs)
+                    .map(|v| (v.as_ptr() as usize, v.len()))
+                    .collect::<Vec<_>>()
+            };
+            let a = resolve(&a, &places(&a_bufs), 8);
+            let b = resolve(&b, &places(&b_bufs), 8);
+            assert_eq!(a.is_empty(), world == 1, "{what}, world {world}, rank {r}");
+            let mut lens = vec![input_len];
+            lens.extend_from_slice(output_lens);
+            // Scratch: as long as the longest buffer, which bounds it here.
+            lens.push(lens.iter().copied().max().unwrap_or(0) * 2);
+            assert_follows(&format!("{what}, world {world}"), r, &a, &b, &lens);
+            Ok(())
+        })
+        .unwrap();
     }
 
     #[test]
     fn direct_all_reduce_follows_its_schedule() {
-        for world in 1usize..=9 {
+        for world in 1..=9 {
             for n in [1, 5] {
                 let len = n * world;
-                crate::host::run_with(world, &options(Collective::AllReduce, Algorithm::Direct), |comm| {
-                    let r = comm.rank();
-                    let input: Vec<i64> = (0..len).map(|i| value(r, i)).collect();
-                    let mut ours = vec![0i64; len];
-                    let mut theirs = vec![0i64; len];
-                    let (res, a) = record(|| comm.all_reduce(&input, &mut ours, ReduceOp::Sum));
-                    res?;
-                    let (res, b) = record(|| schedules::direct_all_reduce(comm, &input, &mut theirs, ReduceOp::Sum));
-                    res?;
-                    assert_eq!(ours, theirs);
-                    let a = resolve(&a, &[base(&input), base(&ours)], 8);
-                    let b = resolve(&b, &[base(&input), base(&theirs)], 8);
-                    assert_eq!(a.is_empty(), world == 1);
-                    assert_follows(&format!("direct all-reduce, world {world}"), r, &a, &b, &[len, len]);
-                    Ok(())
-                })
-                .unwrap();
-            }
-        }
-    }
-
-    #[test]
-    fn halving_doubling_all_reduce_follows_its_schedule() {
-        for world in 1usize..=9 {
-            let p = 1usize << world.ilog2();
-            // Above the whole-vector threshold: halving then doubling.
-            let n = 4200usize.div_ceil(p);
-            let len = n * p;
-            crate::host::run_with(
-                world,
-                &options(Collective::AllReduce, Algorithm::HalvingDoubling),
-                |comm| {
-                    let r = comm.rank();
-                    let mut ours: Vec<i64> = (0..len).map(|i| value(r, i)).collect();
-                    let mut theirs = ours.clone();
-                    let (res, a) = record(|| comm.all_reduce_in_place(&mut ours, ReduceOp::Max));
-                    res?;
-                    let (res, b) = record(|| schedules::halving_doubling_all_reduce(comm, &mut theirs, ReduceOp::Max));
-                    res?;
-                    assert_eq!(ours, theirs);
-                    let a = resolve(&a, &[base(&ours)], 8);
-                    let b = resolve(&b, &[base(&theirs)], 8);
-                    assert_eq!(a.is_empty(), world == 1);
-                    assert_follows(
-                        &format!("halving-doubling all-reduce, world {world}"),
-                        r,
-                        &a,
-                        &b,
-                        &[len],
-                    );
-                    Ok(())
-                },
-            )
-            .unwrap();
-        }
-    }
-
-    #[test]
-    fn scatter_all_gather_broadcast_follows_its_schedule() {
-        for world in 1usize..=9 {
-            for root in [0, world / 2, world - 1] {
-                let len = 7 * world;
-                crate::host::run_with(
+                follows(
+                    "direct all-reduce",
                     world,
-                    &options(Collective::Broadcast, Algorithm::ScatterAllGather),
-                    |comm| {
-                        let r = comm.rank();
-                        let start: Vec<i64> = (0..len).map(|i| value(r, i)).collect();
-                        let (mut ours, mut theirs) = (start.clone(), start);
-                        let (res, a) = record(|| comm.broadcast(&mut ours, root));
-                        res?;
-                        let (res, b) = record(|| schedules::scatter_all_gather_broadcast(comm, &mut theirs, root));
-                        res?;
-                        assert_eq!(ours, theirs);
-                        let a = resolve(&a, &[base(&ours)], 8);
-                        let b = resolve(&b, &[base(&theirs)], 8);
-                        assert_eq!(a.is_empty(), world == 1);
-                        assert_follows(&format!("broadcast, world {world}, root {root}"), r, &a, &b, &[len]);
-                        Ok(())
-                    },
-                )
-                .unwrap();
+                    (Collective::AllReduce, Algorithm::Direct),
+                    None,
+                    len,
+                    &[len],
+                    &|c, i, o| c.all_reduce(i, &mut o[0], ReduceOp::Sum),
+                    &|c, i, o| schedules::direct_all_reduce(c, i, &mut o[0], ReduceOp::Sum),
+                );
             }
         }
     }
 
+    /// Halving then doubling above the whole-vector threshold; recursive
+    /// doubling of whole vectors below it. In place.
     #[test]
-    fn recursive_doubling_all_reduce_follows_its_schedule() {
+    fn halving_doubling_all_reduces_follow_their_schedules() {
         for world in 1usize..=9 {
-            let n = 37;
-            crate::host::run_with(
-                world,
-                &options(Collective::AllReduce, Algorithm::HalvingDoubling),
-                |comm| {
-                    let r = comm.rank();
-                    let mut ours: Vec<i64> = (0..n).map(|i| value(r, i)).collect();
-                    let mut theirs = ours.clone();
-                    let (res, a) = record(|| comm.all_reduce_in_place(&mut ours, ReduceOp::Sum));
-                    res?;
-                    let (res, b) =
-                        record(|| schedules::recursive_doubling_all_reduce(comm, &mut theirs, ReduceOp::Sum));
-                    res?;
-                    assert_eq!(ours, theirs);
-                    let a = resolve(&a, &[base(&ours)], 8);
-                    let b = resolve(&b, &[base(&theirs)], 8);
-                    assert_eq!(a.is_empty(), world == 1);
-                    assert_follows(
-                        &format!("recursive-doubling all-reduce, world {world}"),
-                        r,
-                        &a,
-                        &b,
-                        &[n],
-                    );
-                    Ok(())
-                },
-            )
-            .unwrap();
+            let p = 1 << world.ilog2();
+            let large = 4200usize.div_ceil(p) * p;
+            for len in [large, 37] {
+                let ours: Run<'_> = &|c, i, o| {
+                    o[0].copy_from_slice(i);
+                    c.all_reduce_in_place(&mut o[0], ReduceOp::Max)
+                };
+                let theirs: Run<'_> = &|c, i, o| {
+                    o[0].copy_from_slice(i);
+                    if len == large {
+                        schedules::halving_doubling_all_reduce(c, &mut o[0], ReduceOp::Max)
+                    } else {
+                        schedules::recursive_doubling_all_reduce(c, &mut o[0], ReduceOp::Max)
+                    }
+                };
+                let key = (Collective::AllReduce, Algorithm::HalvingDoubling);
+                follows(
+                    "halving-doubling all-reduce",
+                    world,
+                    key,
+                    None,
+                    len,
+                    &[len],
+                    ours,
+                    theirs,
+                );
+            }
         }
     }
 
-    /// The reduce-scatters: the ring in one piece (a longer message is the
-    /// same ring once per piece), recursive halving, and the direct one in
-    /// pieces.
+    /// The ring in one piece (a longer message is the same ring once per
+    /// piece), recursive halving, and the direct one in pieces.
     #[test]
     fn reduce_scatters_follow_their_schedules() {
         for (algorithm, worlds) in [
             (Algorithm::Ring, &[1usize, 2, 3, 4, 5, 6, 7, 8, 9][..]),
             (Algorithm::RecursiveHalving, &[1, 2, 4, 8][..]),
-            (Algorithm::Direct, &[1usize, 2, 3, 4, 5, 6, 7, 8, 9][..]),
+            (Algorithm::Direct, &[1, 2, 3, 4, 5, 6, 7, 8, 9][..]),
         ] {
             for &world in worlds {
                 let n = 11;
-                let mut opts = options(Collective::ReduceScatter, algorithm);
-                if algorithm == Algorithm::Ring {
-                    opts.segment_bytes = 1 << 20;
-                }
-                crate::host::run_with(world, &opts, |comm| {
-                    let r = comm.rank();
-                    let input: Vec<i64> = (0..n * world).map(|i| value(r, i)).collect();
-                    let (mut ours, mut theirs) = (vec![0i64; n], vec![0i64; n]);
-                    let (res, a) = record(|| comm.reduce_scatter(&input, &mut ours, ReduceOp::Sum));
-                    res?;
-                    let (res, b) = record(|| match algorithm {
-                        Algorithm::Ring => schedules::ring_reduce_scatter(comm, &input, &mut theirs, ReduceOp::Sum),
-                        Algorithm::Direct => schedules::direct_reduce_scatter(comm, &input, &mut theirs, ReduceOp::Sum),
-                        _ => schedules::recursive_halving_reduce_scatter(comm, &input, &mut theirs, ReduceOp::Sum),
-                    });
-                    res?;
-                    assert_eq!(ours, theirs);
-                    let a = resolve(&a, &[base(&input), base(&ours)], 8);
-                    let b = resolve(&b, &[base(&input), base(&theirs)], 8);
-                    assert_eq!(a.is_empty(), world == 1);
-                    let what = format!("{algorithm} reduce-scatter, world {world}");
-                    assert_follows(&what, r, &a, &b, &[n * world, n, 2 * n * world]);
-                    Ok(())
-                })
-                .unwrap();
+                let segment = (algorithm == Algorithm::Ring).then_some(1 << 20);
+                follows(
+                    &format!("{algorithm} reduce-scatter"),
+                    world,
+                    (Collective::ReduceScatter, algorithm),
+                    segment,
+                    n * world,
+                    &[n],
+                    &|c, i, o| c.reduce_scatter(i, &mut o[0], ReduceOp::Sum),
+                    &|c, i, o| match algorithm {
+                        Algorithm::Ring => schedules::ring_reduce_scatter(c, i, &mut o[0], ReduceOp::Sum),
+                        Algorithm::Direct => schedules::direct_reduce_scatter(c, i, &mut o[0], ReduceOp::Sum),
+                        _ => schedules::recursive_halving_reduce_scatter(c, i, &mut o[0], ReduceOp::Sum),
+                    },
+                );
             }
         }
     }
 
     #[test]
     fn binomial_reduce_follows_its_schedule() {
-        for world in 1usize..=9 {
+        for world in 1..=9 {
             for root in [0, world / 2, world - 1] {
-                let n = 9;
-                crate::host::run_with(world, &options(Collective::Reduce, Algorithm::BinomialTree), |comm| {
-                    let r = comm.rank();
-                    let input: Vec<i64> = (0..n).map(|i| value(r, i)).collect();
-                    let (mut ours, mut theirs) = (vec![0i64; n], vec![0i64; n]);
-                    let (res, a) = record(|| comm.reduce(&input, &mut ours, ReduceOp::Sum, root));
-                    res?;
-                    let (res, b) =
-                        record(|| schedules::binomial_reduce(comm, &input, &mut theirs, ReduceOp::Sum, root));
-                    res?;
-                    if r == root {
-                        assert_eq!(ours, theirs);
-                    }
-                    let a = resolve(&a, &[base(&input), base(&ours)], 8);
-                    let b = resolve(&b, &[base(&input), base(&theirs)], 8);
-                    assert_eq!(a.is_empty(), world == 1);
-                    let what = format!("binomial reduce, world {world}, root {root}");
-                    assert_follows(&what, r, &a, &b, &[n, n, n]);
-                    Ok(())
-                })
-                .unwrap();
+                follows(
+                    &format!("binomial reduce to {root}"),
+                    world,
+                    (Collective::Reduce, Algorithm::BinomialTree),
+                    None,
+                    9,
+                    &[9],
+                    &|c, i, o| c.reduce(i, &mut o[0], ReduceOp::Sum, root),
+                    &|c, i, o| schedules::binomial_reduce(c, i, &mut o[0], ReduceOp::Sum, root),
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn scatter_all_gather_broadcast_follows_its_schedule() {
+        for world in 1..=9 {
+            for root in [0, world / 2, world - 1] {
+                let len = 7 * world;
+                follows(
+                    &format!("broadcast from {root}"),
+                    world,
+                    (Collective::Broadcast, Algorithm::ScatterAllGather),
+                    None,
+                    len,
+                    &[len],
+                    &|c, i, o| {
+                        o[0].copy_from_slice(i);
+                        c.broadcast(&mut o[0], root)
+                    },
+                    &|c, i, o| {
+                        o[0].copy_from_slice(i);
+                        schedules::scatter_all_gather_broadcast(c, &mut o[0], root)
+                    },
+                );
             }
         }
     }
