@@ -109,6 +109,8 @@ pub(crate) struct State {
     pulls: Vec<SmallVec<[Transfer; 2]>>,
     /// Whether each rank is blocked in `wait`.
     waiting: Vec<bool>,
+    /// Whether each rank waits in `confirm_collective`.
+    confirming: Vec<bool>,
 }
 
 /// The shared state of one group of in-process ranks.
@@ -137,6 +139,7 @@ impl Fabric {
                 coll_entry: vec![None; size],
                 pulls: (0..size).map(|_| SmallVec::new()).collect(),
                 waiting: vec![false; size],
+                confirming: vec![false; size],
             }),
             signals: (0..size).map(|_| Signal::default()).collect(),
         });
@@ -419,10 +422,14 @@ impl Fabric {
                 }
             }
         }
-        self.notify_all();
         if let Some(e) = failure {
             st.coll_failure = Some(e.clone());
+            self.notify_all();
             return Err(e);
+        }
+        // Only the ranks confirming a collective wait for entries.
+        for (signal, _) in self.signals.iter().zip(&st.confirming).filter(|(_, &c)| c) {
+            signal.notify();
         }
         Ok(())
     }
@@ -430,38 +437,43 @@ impl Fabric {
     /// Waits until every rank entered collective `header.seq` (or a later
     /// one); see [`crate::backend::Backend::confirm_collective`].
     pub(crate) fn confirm_collective(&self, me: usize, header: &CollHeader, timeout: Duration) -> Result<()> {
-        let start = Instant::now();
-        let deadline = start.checked_add(timeout);
+        let mut start = None;
         let mut st = self.lock();
-        loop {
+        let result = loop {
             if let Some(e) = &st.coll_failure {
-                return Err(e.clone());
+                break Err(e.clone());
             }
             if let Some(reason) = &st.aborted {
-                return Err(Error::Aborted { reason: reason.clone() });
+                break Err(Error::Aborted { reason: reason.clone() });
             }
             let missing = st.coll_entry.iter().position(|e| e.is_none_or(|h| h.seq < header.seq));
             let Some(missing) = missing else {
-                return Ok(());
+                break Ok(());
             };
             let state = self.world.liveness.state(self.members[missing]);
             if let Some(e) = state.blocking_error(missing, || {
                 format!("it finished without calling collective #{} ({header})", header.seq)
             }) {
-                return Err(e);
+                break Err(e);
             }
             let now = Instant::now();
-            let left = deadline.map_or(Duration::from_secs(3600), |d| d.saturating_duration_since(now));
+            let start = *start.get_or_insert(now);
+            let left = start
+                .checked_add(timeout)
+                .map_or(Duration::from_secs(3600), |d| d.saturating_duration_since(now));
             if left.is_zero() {
-                return Err(Error::Timeout {
+                break Err(Error::Timeout {
                     operation: format!("{header} waiting for rank {missing} to enter it"),
                     rank: me,
                     waited: now - start,
                     limit: timeout,
                 });
             }
+            st.confirming[me] = true;
             st = self.signals[me].sleep(&self.state, st, Some(now + left));
-        }
+        };
+        st.confirming[me] = false;
+        result
     }
 }
 
