@@ -27,6 +27,9 @@ struct Cli {
     /// of the ring all-gather.
     #[arg(short = 'k', long, value_delimiter = ',', default_value = "16,32,64,128")]
     ranges: Vec<i64>,
+    /// Only these schedules in the run-time table (default: all three).
+    #[arg(short = 's', long, value_delimiter = ',')]
+    schedules: Vec<String>,
 }
 
 fn timed(f: impl FnOnce() -> Vec<Diagnostic>, what: &str) -> Result<f64, String> {
@@ -45,20 +48,25 @@ fn slope_row(label: &str, series: &[Vec<(f64, f64)>]) -> String {
 }
 
 fn run(cli: &Cli) -> Result<(), String> {
-    let named: [(&str, &Schedule); 3] = [
-        ("ring_all_gather", &schedules::ring_all_gather::SCHEDULE),
-        ("ring_all_reduce", &schedules::ring_all_reduce::SCHEDULE),
-        ("pairwise_all_to_all", &schedules::pairwise_all_to_all::SCHEDULE),
-    ];
+    let named: Vec<(&str, &Schedule)> = [
+        ("ring_all_gather", &*schedules::ring_all_gather::SCHEDULE),
+        ("ring_all_reduce", &*schedules::ring_all_reduce::SCHEDULE),
+        ("pairwise_all_to_all", &*schedules::pairwise_all_to_all::SCHEDULE),
+    ]
+    .into_iter()
+    .filter(|(name, _)| cli.schedules.is_empty() || cli.schedules.iter().any(|s| s == name))
+    .collect();
     println!("Run-time check at one world size (first call), ms:\n");
-    println!("| world | {} |", named.map(|n| n.0).join(" | "));
+    println!("| world | {} |", named.iter().map(|n| n.0).collect::<Vec<_>>().join(" | "));
     println!("|---:|{}", "---:|".repeat(named.len()));
     let mut series = vec![Vec::new(); named.len()];
     for &world in &cli.worlds {
         let mut cells = Vec::new();
         for (i, (name, schedule)) in named.iter().enumerate() {
+            // operator parameters (the ring all-reduce's `op`) at `sum`
+            let scalars = vec![0; schedule.scalars.len()];
             let t = timed(
-                || check_world(schedule, world, &[]),
+                || check_world(schedule, world, &scalars),
                 &format!("{name} at world {world}"),
             )?;
             series[i].push((world as f64, t));

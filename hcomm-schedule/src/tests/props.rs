@@ -128,11 +128,22 @@ fn oracle(phases: &[Phase], world: usize) -> Verdict {
             }
         }
     }
-    // step 2: blocking messages to self
+    // step 2: a blocking message to self whose match (FIFO on its tag) was
+    // not posted before it
     for (r, rs) in steps.iter().enumerate() {
+        let mut posted: HashMap<i64, (usize, usize)> = HashMap::new();
         for (ops, in_batch) in rs {
-            if !in_batch && ops.iter().any(|o| o.1 == r) {
-                return Verdict::SelfMessage;
+            for &(send, _, tag) in ops.iter().filter(|o| o.1 == r) {
+                let (sends, recvs) = posted.entry(tag).or_default();
+                let matched = if send { *recvs > *sends } else { *sends > *recvs };
+                if !in_batch && !matched {
+                    return Verdict::SelfMessage;
+                }
+                if send {
+                    *sends += 1;
+                } else {
+                    *recvs += 1;
+                }
             }
         }
     }
