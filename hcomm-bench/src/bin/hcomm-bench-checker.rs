@@ -57,7 +57,10 @@ fn run(cli: &Cli) -> Result<(), String> {
     .filter(|(name, _)| cli.schedules.is_empty() || cli.schedules.iter().any(|s| s == name))
     .collect();
     println!("Run-time check at one world size (first call), ms:\n");
-    println!("| world | {} |", named.iter().map(|n| n.0).collect::<Vec<_>>().join(" | "));
+    println!(
+        "| world | {} |",
+        named.iter().map(|n| n.0).collect::<Vec<_>>().join(" | ")
+    );
     println!("|---:|{}", "---:|".repeat(named.len()));
     let mut series = vec![Vec::new(); named.len()];
     for &world in &cli.worlds {
