@@ -103,7 +103,12 @@
 //!   memoized per region node on their index, in a dense table), channels
 //!   are matched through a dense table and flat counts, the deadlock
 //!   simulation wakes only the ranks waiting on one that moved, so a check
-//!   costs O(events). [`verify`] spreads large verify sets (24 sizes or more)
+//!   costs O(events). Before simulating, [`verify`] tries a cheaper proof of
+//!   step 4 for schedules without collectives: when every step waits only
+//!   for partners posted at an event index no later than its own (a ring's
+//!   batches), the ranks can advance in lockstep, nothing deadlocks, and the
+//!   lockstep order is the execution the postcondition is judged on (the
+//!   verdict is the simulation's: rendezvous waits are monotone). [`verify`] spreads large verify sets (24 sizes or more)
 //!   over the available cores; the result is the same as checking the sizes
 //!   in order.
 //! * **World sizes.** A verify set containing a size below 1 is an

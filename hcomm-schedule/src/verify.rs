@@ -287,7 +287,7 @@ fn world_checks(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> Vec<Diagnostic>
     if !d.is_empty() {
         return d;
     }
-    let order = match deadlock::check(&un) {
+    let order = match deadlock::lockstep(&un).map_or_else(|| deadlock::check(&un), Ok) {
         Ok(order) => order,
         Err(mut d) => {
             // the hazard check does not depend on the execution: report its

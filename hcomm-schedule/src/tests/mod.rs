@@ -10,6 +10,7 @@ use crate::ir::*;
 
 mod eval_props;
 mod fail;
+mod lockstep;
 mod modules;
 pub(crate) mod pass;
 mod plan;

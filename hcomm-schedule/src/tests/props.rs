@@ -434,7 +434,7 @@ pub(crate) fn stmts() -> impl Strategy<Value = Vec<Stmt>> {
     prop::collection::vec(stmt, 0..6)
 }
 
-fn post() -> impl Strategy<Value = Option<PostKind>> {
+pub(crate) fn post() -> impl Strategy<Value = Option<PostKind>> {
     prop::option::of(prop_oneof![
         Just(()).prop_map(|()| PostKind::AllGather {
             input: bref(0, "input"),
