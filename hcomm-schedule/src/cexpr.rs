@@ -803,42 +803,37 @@ pub(crate) fn eval_lin(e: &CExpr, env: &[i64]) -> Result<Lin, Fail> {
     }
 }
 
-/// The cells of line `line` (see [`counts`]), and the world size.
-pub(crate) fn line_cells(line: &CLine, env: &[i64], span: SpanId) -> Result<(Vec<u64>, i64), Fail> {
+/// Line `line` of its count parameter (see [`counts`]), with the world size.
+pub(crate) fn line_of(line: &CLine, env: &[i64], span: SpanId) -> Result<(counts::Line, i64), Fail> {
     let w = env.get(WORLD as usize).copied().unwrap_or(0);
     if w > counts::MAX_WORLD {
         return Err(Fail::Eval(span, EvalError::Overflow));
     }
-    let w_u = w.unsigned_abs();
     let at = |x: &CExpr| -> Result<u64, Fail> {
         let v = eval_c(x, env)?;
-        u64::try_from(v).ok().filter(|&v| v < w_u).ok_or(Fail::Eval(
-            x.span,
-            EvalError::CountIndex {
-                index: v,
-                end: None,
-                len: w,
-            },
-        ))
+        u64::try_from(v)
+            .ok()
+            .filter(|&v| v < w.unsigned_abs())
+            .ok_or(Fail::Eval(
+                x.span,
+                EvalError::CountIndex {
+                    index: v,
+                    end: None,
+                    len: w,
+                },
+            ))
     };
-    let p = line.param;
-    let cells = match &line.kind {
-        CLineKind::Vector => (0..w_u).map(|k| counts::vector_cell(p, k)).collect(),
-        CLineKind::Row(i) => {
-            let i = at(i)?;
-            (0..w_u).map(|k| counts::matrix_cell(p, i, k)).collect()
-        }
-        CLineKind::Col(j) => {
-            let j = at(j)?;
-            (0..w_u).map(|k| counts::matrix_cell(p, k, j)).collect()
-        }
+    let sel = match &line.kind {
+        CLineKind::Vector => counts::Line::Vector,
+        CLineKind::Row(i) => counts::Line::Row(at(i)?),
+        CLineKind::Col(j) => counts::Line::Col(at(j)?),
     };
-    Ok((cells, w))
+    Ok((sel, w))
 }
 
 /// The linear form of a count.
 fn count_lin(c: &CCount, env: &[i64], span: SpanId) -> Result<Lin, Fail> {
-    let (cells, w) = line_cells(&c.line, env, span)?;
+    let (line, w) = line_of(&c.line, env, span)?;
     let (from, to) = match &c.which {
         CWhich::Entry(i) => {
             let v = eval_c(i, env)?;
@@ -871,5 +866,10 @@ fn count_lin(c: &CCount, env: &[i64], span: SpanId) -> Result<Lin, Fail> {
             (va, vb)
         }
     };
-    Ok(Lin::count(counts::of_line(&cells[from as usize..to as usize])))
+    Ok(Lin::count(counts::line_part(
+        c.line.param,
+        line,
+        from.unsigned_abs(),
+        to.unsigned_abs(),
+    )))
 }

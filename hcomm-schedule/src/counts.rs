@@ -55,6 +55,8 @@ pub(crate) struct Run {
 struct Table {
     terms: Vec<Rc<[Run]>>,
     ids: HashMap<Rc<[Run]>, u32>,
+    /// [`line_part`]'s results: (parameter, line, from, to) → id.
+    parts: HashMap<(u32, Line, u64, u64), u32>,
     /// For display: each count parameter's name and whether it is a matrix.
     params: Vec<(String, bool)>,
 }
@@ -117,7 +119,8 @@ fn push(out: &mut Vec<Run>, r: Run) {
 }
 
 /// The term of cells `cells` (each with coefficient 1).
-pub(crate) fn of_cells(cells: impl IntoIterator<Item = u64>) -> u32 {
+#[cfg(test)]
+fn of_cells(cells: impl IntoIterator<Item = u64>) -> u32 {
     let mut v: Vec<u64> = cells.into_iter().collect();
     v.sort_unstable();
     let mut out: Vec<Run> = Vec::new();
@@ -142,38 +145,99 @@ pub(crate) fn of_cells(cells: impl IntoIterator<Item = u64>) -> u32 {
     intern(out)
 }
 
-/// The term of `cells` (distinct, in increasing order): one run when they
-/// are consecutive (a vector or a row), else one per cell.
-pub(crate) fn of_line(cells: &[u64]) -> u32 {
-    match (cells.first(), cells.last()) {
-        (Some(&lo), Some(&hi)) if hi - lo + 1 == cells.len() as u64 => of_range(lo, hi + 1),
-        _ => of_cells(cells.iter().copied()),
-    }
-}
-
-/// The term of consecutive cells `[lo, hi)` (coefficient 1).
-pub(crate) fn of_range(lo: u64, hi: u64) -> u32 {
-    let mut out = Vec::new();
-    push(&mut out, Run { lo, hi, k: 1 });
-    intern(out)
-}
-
-/// `a * ka + b * kb`; `None` on overflow.
+/// `a * ka + b * kb`; `None` on overflow. One sweep over both sorted run
+/// lists.
 fn combine(a: u32, ka: i64, b: u32, kb: i64) -> Option<u32> {
     let (ra, rb) = (runs(a), runs(b));
-    let mut cuts: Vec<u64> = ra.iter().chain(rb.iter()).flat_map(|r| [r.lo, r.hi]).collect();
-    cuts.sort_unstable();
-    cuts.dedup();
-    let coeff = |rs: &[Run], at: u64| rs.iter().find(|r| r.lo <= at && at < r.hi).map_or(0, |r| r.k);
+    let mut cuts: Vec<u64> = Vec::with_capacity(2 * (ra.len() + rb.len()));
+    let (mut i, mut j) = (0, 0);
+    let bounds = |rs: &[Run], k: usize| rs.get(k / 2).map(|r| if k.is_multiple_of(2) { r.lo } else { r.hi });
+    while let Some(c) = match (bounds(&ra, i), bounds(&rb, j)) {
+        (Some(x), Some(y)) if x <= y => {
+            i += 1;
+            Some(x)
+        }
+        (_, Some(y)) => {
+            j += 1;
+            Some(y)
+        }
+        (Some(x), None) => {
+            i += 1;
+            Some(x)
+        }
+        (None, None) => None,
+    } {
+        if cuts.last() != Some(&c) {
+            cuts.push(c);
+        }
+    }
+    // the coefficient of each side on [cut, next cut)
+    let (mut pa, mut pb) = (0, 0);
+    let coeff = |rs: &[Run], p: &mut usize, at: u64| {
+        while rs.get(*p).is_some_and(|r| r.hi <= at) {
+            *p += 1;
+        }
+        rs.get(*p).filter(|r| r.lo <= at).map_or(0, |r| r.k)
+    };
     let mut out = Vec::new();
     for w in cuts.windows(2) {
-        let k = coeff(&ra, w[0])
+        let (x, y) = (coeff(&ra, &mut pa, w[0]), coeff(&rb, &mut pb, w[0]));
+        let k = x
             .checked_mul(ka)
-            .zip(coeff(&rb, w[0]).checked_mul(kb))
+            .zip(y.checked_mul(kb))
             .and_then(|(x, y)| x.checked_add(y))?;
         push(&mut out, Run { lo: w[0], hi: w[1], k });
     }
     Some(intern(out))
+}
+
+/// A line of a count parameter (see [`line_part`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Line {
+    /// A count vector.
+    Vector,
+    /// Row `i` of a matrix.
+    Row(u64),
+    /// Column `j` of a matrix.
+    Col(u64),
+}
+
+/// The sum of entries `from..to` of a line of parameter `param` (indices
+/// below [`MAX_WORLD`]), memoized: a schedule names the same parts again
+/// and again.
+pub(crate) fn line_part(param: u32, line: Line, from: u64, to: u64) -> u32 {
+    let key = (param, line, from, to);
+    if let Some(id) = TABLE.with(|t| t.borrow().parts.get(&key).copied()) {
+        return id;
+    }
+    let mut out = Vec::new();
+    match line {
+        Line::Vector => push(
+            &mut out,
+            Run {
+                lo: vector_cell(param, from),
+                hi: vector_cell(param, to),
+                k: 1,
+            },
+        ),
+        Line::Row(i) => push(
+            &mut out,
+            Run {
+                lo: matrix_cell(param, i, from),
+                hi: matrix_cell(param, i, to),
+                k: 1,
+            },
+        ),
+        Line::Col(j) => {
+            for i in from..to {
+                let c = matrix_cell(param, i, j);
+                push(&mut out, Run { lo: c, hi: c + 1, k: 1 });
+            }
+        }
+    }
+    let id = intern(out);
+    TABLE.with(|t| t.borrow_mut().parts.insert(key, id));
+    id
 }
 
 /// `a + b`.
@@ -335,7 +399,7 @@ mod tests {
     use super::*;
 
     fn prefix(r: u64) -> u32 {
-        of_range(vector_cell(0, 0), vector_cell(0, r))
+        line_part(0, Line::Vector, 0, r)
     }
 
     #[test]
@@ -357,11 +421,13 @@ mod tests {
     #[test]
     fn rows_and_columns_share_cells() {
         let w = 3;
-        let row1 = of_range(matrix_cell(1, 1, 0), matrix_cell(1, 1, w));
-        let col2 = of_cells((0..w).map(|i| matrix_cell(1, i, 2)));
+        let row1 = line_part(1, Line::Row(1), 0, w);
+        let col2 = line_part(1, Line::Col(2), 0, w);
+        assert_eq!(col2, of_cells((0..w).map(|i| matrix_cell(1, i, 2))));
         // the part [1][2] of row 1 is the part [1] of column 2
         let cell = of_cells([matrix_cell(1, 1, 2)]);
-        assert_eq!(of_range(matrix_cell(1, 1, 2), matrix_cell(1, 1, 3)), cell);
+        assert_eq!(line_part(1, Line::Row(1), 2, 3), cell);
+        assert_eq!(line_part(1, Line::Col(2), 1, 2), cell);
         let both = add(row1, col2).unwrap();
         assert_eq!(runs(both).iter().filter(|r| r.k == 2).count(), 1);
         assert_eq!(eval(both, Values::Ones), Some(6));

@@ -876,15 +876,15 @@ impl RankUnroller<'_, '_, '_> {
         index: &CExpr,
     ) -> Result<Reg, Abort> {
         let i = self.eval(id, index)?;
-        let (cells, w) = crate::cexpr::line_cells(line, &self.env, r.ir.span).map_err(|f| self.fail(id, f))?;
+        let (sel, w) = crate::cexpr::line_of(line, &self.env, r.ir.span).map_err(|f| self.fail(id, f))?;
         if !(0..w).contains(&i) {
             let d = ranges::part_out_of_range(&self.situation(id), self.rank, r, i, w, index.span);
             self.range_error(id, d);
             return Ok(b.clone());
         }
-        let i = i as usize;
-        let before = Lin::count(crate::counts::of_line(&cells[..i]));
-        let entry = Lin::count(crate::counts::of_line(&cells[i..=i]));
+        let i = i.unsigned_abs();
+        let before = Lin::count(crate::counts::line_part(line.param, sel, 0, i));
+        let entry = Lin::count(crate::counts::line_part(line.param, sel, i, i + 1));
         let at = |err| Fail::Eval(r.ir.span, err);
         let start = b.start.add(&before).map_err(|x| self.fail(id, at(x)))?;
         let end = start.add(&entry).map_err(|x| self.fail(id, at(x)))?;

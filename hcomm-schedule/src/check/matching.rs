@@ -255,15 +255,15 @@ pub(crate) fn v_shapes(un: &Unrolled<'_, '_>, kind: CollKind, counts: Option<u32
     let p = counts?;
     let w = u64::try_from(un.world).ok()?;
     let r = u64::from(r);
-    let of = |cells: Vec<u64>| Lin::count(crate::counts::of_line(&cells));
+    let part = |line, from, to| Lin::count(crate::counts::line_part(p, line, from, to));
     match kind {
         CollKind::AllGatherV => Some((
-            of(vec![crate::counts::vector_cell(p, r)]),
-            of((0..w).map(|k| crate::counts::vector_cell(p, k)).collect()),
+            part(crate::counts::Line::Vector, r, r + 1),
+            part(crate::counts::Line::Vector, 0, w),
         )),
         CollKind::AllToAllV => Some((
-            of((0..w).map(|k| crate::counts::matrix_cell(p, r, k)).collect()),
-            of((0..w).map(|k| crate::counts::matrix_cell(p, k, r)).collect()),
+            part(crate::counts::Line::Row(r), 0, w),
+            part(crate::counts::Line::Col(r), 0, w),
         )),
         _ => None,
     }
