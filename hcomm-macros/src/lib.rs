@@ -63,6 +63,13 @@ mod tests;
 /// (`sum`, `prod`, `max`, `min`); a diagnostic names the one that fails
 /// (`op = sum`).
 ///
+/// A count parameter `counts: &[usize; world]` (or a matrix `sizes: &[[usize;
+/// world]; world]`) becomes `counts: &[usize]` (`world * world` entries,
+/// row-major, for a matrix); its entries are lengths checked for every value
+/// (`x: &[T; counts[rank]]`, `out.part(counts, r)`, `all_gatherv(x -> out,
+/// counts)`, `all_to_allv(a -> b, sizes)`: the language reference, section
+/// 10).
+///
 /// At entry the function evaluates `#[requires]`, binds the length variables
 /// from the buffer lengths and checks every length, checks each scalar against
 /// its range, and verifies the schedule at run time when `comm.world()` is
