@@ -82,7 +82,7 @@ impl<T: BenchElem> Buffers<T> {
         let block = count / world;
         let fill = |n: usize, f: &dyn Fn(usize) -> T| (0..n).map(f).collect::<Vec<T>>();
         let (send, recv) = match shape {
-            Shape::AllReduce(_) | Shape::ReduceScatter(_) => {
+            Shape::AllReduce(_) | Shape::ReduceScatter(_) | Shape::Reduce(_) => {
                 let out = if matches!(shape, Shape::ReduceScatter(_)) {
                     block
                 } else {
@@ -116,10 +116,13 @@ impl<T: BenchElem> Buffers<T> {
     /// The index of the first element of `recv` that differs from the
     /// serial reference, if any.
     pub fn first_error(&self, shape: Shape, rank: usize, world: usize) -> Option<usize> {
+        if matches!(shape, Shape::Reduce(_)) && rank != 0 {
+            return None; // only the root's output is defined
+        }
         let block = self.recv.len() / world.max(1);
         let want = |i: usize| -> T {
             match shape {
-                Shape::AllReduce(op) | Shape::AllReduceInPlace(op) => reduced(op, world, i),
+                Shape::AllReduce(op) | Shape::AllReduceInPlace(op) | Shape::Reduce(op) => reduced(op, world, i),
                 Shape::ReduceScatter(op) => reduced(op, world, rank * self.recv.len() + i),
                 Shape::AllGather => move_input(i / block, i % block),
                 Shape::AllToAll => move_input(i / block, rank * block + i % block),
@@ -180,6 +183,7 @@ mod tests {
             Shape::AllToAll,
             Shape::Broadcast,
             Shape::SendRecv,
+            Shape::Reduce(ReduceOp::Min),
         ] {
             // Compute every rank's result serially from the other ranks' inputs.
             let bufs: Vec<Buffers<f32>> = (0..world).map(|r| Buffers::new(shape, r, world, 12)).collect();
@@ -188,7 +192,7 @@ mod tests {
                 let block = 12 / world;
                 for i in 0..mine.recv.len() {
                     mine.recv[i] = match shape {
-                        Shape::AllReduce(op) | Shape::AllReduceInPlace(op) => bufs[1..]
+                        Shape::AllReduce(op) | Shape::AllReduceInPlace(op) | Shape::Reduce(op) => bufs[1..]
                             .iter()
                             .fold(bufs[0].send[i], |a, o| f32::combine(op, a, o.send[i])),
                         Shape::ReduceScatter(op) => {
@@ -206,9 +210,11 @@ mod tests {
                 assert_eq!(mine.first_error(shape, rank, world), None, "{shape:?} rank {rank}");
                 let last = mine.recv.len() - 1;
                 mine.recv[last] += 1.0;
+                // Only the root's output of a reduce is defined.
+                let root_only = matches!(shape, Shape::Reduce(_)) && rank != 0;
                 assert_eq!(
                     mine.first_error(shape, rank, world),
-                    Some(last),
+                    (!root_only).then_some(last),
                     "{shape:?} rank {rank}"
                 );
                 assert!(!b.send.is_empty());

@@ -26,7 +26,11 @@ struct Cli {
     /// Run a built-in or example schedule instead of --op (ring_all_gather,
     /// recursive_doubling_all_gather, bruck_all_gather, pairwise_all_to_all,
     /// binomial_broadcast, ring_all_reduce_{sum,prod,max,min},
-    /// two_level_all_gather, sparse_all_gather).
+    /// two_level_all_gather, sparse_all_gather, direct_all_reduce,
+    /// halving_doubling_all_reduce, recursive_doubling_all_reduce,
+    /// direct_reduce_scatter, ring_reduce_scatter,
+    /// recursive_halving_reduce_scatter, binomial_reduce,
+    /// scatter_all_gather_broadcast).
     #[arg(long, conflicts_with_all = ["op", "algo"])]
     schedule: Option<String>,
     /// Smallest size (4096, 4K, 64M, 1G; powers of 1024).

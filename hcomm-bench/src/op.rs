@@ -22,6 +22,8 @@ pub enum Shape {
     /// Ring of send to `rank + 1` and receive from `rank - 1`; size = bytes
     /// sent per rank.
     SendRecv,
+    /// Reduce to rank 0; size = the per-rank buffer.
+    Reduce(ReduceOp),
 }
 
 impl Shape {
@@ -33,7 +35,7 @@ impl Shape {
         match self {
             Shape::AllReduce(_) | Shape::AllReduceInPlace(_) => 2.0 * (n - 1.0) / n,
             Shape::AllGather | Shape::ReduceScatter(_) | Shape::AllToAll => (n - 1.0) / n,
-            Shape::Broadcast | Shape::SendRecv => 1.0,
+            Shape::Broadcast | Shape::SendRecv | Shape::Reduce(_) => 1.0,
         }
     }
 
@@ -66,11 +68,28 @@ pub enum Schedule {
     TwoLevelAllGather,
     /// The example `sparse_all_gather` with every rank active.
     SparseAllGather,
+    /// `hcomm::schedules::direct_all_reduce` (sum; sizes a multiple of the world).
+    DirectAllReduce,
+    /// `hcomm::schedules::halving_doubling_all_reduce` (sum; power-of-two worlds).
+    HalvingDoublingAllReduce,
+    /// `hcomm::schedules::recursive_doubling_all_reduce` (sum).
+    RecursiveDoublingAllReduce,
+    /// `hcomm::schedules::direct_reduce_scatter` (sum).
+    DirectReduceScatter,
+    /// `hcomm::schedules::ring_reduce_scatter` (sum).
+    RingReduceScatter,
+    /// `hcomm::schedules::recursive_halving_reduce_scatter` (sum; power-of-two worlds).
+    RecursiveHalvingReduceScatter,
+    /// `hcomm::schedules::binomial_reduce` (sum) to rank 0.
+    BinomialReduce,
+    /// `hcomm::schedules::scatter_all_gather_broadcast` from rank 0 (sizes a
+    /// multiple of the world).
+    ScatterAllGatherBroadcast,
 }
 
 impl Schedule {
     /// Every schedule, in the order `--help` lists them.
-    pub const ALL: [Schedule; 11] = [
+    pub const ALL: [Schedule; 19] = [
         Schedule::RingAllGather,
         Schedule::RecursiveDoublingAllGather,
         Schedule::BruckAllGather,
@@ -82,6 +101,14 @@ impl Schedule {
         Schedule::RingAllReduce(ReduceOp::Min),
         Schedule::TwoLevelAllGather,
         Schedule::SparseAllGather,
+        Schedule::DirectAllReduce,
+        Schedule::HalvingDoublingAllReduce,
+        Schedule::RecursiveDoublingAllReduce,
+        Schedule::DirectReduceScatter,
+        Schedule::RingReduceScatter,
+        Schedule::RecursiveHalvingReduceScatter,
+        Schedule::BinomialReduce,
+        Schedule::ScatterAllGatherBroadcast,
     ];
 
     /// The schedule's function name.
@@ -98,6 +125,14 @@ impl Schedule {
             Schedule::RingAllReduce(ReduceOp::Min) => "ring_all_reduce_min",
             Schedule::TwoLevelAllGather => "two_level_all_gather",
             Schedule::SparseAllGather => "sparse_all_gather",
+            Schedule::DirectAllReduce => "direct_all_reduce",
+            Schedule::HalvingDoublingAllReduce => "halving_doubling_all_reduce",
+            Schedule::RecursiveDoublingAllReduce => "recursive_doubling_all_reduce",
+            Schedule::DirectReduceScatter => "direct_reduce_scatter",
+            Schedule::RingReduceScatter => "ring_reduce_scatter",
+            Schedule::RecursiveHalvingReduceScatter => "recursive_halving_reduce_scatter",
+            Schedule::BinomialReduce => "binomial_reduce",
+            Schedule::ScatterAllGatherBroadcast => "scatter_all_gather_broadcast",
         }
     }
 
@@ -121,9 +156,24 @@ impl Schedule {
             | Schedule::TwoLevelAllGather
             | Schedule::SparseAllGather => Shape::AllGather,
             Schedule::PairwiseAllToAll => Shape::AllToAll,
-            Schedule::BinomialBroadcast => Shape::Broadcast,
+            Schedule::BinomialBroadcast | Schedule::ScatterAllGatherBroadcast => Shape::Broadcast,
             Schedule::RingAllReduce(op) => Shape::AllReduceInPlace(op),
+            Schedule::HalvingDoublingAllReduce | Schedule::RecursiveDoublingAllReduce => {
+                Shape::AllReduceInPlace(ReduceOp::Sum)
+            }
+            Schedule::DirectAllReduce => Shape::AllReduce(ReduceOp::Sum),
+            Schedule::DirectReduceScatter | Schedule::RingReduceScatter | Schedule::RecursiveHalvingReduceScatter => {
+                Shape::ReduceScatter(ReduceOp::Sum)
+            }
+            Schedule::BinomialReduce => Shape::Reduce(ReduceOp::Sum),
         }
+    }
+
+    /// Whether the schedule splits its buffer into one chunk per rank, so
+    /// sizes round to a multiple of the world (besides the shapes that
+    /// always split).
+    pub fn splits(self) -> bool {
+        self.shape().splits() || matches!(self, Schedule::DirectAllReduce | Schedule::ScatterAllGatherBroadcast)
     }
 }
 
@@ -179,6 +229,14 @@ impl Op {
             Op::Collective(c, _) => c.name(),
             Op::SendRecv => "sendrecv",
             Op::Schedule(s) => s.name(),
+        }
+    }
+
+    /// Whether sizes round to a multiple of the world.
+    pub fn splits(self) -> bool {
+        match self {
+            Op::Schedule(s) => s.splits(),
+            _ => self.shape().splits(),
         }
     }
 

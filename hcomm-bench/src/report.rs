@@ -112,5 +112,6 @@ fn shape_name(shape: crate::op::Shape) -> &'static str {
         Shape::AllToAll => "all_to_all",
         Shape::Broadcast => "broadcast",
         Shape::SendRecv => "sendrecv",
+        Shape::Reduce(_) => "reduce",
     }
 }

@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 use std::time::Instant;
 
-use hcomm::{schedules, Algorithm, BackendKind, Comm, CommOptions, DataType};
+use hcomm::{schedules, Algorithm, BackendKind, Comm, CommOptions, DataType, ReduceOp};
 use hcomm_examples::all_gather::{sparse_all_gather, two_level_all_gather};
 
 use crate::data::{BenchElem, Buffers};
@@ -44,7 +44,7 @@ impl Config {
     /// down to a multiple of the world size where the operation splits its
     /// buffer into blocks, and at least one element (one block).
     pub fn counts(&self) -> Vec<usize> {
-        let unit = if self.op.shape().splits() { self.ranks } else { 1 };
+        let unit = if self.op.splits() { self.ranks } else { 1 };
         self.sizes
             .iter()
             .map(|&b| (b / self.dtype.size() / unit).max(1) * unit)
@@ -207,6 +207,7 @@ fn run_once<T: BenchElem>(op: Op, comm: &Comm, b: &mut Buffers<T>) -> hcomm::Res
         Op::Collective(_, Shape::ReduceScatter(op)) => comm.reduce_scatter(send, recv, op),
         Op::Collective(_, Shape::AllToAll) => comm.all_to_all(send, recv),
         Op::Collective(_, Shape::Broadcast) => comm.broadcast(recv, 0),
+        Op::Collective(_, Shape::Reduce(op)) => comm.reduce(send, recv, op, 0),
         Op::Collective(_, Shape::SendRecv) | Op::SendRecv => {
             comm.send_recv(send, (rank + 1) % world, recv, (rank + world - 1) % world)
         }
@@ -219,6 +220,16 @@ fn run_once<T: BenchElem>(op: Op, comm: &Comm, b: &mut Buffers<T>) -> hcomm::Res
             Schedule::RingAllReduce(op) => schedules::ring_all_reduce(comm, recv, op),
             Schedule::TwoLevelAllGather => two_level_all_gather(comm, send, recv, if world % 2 == 0 { 2 } else { 1 }),
             Schedule::SparseAllGather => sparse_all_gather(comm, send, recv, world),
+            Schedule::DirectAllReduce => schedules::direct_all_reduce(comm, send, recv, ReduceOp::Sum),
+            Schedule::HalvingDoublingAllReduce => schedules::halving_doubling_all_reduce(comm, recv, ReduceOp::Sum),
+            Schedule::RecursiveDoublingAllReduce => schedules::recursive_doubling_all_reduce(comm, recv, ReduceOp::Sum),
+            Schedule::DirectReduceScatter => schedules::direct_reduce_scatter(comm, send, recv, ReduceOp::Sum),
+            Schedule::RingReduceScatter => schedules::ring_reduce_scatter(comm, send, recv, ReduceOp::Sum),
+            Schedule::RecursiveHalvingReduceScatter => {
+                schedules::recursive_halving_reduce_scatter(comm, send, recv, ReduceOp::Sum)
+            }
+            Schedule::BinomialReduce => schedules::binomial_reduce(comm, send, recv, ReduceOp::Sum, 0),
+            Schedule::ScatterAllGatherBroadcast => schedules::scatter_all_gather_broadcast(comm, recv, 0),
         },
     }
 }

@@ -67,6 +67,12 @@ fn every_op_and_schedule_checks_out_on_three_ranks() {
         ["--schedule", "ring_all_reduce_max"],
         ["--schedule", "two_level_all_gather"],
         ["--schedule", "sparse_all_gather"],
+        ["--schedule", "direct_all_reduce"],
+        ["--schedule", "recursive_doubling_all_reduce"],
+        ["--schedule", "direct_reduce_scatter"],
+        ["--schedule", "ring_reduce_scatter"],
+        ["--schedule", "binomial_reduce"],
+        ["--schedule", "scatter_all_gather_broadcast"],
     ];
     for op in ops {
         let rows = json_rows(&[&op[..], &["-b", "96", "-e", "96", "-n", "3", "--dtype", "i32"]].concat());
@@ -74,6 +80,21 @@ fn every_op_and_schedule_checks_out_on_three_ranks() {
         assert_eq!(rows[0]["check"], "ok", "{op:?}: {}", rows[0]);
         // 96 bytes of i32 split into 3 blocks where the op splits.
         assert_eq!(rows[0]["bytes"], 96, "{op:?}");
+    }
+    for schedule in ["halving_doubling_all_reduce", "recursive_halving_reduce_scatter"] {
+        let rows = json_rows(&[
+            "--schedule",
+            schedule,
+            "-b",
+            "96",
+            "-e",
+            "96",
+            "-n",
+            "4",
+            "--dtype",
+            "i32",
+        ]);
+        assert_eq!(rows[0]["check"], "ok", "{schedule}: {}", rows[0]);
     }
     let rows = json_rows(&["--schedule", "ring_all_gather", "-b", "48", "-e", "48", "-n", "2"]);
     assert_eq!(rows[0]["op"], "all_gather");
