@@ -1,5 +1,7 @@
 //! `hcomm-bench --op all_reduce -b 4K -e 64M -f 4 -n 4`: times one
-//! operation over a geometric sweep of sizes, nccl-tests style.
+//! operation over a geometric sweep of sizes, nccl-tests style. The ranks
+//! are threads of this process; under `hcomm-run -n N -- hcomm-bench ...`
+//! each rank is a process (the job's size replaces `-n`; rank 0 prints).
 
 use std::io::Write;
 use std::process::ExitCode;

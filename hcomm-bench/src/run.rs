@@ -82,6 +82,9 @@ pub fn sweep(config: &Config, on_row: &(dyn Fn(&Row) + Sync)) -> hcomm::Result<V
 }
 
 fn sweep_typed<T: BenchElem>(config: &Config, on_row: &(dyn Fn(&Row) + Sync)) -> hcomm::Result<Vec<Row>> {
+    if std::env::var_os("HCOMM_RANK").is_some() {
+        return sweep_process::<T>(config, &hcomm::init_from_env()?, on_row);
+    }
     let counts = config.counts();
     let world = config.ranks;
     let results: Mutex<Vec<Vec<Option<RankResult>>>> =
@@ -111,6 +114,47 @@ fn sweep_typed<T: BenchElem>(config: &Config, on_row: &(dyn Fn(&Row) + Sync)) ->
         Ok(())
     })?;
     Ok(rows.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner))
+}
+
+/// The sweep of one rank of a job of processes (started by `hcomm-run`,
+/// whose world size replaces `config.ranks`): the ranks' times and checks
+/// meet on every rank through an all-gather; rank 0 reports the rows.
+fn sweep_process<T: BenchElem>(
+    config: &Config,
+    comm: &Comm,
+    on_row: &(dyn Fn(&Row) + Sync),
+) -> hcomm::Result<Vec<Row>> {
+    let config = Config {
+        ranks: comm.world(),
+        ..config.clone()
+    };
+    if let (Op::Collective(c, _), Some(a)) = (config.op, config.algo) {
+        comm.set_algorithm(c, Some(a))?;
+    }
+    let mut rows = Vec::new();
+    for count in config.counts() {
+        let (iters, warmup) = config.iters_for(count * size_of::<T>());
+        let mine = time_one::<T>(config.op, comm, count, iters, warmup)?;
+        // Each rank's times, then its first wrong element (or -1).
+        let mut sent = mine.times.clone();
+        sent.push(mine.first_error.map_or(-1.0, |i| i as f64));
+        let mut all = vec![0.0f64; sent.len() * comm.world()];
+        comm.all_gather(&sent, &mut all)?;
+        let per_rank: Vec<RankResult> = all
+            .chunks(sent.len())
+            .map(|r| RankResult {
+                times: r[..iters].to_vec(),
+                first_error: (r[iters] >= 0.0).then_some(r[iters] as usize),
+                algorithm: mine.algorithm.clone(),
+            })
+            .collect();
+        if comm.rank() == 0 {
+            let row = Row::new(&config, count * size_of::<T>(), count, &summarize(&per_rank));
+            on_row(&row);
+            rows.push(row);
+        }
+    }
+    Ok(rows)
 }
 
 /// What a size's row is made of, over every rank.
