@@ -10,8 +10,9 @@ use crate::situation::{ordinal, tag_text};
 use crate::trace::{Mode, Unrolled, NONE};
 
 /// Above this world size channels are found by hashing only (the dense
-/// table has `world^2` entries).
-const DENSE_LIMIT: usize = 1024;
+/// table has `world^2` entries, 64 MiB at 4096: less than the unrolled
+/// schedule itself, and far less than a hash table of that many channels).
+const DENSE_LIMIT: usize = 4096;
 
 /// Pairs every message and sets each op's `partner`; returns the step-3
 /// diagnostics (empty when everything matches).
