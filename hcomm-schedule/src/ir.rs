@@ -56,8 +56,9 @@ pub struct Schedule {
     /// world]`), in declaration order; [`CountLine`]s index this list.
     pub counts: Vec<CountParam>,
     /// Length variables: every identifier used in a buffer `LEN` that is not
-    /// `world` or a scalar, in order of first appearance.
-    /// [`NameKind::LenVar`] indexes this list.
+    /// `world` or a scalar, in order of first appearance (empty as the macro
+    /// writes it; resolution fills it). [`NameKind::LenVar`] indexes this
+    /// list.
     pub len_vars: Vec<Ident>,
     /// The `#[verify(..)]` attribute, or [`VerifySpec::default_for`] when absent.
     pub verify: VerifySpec,
@@ -218,7 +219,8 @@ pub enum WorldSet {
 /// `world` (and integer literals) only.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScalarRange {
-    /// Index into [`Schedule::scalars`].
+    /// Index into [`Schedule::scalars`] (`resolve::UNRESOLVED` as the macro
+    /// writes it; resolution sets it from `name`).
     pub scalar: usize,
     /// The scalar's name as written in the attribute.
     pub name: Ident,
