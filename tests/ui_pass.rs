@@ -158,6 +158,9 @@ fn count_parameters() {
                 .collect();
             let mut b = vec![-1_i32; (0..w).map(|i| sizes[i * w + r]).sum()];
             count_parameters::exchange(comm, &sizes, &a, &mut b)?;
+            let mut b2 = vec![-1_i32; b.len()];
+            count_parameters::exchange_then_own_part(comm, &sizes, &a, &mut b2)?;
+            assert_eq!(b2, b);
             let tail = [7_i32; 2];
             let mut twice: Vec<i32> = (0..2 * total + 2).map(|i| i as i32).collect();
             count_parameters::own_part_twice(comm, &counts, &mut twice, &tail)?;

@@ -19,6 +19,17 @@ comm_schedule! {
         all_to_allv(a -> b, sizes);
     }
 
+    /// The same with bounds written out: a prefix sum of the counts and an
+    /// entry, here of a column of a matrix (`col(sizes, rank)[j]` is
+    /// `sizes[j][rank]`).
+    #[verify(world in 1..=6)]
+    #[postcondition(all_to_allv(a -> b, sizes))]
+    pub fn exchange_then_own_part(sizes: &[[usize; world]; world], a: &[T; sum(sizes[rank])], b: &mut [T; sum(col(sizes, rank))]) {
+        all_to_allv(a -> b, sizes);
+        copy a[sum(sizes[rank][0..rank])..sum(sizes[rank][0..rank]) + sizes[rank][rank]]
+            -> b[sum(col(sizes, rank)[0..rank])..sum(col(sizes, rank)[0..rank]) + col(sizes, rank)[rank]];
+    }
+
     /// Each rank's own part first, then the others: a part of a part of
     /// counts mixed with a length variable is checked on samples too.
     #[verify(world in 1..=6)]
