@@ -211,7 +211,7 @@ comm_schedule! {
 
     /// Recursive-doubling all-reduce of whole vectors (the halving-doubling
     /// all-reduce of small messages): after the same fold as
-    /// [`halving_doubling_all_reduce`], virtual ranks `2^k` apart exchange
+    /// [`halving_doubling_all_reduce()`], virtual ranks `2^k` apart exchange
     /// their whole partial results (sent from a copy) and combine them.
     #[verify(world in 1..=16)]
     #[postcondition(all_reduce(buf, op))]
