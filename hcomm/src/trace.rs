@@ -360,8 +360,11 @@ impl EnvTrace {
         tracing::dispatcher::with_default(&self.dispatch, f)
     }
 
-    /// Writes everything recorded so far.
+    /// Writes everything recorded so far. Writers take turns, so the last
+    /// one to write (whose snapshot is the latest) leaves the file.
     pub(crate) fn write(&self) -> Result<()> {
+        static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _turn = TURN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         self.trace.write(&self.path)
     }
 }
