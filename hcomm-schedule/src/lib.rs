@@ -108,7 +108,17 @@
 //!   for partners posted at an event index no later than its own (a ring's
 //!   batches), the ranks can advance in lockstep, nothing deadlocks, and the
 //!   lockstep order is the execution the postcondition is judged on (the
-//!   verdict is the simulation's: rendezvous waits are monotone). [`verify`] spreads large verify sets (24 sizes or more)
+//!   verdict is the simulation's: rendezvous waits are monotone). Before
+//!   all that, a schedule that is the same on every rank up to a rotation
+//!   of the ranks (a ring, a pairwise exchange: peers `rank + k`, chunks
+//!   that turn with the rank) is checked on rank 0 alone: each rank is
+//!   unrolled and compared with rank 0's image as it comes, without being
+//!   kept, and matching, hazards and the postcondition's replay run on rank
+//!   0 (what a peer sends is rank 0's own data, turned). It is tried
+//!   without collectives, count parameters, reductions or scratch buffers,
+//!   for an `all_gather` or `all_to_all` postcondition (or none); anything
+//!   else, or anything it finds wrong, runs the full check, whose verdict
+//!   and diagnostics are the answer. [`verify`] spreads large verify sets (24 sizes or more)
 //!   over the available cores; the result is the same as checking the sizes
 //!   in order.
 //! * **World sizes.** A verify set containing a size below 1 is an
@@ -141,7 +151,7 @@ mod verify;
 pub use diag::{DiagKind, Diagnostic};
 pub use ir::*;
 pub use plan::PlanCache;
-pub use verify::{check_static, check_world, requires_holds, scalar_range, verify, VerifyCache};
+pub use verify::{check_static, check_world, check_world_unreduced, requires_holds, scalar_range, verify, VerifyCache};
 
 #[cfg(test)]
 mod tests;

@@ -101,6 +101,24 @@ impl Lin {
         self.zip(other, i64::checked_add, k)
     }
 
+    /// Whether `self == base + d` (exactly, without overflow), for a `d`
+    /// without count terms. Cheaper than [`Lin::add`] and a comparison: the
+    /// symmetry check asks it for every region of every rank.
+    #[inline]
+    pub(crate) fn is_moved(&self, base: &Self, d: &Self) -> bool {
+        if self.k != base.k || d.k != counts::NONE {
+            return false;
+        }
+        let mut i = 0;
+        while i <= MAX_LEN_VARS {
+            if base.c[i].checked_add(d.c[i]) != Some(self.c[i]) {
+                return false;
+            }
+            i += 1;
+        }
+        true
+    }
+
     /// `self - other`.
     #[inline]
     pub(crate) fn sub(&self, other: &Self) -> Result<Self, EvalError> {

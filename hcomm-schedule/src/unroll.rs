@@ -155,6 +155,23 @@ pub(crate) fn unroll<'p, 's>(
     world: i64,
     scalars: &[i64],
 ) -> Result<Unrolled<'p, 's>, Vec<Diagnostic>> {
+    unroll_each(prog, world, scalars, |_, _, trace, ranks| {
+        ranks.push(trace);
+        true
+    })
+}
+
+/// [`unroll`], handing each rank's trace, as soon as it is unrolled, to
+/// `each` with the regions interned so far and the traces kept so far;
+/// `each` keeps it (pushes it) or not, and returns whether to go on. When
+/// it stops early, or keeps only some traces, the result holds what was
+/// kept (the caller knows what that means).
+pub(crate) fn unroll_each<'p, 's>(
+    prog: &'p Prog<'s>,
+    world: i64,
+    scalars: &[i64],
+    mut each: impl FnMut(&[Reg], u32, RankTrace, &mut Vec<RankTrace>) -> bool,
+) -> Result<Unrolled<'p, 's>, Vec<Diagnostic>> {
     let mut un = Unrolled {
         prog,
         world,
@@ -293,8 +310,7 @@ pub(crate) fn unroll<'p, 's>(
         }
         let trace = ru.out;
         hint = (trace.events.len(), trace.ops.len(), trace.ctx.len());
-        un.ranks.push(trace);
-        if step1.is_full() {
+        if !each(&regs.list, r, trace, &mut un.ranks) || step1.is_full() {
             break;
         }
     }

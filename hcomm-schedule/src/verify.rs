@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use crate::check::{completion, deadlock, hazards, matching, postcondition};
+use crate::check::{completion, deadlock, hazards, matching, postcondition, symmetry};
 use crate::compile::{compile, Prog};
 use crate::diag::{DiagKind, Diagnostic};
 use crate::eval::{binary, call, short_circuit, unary};
@@ -30,7 +30,19 @@ pub fn check_world(s: &Schedule, world: i64, scalars: &[i64]) -> Vec<Diagnostic>
     if !diags.is_empty() {
         return diags;
     }
-    world_checks(&prog, world, scalars)
+    world_checks(&prog, world, scalars, true)
+}
+
+/// [`check_world`] without the rotation-symmetry reduction (every rank
+/// checked in full): the reference the reduction is tested against. The
+/// two give the same diagnostics.
+#[doc(hidden)]
+pub fn check_world_unreduced(s: &Schedule, world: i64, scalars: &[i64]) -> Vec<Diagnostic> {
+    let (prog, diags) = compile(s);
+    if !diags.is_empty() {
+        return diags;
+    }
+    world_checks(&prog, world, scalars, false)
 }
 
 /// Everything: [`check_static`], then every world size of the verify set in
@@ -196,7 +208,7 @@ fn check_one_world(prog: &Prog<'_>, world: i64) -> Vec<Diagnostic> {
             Ok(false) => continue,
             Err(d) => return vec![d],
         }
-        let diags = world_checks(prog, world, &combo);
+        let diags = world_checks(prog, world, &combo, true);
         let Some(step) = diags.iter().map(|d| d.kind.step()).min() else {
             continue;
         };
@@ -240,8 +252,9 @@ fn combinations(s: &Schedule, world: i64) -> Result<Vec<Vec<i64>>, Diagnostic> {
     Ok(combos)
 }
 
-/// Steps 1-7 on a compiled program.
-fn world_checks(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> Vec<Diagnostic> {
+/// Steps 1-7 on a compiled program (first on rank 0 alone when `reduce` and
+/// the schedule is rotation-symmetric).
+fn world_checks(prog: &Prog<'_>, world: i64, scalars: &[i64], reduce: bool) -> Vec<Diagnostic> {
     if scalars.len() != prog.s.scalars.len() {
         return vec![Diagnostic::new(
             DiagKind::EvaluationError,
@@ -254,6 +267,17 @@ fn world_checks(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> Vec<Diagnostic>
             ),
         )];
     }
+    // A schedule that is the same on every rank up to a rotation is checked
+    // on rank 0; anything else, or anything wrong, is decided (and reported)
+    // by the full check.
+    if reduce && symmetry::passes(prog, world, scalars) {
+        return Vec::new();
+    }
+    full_checks(prog, world, scalars)
+}
+
+/// Steps 1-7 on every rank (the caller has checked the number of scalars).
+pub(crate) fn full_checks(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> Vec<Diagnostic> {
     // The postcondition's root is evaluated with the statements (step 1) and
     // range-checked with them (step 2).
     let mut root_error = None;

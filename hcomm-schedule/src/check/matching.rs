@@ -272,7 +272,7 @@ pub(crate) fn v_shapes(un: &Unrolled<'_, '_>, kind: CollKind, counts: Option<u32
 
 /// Collective regions must have the collective's shape, and the two
 /// regions of a `copy`/`accumulate` equal lengths.
-fn collective_shapes(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
+pub(crate) fn collective_shapes(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
     let mut sink = Sink::default();
     let names = &un.prog.len_names;
     for (r, t) in un.ranks.iter().enumerate() {

@@ -1,9 +1,11 @@
 //! The checks (language reference, section 7) that run on an unrolled schedule, in order:
 //! ranges (during unrolling), matching, deadlock, hazards, completion and
-//! postcondition.
+//! postcondition; and all of them on one rank of a schedule that is the
+//! same on every rank up to a rotation (`symmetry`).
 
 pub(crate) mod completion;
 pub(crate) mod deadlock;
 pub(crate) mod hazards;
 pub(crate) mod matching;
 pub(crate) mod postcondition;
+pub(crate) mod symmetry;

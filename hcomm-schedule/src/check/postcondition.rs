@@ -399,6 +399,10 @@ struct Exec<'u, 'p, 's> {
     op_ranges: Vec<Option<(usize, usize, usize)>>,
     /// Per rank: its next event.
     pc: Vec<u32>,
+    /// For the replay of rank 0 alone (see `check::symmetry`): per buffer,
+    /// (length, shift per rank); a message from `q` is then rank 0's own
+    /// snapshot of the partner's index, turned by `q`.
+    turn: Option<Vec<(usize, usize)>>,
 }
 
 /// Aborts a run that cannot be carried out (never expected after steps
@@ -416,7 +420,7 @@ fn run_tracked(
     order: &[u32],
     track: bool,
 ) -> Option<(Diagnostic, Wrong)> {
-    let (ex, complete) = replayed(un, point, order, track)?;
+    let (ex, complete) = replayed(un, point, order, track, None)?;
     if !complete {
         return None;
     }
@@ -426,7 +430,7 @@ fn run_tracked(
 /// The final contents of every rank's parameter buffers at `point` (see
 /// `predict`); `None` when the run is skipped.
 pub(crate) fn final_contents(un: &Unrolled<'_, '_>, point: &[i64], order: &[u32]) -> Option<Contents> {
-    let (ex, complete) = replayed(un, point, order, false)?;
+    let (ex, complete) = replayed(un, point, order, false, None)?;
     if !complete {
         return None;
     }
@@ -469,6 +473,7 @@ fn replayed<'u, 'p, 's>(
     point: &'u [i64],
     order: &[u32],
     track: bool,
+    turn: Option<Vec<(usize, usize)>>,
 ) -> Option<(Exec<'u, 'p, 's>, bool)> {
     let mut total = 0_usize;
     let n = un.ranks.len();
@@ -550,6 +555,7 @@ fn replayed<'u, 'p, 's>(
             })
             .collect(),
         pc: vec![0; n],
+        turn,
     };
     let complete = ex.replay(order).is_ok() && (0..n).all(|r| ex.pc[r] as usize >= un.ranks[r].events.len());
     Some((ex, complete))
@@ -667,7 +673,7 @@ impl Exec<'_, '_, '_> {
     fn deliver(&mut self, r: u32, i: u32) -> Result<(), Skip> {
         let o = &self.un.ranks[r as usize].ops[i as usize];
         let (q, j) = o.partner;
-        let off = self.sent_of(q, j);
+        let off = self.sent_of(if self.turn.is_some() { 0 } else { q }, j);
         if off == NONE {
             return Err(Skip);
         }
@@ -677,6 +683,18 @@ impl Exec<'_, '_, '_> {
         let src = self.arena.get(off..off + (e - s)).ok_or(Skip)?;
         let reds = &mut self.reds;
         let dst = &mut self.data[s..e];
+        if let Some(turn) = &self.turn {
+            if o.reduce.is_some() {
+                return Err(Skip);
+            }
+            for (d, v) in dst.iter_mut().zip(src) {
+                *d = turned(*v, q, self.un.world, turn).ok_or(Skip)?;
+            }
+            if self.track {
+                self.writer[s..e].fill(o.stmt);
+            }
+            return Ok(());
+        }
         match o.reduce {
             None if dst.len() == 1 => dst[0] = src[0],
             None => dst.copy_from_slice(src),
@@ -936,21 +954,8 @@ impl Exec<'_, '_, '_> {
             let out = self.buf_slice(r, outp as usize)?;
             for (e, v) in out.iter().enumerate() {
                 let exp = match post.kind {
-                    PostKind::AllGather { .. } => {
-                        let b = len_in.max(1);
-                        Expected::Sym {
-                            rank: (e / b) as u32,
-                            buf: inp,
-                            idx: (e % b) as u32,
-                        }
-                    }
-                    PostKind::AllToAll { .. } => {
-                        let b = (len_out / w).max(1);
-                        Expected::Sym {
-                            rank: (e / b) as u32,
-                            buf: inp,
-                            idx: (r as usize * b + e % b) as u32,
-                        }
+                    PostKind::AllGather { .. } | PostKind::AllToAll { .. } => {
+                        Blocks::new(post.kind, inp, w, r as usize, len_in, len_out)?.at(e)
                     }
                     PostKind::Broadcast { .. } => Expected::Sym {
                         rank: root.unwrap_or(0),
@@ -985,6 +990,44 @@ impl Exec<'_, '_, '_> {
             }
         }
         None
+    }
+
+    /// Whether every rank's output holds what `post` (an `all_gather` or
+    /// an `all_to_all`) expects, from rank 0's; `None` when that cannot be
+    /// told this way.
+    ///
+    /// Rank `r`'s output element `(e + r * u_out) mod len_out` is rank 0's
+    /// element `e` turned: label `(q, B, i)` becomes `(q + r mod world, B,
+    /// i + r * u_B mod len B)`. With blocks of `b` elements, rank 0's
+    /// element `e = j * b + k` should hold `(j, input, k)` after an
+    /// `all_gather` and `(j, input, k)` after an `all_to_all` too (rank 0's
+    /// own input block 0); rank `r`'s element `(j + r) * b + k` (mod
+    /// `len_out`), `(j + r, input, k)` and `(j + r, input, r * b + k)`
+    /// respectively. These are the images of rank 0's expectations exactly
+    /// when the output turns by one block (`u_out = b`) and the input by
+    /// nothing (`all_gather`: `r * u_in = 0 mod len_in`) or by one block
+    /// (`all_to_all`: `u_in = b`). Turning labels is a bijection, so then
+    /// every rank's output is right exactly when rank 0's is; other units
+    /// give `None`.
+    fn compare_turned(&self, post: &CPost<'_>) -> Option<bool> {
+        let w = usize::try_from(self.un.world).ok()?;
+        let turn = self.turn.as_deref()?;
+        let (len_in, u_in) = *turn.get(post.input as usize)?;
+        let (len_out, u_out) = *turn.get(post.output as usize)?;
+        let out = self.buf_slice(0, post.output as usize)?;
+        if len_out == 0 || out.len() != len_out {
+            return Some(len_out == 0 && out.is_empty());
+        }
+        let mut exp = Blocks::new(post.kind, post.input, w, 0, len_in, len_out)?;
+        let equivariant = u_out == exp.block
+            && match post.kind {
+                PostKind::AllGather { .. } => len_in == 0 || u_in % len_in == 0,
+                _ => u_in == exp.block,
+            };
+        if !equivariant {
+            return None;
+        }
+        Some(out.iter().all(|v| matches(&self.reds, v, &exp.next_expected())))
     }
 
     /// The message for rank `r`'s wrong output element `e`.
@@ -1085,6 +1128,145 @@ impl Exec<'_, '_, '_> {
             },
         )
     }
+}
+
+/// What the elements of rank `r`'s output hold, one after the other,
+/// after an `all_gather` or an `all_to_all` of `inp` over `w` ranks.
+struct Blocks {
+    inp: u32,
+    /// Elements per block.
+    block: usize,
+    /// Where the expected block starts in the input.
+    base: usize,
+    /// The block (= the rank it comes from) and the offset in it.
+    at: (usize, usize),
+}
+
+impl Blocks {
+    fn new(kind: &PostKind, inp: u32, w: usize, r: usize, len_in: usize, len_out: usize) -> Option<Self> {
+        let (block, base) = match kind {
+            PostKind::AllGather { .. } => (len_in.max(1), 0),
+            PostKind::AllToAll { .. } => {
+                let b = (len_out / w).max(1);
+                (b, r * b)
+            }
+            _ => return None,
+        };
+        Some(Self {
+            inp,
+            block,
+            base,
+            at: (0, 0),
+        })
+    }
+
+    /// Element `e`'s expectation (from the start, without moving on).
+    fn at(&self, e: usize) -> Expected {
+        Expected::Sym {
+            rank: (e / self.block) as u32,
+            buf: self.inp,
+            idx: (self.base + e % self.block) as u32,
+        }
+    }
+
+    /// The next element's expectation.
+    fn next_expected(&mut self) -> Expected {
+        let (blk, k) = self.at;
+        self.at = if k + 1 == self.block {
+            (blk + 1, 0)
+        } else {
+            (blk, k + 1)
+        };
+        Expected::Sym {
+            rank: blk as u32,
+            buf: self.inp,
+            idx: (self.base + k) as u32,
+        }
+    }
+}
+
+/// `v` (a value of rank 0) as rank `by` holds it in a rotation-symmetric
+/// schedule: its rank and its index in its buffer turned by `by` (`turn`:
+/// per buffer, length and shift per rank). `None` for a reduction.
+fn turned(v: Val, by: u32, world: i64, turn: &[(usize, usize)]) -> Option<Val> {
+    match v {
+        Val::Init { rank, buf, idx } => {
+            let (len, unit) = *turn.get(buf as usize)?;
+            let w = u64::try_from(world).ok()?;
+            let idx = if len == 0 {
+                idx
+            } else {
+                u32::try_from((idx as usize + (by as usize % len) * (unit % len)) % len).ok()?
+            };
+            Some(Val::Init {
+                rank: u32::try_from((u64::from(rank) + u64::from(by)) % w).ok()?,
+                buf,
+                idx,
+            })
+        }
+        Val::Undef => Some(Val::Undef),
+        Val::Red(_) => None,
+    }
+}
+
+/// Step 7 for a rotation-symmetric schedule (see `check::symmetry`) whose
+/// unrolling `un` holds rank 0 alone and whose postcondition, if any, is an
+/// `all_gather` or an `all_to_all`: rank 0 replayed in `order`, each
+/// rank's output (rank 0's, turned) compared with the expectation at every
+/// point the full check uses. `units`: per buffer, its shift per rank.
+/// `false` when something is wrong or the run cannot be carried out.
+pub(crate) fn holds_rotated(un: &Unrolled<'_, '_>, order: &[u32], units: &[Option<Lin>]) -> bool {
+    let Some(post) = un.prog.post.as_ref() else {
+        return true;
+    };
+    if !matches!(post.kind, PostKind::AllGather { .. } | PostKind::AllToAll { .. })
+        || has_counts(un)
+        || shapes(un, post).is_some()
+    {
+        return false;
+    }
+    let nvars = un.prog.len_names.len();
+    let mut points = vec![vec![1_i64; nvars]];
+    // the points of the full check (its test of homogeneity holds on rank
+    // 0 when it holds on every rank: regions turn by multiples of a length)
+    if nvars > 0 && !(nvars == 1 && homogeneous(un)) {
+        points.push((0..nvars as i64).map(|i| i + 2).collect());
+    }
+    points
+        .iter()
+        .all(|point| run_rotated(un, post, point, order, units).unwrap_or(false))
+}
+
+/// [`holds_rotated`] at one point; `None` when the run cannot be carried out.
+fn run_rotated(
+    un: &Unrolled<'_, '_>,
+    post: &CPost<'_>,
+    point: &[i64],
+    order: &[u32],
+    units: &[Option<Lin>],
+) -> Option<bool> {
+    let t0 = un.ranks.first()?;
+    let turn = t0
+        .bufs
+        .iter()
+        .zip(units)
+        .map(|(b, u)| {
+            let len = usize::try_from(b.len.eval_at(point)?).ok()?;
+            let unit = match u {
+                Some(u) => usize::try_from(u.eval_at(point)?).ok()?,
+                None => 0,
+            };
+            Some((len, unit))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    if turn.len() != t0.bufs.len() {
+        return None;
+    }
+    let (ex, complete) = replayed(un, point, order, false, Some(turn))?;
+    if !complete {
+        return None;
+    }
+    ex.compare_turned(post)
 }
 
 /// "a `sum` of rank 0's input element 1 and rank 1's input element 1"

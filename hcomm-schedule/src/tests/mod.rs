@@ -16,6 +16,7 @@ pub(crate) mod pass;
 mod plan;
 pub(crate) mod props;
 mod resolve;
+mod symmetry;
 mod timeline;
 
 static NEXT_SPAN: AtomicU32 = AtomicU32::new(1000);

@@ -172,9 +172,11 @@ fn ring_all_reduce_with_recv_reduce() {
     assert_ok(&ring_all_reduce());
 }
 
-#[test]
-fn pairwise_all_to_all() {
-    let s = S::new("pairwise")
+/// Pairwise all-to-all: step `s` sends input block `block` (an expression
+/// of `to = rank + s`; `to` itself is right) to rank `to` and receives
+/// output block `from` from `from = rank - s`.
+pub(crate) fn pairwise_all_to_all_sending(block: Expr) -> Schedule {
+    S::new("pairwise")
         .input("input", n() * world())
         .output("output", n() * world())
         .worlds(1, 24)
@@ -192,13 +194,17 @@ fn pairwise_all_to_all() {
                     let_("to", (rank() + var("s")) % world()),
                     let_("from", (rank() - var("s")) % world()),
                     batch(vec![
-                        send(p(0, "input").chunk(var("to")), var("to")),
+                        send(p(0, "input").chunk(block), var("to")),
                         recv(p(1, "output").chunk(var("from")), var("from")),
                     ]),
                 ],
             ),
-        ]);
-    assert_ok(&s);
+        ])
+}
+
+#[test]
+fn pairwise_all_to_all() {
+    assert_ok(&pairwise_all_to_all_sending(var("to")));
 }
 
 /// Direct all-to-all: one `batch` whose `for` posts a send and a receive per
