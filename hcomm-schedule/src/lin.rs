@@ -109,9 +109,11 @@ impl Lin {
         if self.k != base.k || d.k != counts::NONE {
             return false;
         }
+        // exact in i128 (no overflow), and without `Option`s: the checker
+        // also runs unoptimized, in the compiler
         let mut i = 0;
         while i <= MAX_LEN_VARS {
-            if base.c[i].checked_add(d.c[i]) != Some(self.c[i]) {
+            if i128::from(base.c[i]) + i128::from(d.c[i]) != i128::from(self.c[i]) {
                 return false;
             }
             i += 1;

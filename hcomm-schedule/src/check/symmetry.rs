@@ -67,6 +67,7 @@ pub(crate) fn passes(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> bool {
         }
     }
     let mut units: Vec<Unit> = Vec::new();
+    let mut seen: Vec<(u32, u32)> = Vec::new();
     let mut same = true;
     let unrolled = unroll_each(prog, world, scalars, |regs, r, trace, kept| {
         if r == 0 {
@@ -74,7 +75,7 @@ pub(crate) fn passes(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> bool {
             units = vec![None; trace.bufs.len()];
             kept.push(trace);
         } else if let Some(t0) = kept.first() {
-            same = image(t0, &trace, regs, r, w, &mut units);
+            same = image(t0, &trace, regs, (r, w), &mut units, &mut seen);
         } else {
             same = false;
         }
@@ -121,8 +122,18 @@ fn simple(t: &RankTrace) -> bool {
 }
 
 /// Whether `t` (rank `r`'s trace) is the image of `t0` (rank 0's) under the
-/// rotation by `r`; decides the units of buffers not decided yet.
-fn image(t0: &RankTrace, t: &RankTrace, regs: &[Reg], r: u32, w: u32, units: &mut [Unit]) -> bool {
+/// rotation by `r` (`rw`: `r` and the world size); decides the units of
+/// buffers not decided yet. `seen[i] == (r, j)` records that region `j`
+/// was found the image of rank 0's region `i` on this rank (most regions
+/// serve two operations).
+fn image(
+    t0: &RankTrace,
+    t: &RankTrace,
+    regs: &[Reg],
+    (r, w): (u32, u32),
+    units: &mut [Unit],
+    seen: &mut Vec<(u32, u32)>,
+) -> bool {
     if t.events.len() != t0.events.len()
         || t.ops.len() != t0.ops.len()
         || t.copies.len() != t0.copies.len()
@@ -170,12 +181,19 @@ fn image(t0: &RankTrace, t: &RankTrace, regs: &[Reg], r: u32, w: u32, units: &mu
         if !same {
             return false;
         }
+        if seen.get(b.reg as usize) == Some(&(r, a.reg)) {
+            continue;
+        }
         let (Some(ra), Some(rb)) = (regs.get(a.reg as usize), regs.get(b.reg as usize)) else {
             return false;
         };
         if !turn(rb, ra) {
             return false;
         }
+        if seen.len() <= b.reg as usize {
+            seen.resize(b.reg as usize + 1, (0, 0));
+        }
+        seen[b.reg as usize] = (r, a.reg);
     }
     t.copies
         .iter()
