@@ -47,7 +47,7 @@ hcomm::comm_schedule! {
 }
 
 /// `MoE` combine: the experts' outputs go back to the ranks that own the
-/// tokens, packed as they were sent. It is [`moe_dispatch`] over the
+/// tokens, packed as they were sent. It is [`moe_dispatch()`] over the
 /// transpose of the dispatch's `sizes` (what rank `i` returns to rank `j` is
 /// what `j` sent to `i`), so the same checked schedule moves the data back:
 /// `outputs` is laid out by this rank's column of `sizes`, `combined` by its
