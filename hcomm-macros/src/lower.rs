@@ -453,45 +453,21 @@ impl Lower<'_> {
         spec
     }
 
+    /// The world sizes of `#[verify]`; a size below 1 is the checker's
+    /// `evaluation error` (step 0), like every other fact about the values.
     fn world_set(&mut self, set: &ValueSet) -> Option<ir::WorldSet> {
-        let (world, values) = match set {
+        Some(match set {
             ValueSet::Range {
                 start, end, inclusive, ..
-            } => {
-                let lo = self.constant(start)?;
-                let hi = self.constant(end)?;
-                (
-                    ir::WorldSet::Range {
-                        lo,
-                        hi,
-                        inclusive: *inclusive,
-                    },
-                    vec![(lo, start.sp())],
-                )
-            }
+            } => ir::WorldSet::Range {
+                lo: self.constant(start)?,
+                hi: self.constant(end)?,
+                inclusive: *inclusive,
+            },
             ValueSet::List { values, .. } => {
-                let mut list = Vec::new();
-                let mut checked = Vec::new();
-                for v in values {
-                    let c = self.constant(v)?;
-                    list.push(c);
-                    checked.push((c, v.sp()));
-                }
-                (ir::WorldSet::List(list), checked)
+                ir::WorldSet::List(values.iter().map(|v| self.constant(v)).collect::<Option<_>>()?)
             }
-        };
-        for (v, sp) in values {
-            if v < 1 {
-                self.report(
-                    DiagKind::SyntaxError,
-                    sp,
-                    format!("a world size must be at least 1, not {v}"),
-                    None,
-                );
-                return None;
-            }
-        }
-        Some(world)
+        })
     }
 
     /// An integer constant of `#[verify(world in ..)]`.
