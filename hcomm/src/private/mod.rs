@@ -51,6 +51,7 @@ pub fn op_index(op: ReduceOp) -> i64 {
 }
 
 /// A rank, size or length as a language integer.
+#[inline]
 pub fn int(x: usize) -> Result<i64> {
     i64::try_from(x).map_err(|_| Error::Evaluation {
         message: format!("{x} does not fit in i64"),
@@ -58,27 +59,39 @@ pub fn int(x: usize) -> Result<i64> {
 }
 
 /// `a + b`.
+#[inline]
 pub fn add(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Add, "+", a, b)
+    a.checked_add(b).map_or_else(|| op(BinOp::Add, "+", a, b), Ok)
 }
 
 /// `a - b`.
+#[inline]
 pub fn sub(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Sub, "-", a, b)
+    a.checked_sub(b).map_or_else(|| op(BinOp::Sub, "-", a, b), Ok)
 }
 
 /// `a * b`.
+#[inline]
 pub fn mul(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Mul, "*", a, b)
+    a.checked_mul(b).map_or_else(|| op(BinOp::Mul, "*", a, b), Ok)
 }
 
 /// `a / b`, rounded toward negative infinity.
+#[inline]
 pub fn div(a: i64, b: i64) -> Result<i64> {
+    // a positive divisor: flooring is the Euclidean quotient, which cannot overflow
+    if b > 0 {
+        return Ok(a.div_euclid(b));
+    }
     op(BinOp::Div, "/", a, b)
 }
 
 /// `a % m`, Euclidean.
+#[inline]
 pub fn rem(a: i64, m: i64) -> Result<i64> {
+    if m > 0 {
+        return Ok(a.rem_euclid(m));
+    }
     op(BinOp::Rem, "%", a, m)
 }
 
@@ -113,11 +126,13 @@ pub fn is_pow2(x: i64) -> bool {
 }
 
 /// A slice `[start, end)` of buffer `buf` (checked where it is used).
+#[inline]
 pub fn region(buf: usize, start: i64, end: i64) -> Region {
     Region { buf, start, end }
 }
 
 /// Part `index` of `parts` equal parts of `r`.
+#[inline]
 pub fn chunk(r: Region, index: i64, parts: i64) -> Result<Region> {
     let len = sub(r.end, r.start)?;
     if parts <= 0 || len % parts != 0 {
@@ -180,6 +195,35 @@ mod tests {
         assert_eq!(pow2(10).unwrap(), 1024);
         assert!(pow2(63).is_err());
         assert!(is_pow2(64) && !is_pow2(0) && !is_pow2(12));
+    }
+
+    #[test]
+    fn fast_paths_agree_with_the_rules() {
+        let values = [
+            i64::MIN,
+            i64::MIN + 1,
+            -7,
+            -4,
+            -1,
+            0,
+            1,
+            2,
+            3,
+            4,
+            7,
+            i64::MAX - 1,
+            i64::MAX,
+        ];
+        for &a in &values {
+            for &b in &values {
+                let rule = |o| rules::binary(o, a, b).ok();
+                assert_eq!(add(a, b).ok(), rule(BinOp::Add), "{a} + {b}");
+                assert_eq!(sub(a, b).ok(), rule(BinOp::Sub), "{a} - {b}");
+                assert_eq!(mul(a, b).ok(), rule(BinOp::Mul), "{a} * {b}");
+                assert_eq!(div(a, b).ok(), rule(BinOp::Div), "{a} / {b}");
+                assert_eq!(rem(a, b).ok(), rule(BinOp::Rem), "{a} % {b}");
+            }
+        }
     }
 
     #[test]
