@@ -101,8 +101,8 @@ pub struct Exec<'a, T: Element> {
     scalars: RefCell<Option<SmallVec<[i64; 4]>>>,
     /// The length variables solved so far, in order.
     lens: RefCell<SmallVec<[i64; 3]>>,
-    /// The count parameters.
-    counts: Rc<Counts>,
+    /// The count parameters, once the body registers one.
+    counts: Option<Rc<Counts>>,
     /// This call's place among the communicator's schedule calls.
     seq: u64,
     /// Whether this rank announced its call ([`Exec::verify`]).
@@ -137,7 +137,7 @@ impl<'a, T: Element> Exec<'a, T> {
             record: comm.inner.backend.runs_plans().then(Vec::new),
             scalars: RefCell::new(None),
             lens: RefCell::new(SmallVec::new()),
-            counts: Rc::new(Counts::new(comm.world())),
+            counts: None,
             seq: comm.next_schedule_call(),
             entered: Cell::new(false),
             _buffers: PhantomData,
@@ -276,14 +276,19 @@ impl<'a, T: Element> Exec<'a, T> {
     /// `i` sends to rank `j`). The entries are part of the call the ranks
     /// agree on ([`Exec::verify`]).
     pub fn counts(&mut self, name: &'static str, values: &[usize], matrix: bool) -> Result<()> {
-        Rc::make_mut(&mut self.counts).register(name, values, matrix)
+        let world = self.comm.world();
+        let counts = self.counts.get_or_insert_with(|| Rc::new(Counts::new(world)));
+        Rc::make_mut(counts).register(name, values, matrix)
     }
 
     /// The count parameters registered so far, for the body's lengths and
     /// parts (a shared handle: the body reads it while a `batch` borrows the
     /// executor).
     pub fn count_table(&self) -> Rc<Counts> {
-        Rc::clone(&self.counts)
+        match &self.counts {
+            Some(c) => Rc::clone(c),
+            None => Rc::new(Counts::new(self.comm.world())),
+        }
     }
 
     /// `Err(BufferLength)` unless `actual == expected`.
@@ -301,8 +306,11 @@ impl<'a, T: Element> Exec<'a, T> {
     /// for this world size (and these scalars) when it lies outside the
     /// compile-time verify set; once per (schedule, size, scalars), cached.
     pub fn verify(&self, scalars: &[i64]) -> Result<()> {
-        *self.scalars.borrow_mut() = Some(scalars.iter().copied().collect());
-        let lens = self.lens.borrow().clone();
+        if self.record.is_some() {
+            // only a plan needs them
+            *self.scalars.borrow_mut() = Some(scalars.iter().copied().collect());
+        }
+        let lens = self.lens.borrow();
         entry::enter(
             self.comm,
             self.schedule,
@@ -311,9 +319,10 @@ impl<'a, T: Element> Exec<'a, T> {
                 dtype: T::DTYPE,
                 scalars,
                 lens: &lens,
-                counts: self.counts.entries(),
+                counts: self.counts.as_deref().map_or(&[], Counts::entries),
             },
         )?;
+        drop(lens);
         self.entered.set(true);
         let world = self.world();
         if self.schedule.verify_set_contains(world) {
@@ -536,12 +545,7 @@ impl<'a, T: Element> Exec<'a, T> {
     pub(super) fn group_call(&self, ops: &[RecOp], what: &str) -> Result<()> {
         let mut x = Xfer::p2p(self.comm);
         for op in ops {
-            let v = self.view(op.region, !op.send)?;
-            if op.send {
-                x.send(v, op.peer, op.tag);
-            } else {
-                x.recv_with(v, op.peer, op.tag, op.reduce);
-            }
+            add_op(&mut x, op, self.view(op.region, !op.send)?);
         }
         // SAFETY: every region is in bounds of a buffer borrowed for `'a`;
         // receives are disjoint from every other region of the call and from
@@ -554,6 +558,7 @@ impl<'a, T: Element> Exec<'a, T> {
         Batch {
             exec: self,
             ops: SmallVec::new(),
+            views: SmallVec::new(),
         }
     }
 
@@ -567,13 +572,19 @@ impl<'a, T: Element> Exec<'a, T> {
             record.push(Rec::Copy { src, dst, op: None });
             return Ok(());
         }
-        self.copy_now(src, dst)
+        self.copy_views(src, dst, s, d)
     }
 
     /// Issues `dst = src` (checked by the caller).
     pub(super) fn copy_now(&self, src: Region, dst: Region) -> Result<()> {
         let (s, d) = (self.view(src, false)?, self.view(dst, true)?);
         same_len(s.len, d.len, "copy")?;
+        self.copy_views(src, dst, s, d)
+    }
+
+    /// Copies view `s` of `src` to view `d` of `dst` (checked views of
+    /// equal length).
+    fn copy_views(&self, src: Region, dst: Region, s: RawBuf<T>, d: RawBuf<T>) -> Result<()> {
         if !self.on_host(src, dst) {
             // SAFETY: in bounds of borrowed buffers the backend accepts.
             return unsafe {
@@ -603,7 +614,7 @@ impl<'a, T: Element> Exec<'a, T> {
             record.push(Rec::Copy { src, dst, op: Some(op) });
             return Ok(());
         }
-        self.accumulate_now(src, dst, op)
+        self.accumulate_views(src, dst, op, s, d)
     }
 
     /// Issues `dst = dst op src` (checked by the caller).
@@ -615,6 +626,12 @@ impl<'a, T: Element> Exec<'a, T> {
                 "buffer hazard: `accumulate` source and destination overlap",
             ));
         }
+        self.accumulate_views(src, dst, op, s, d)
+    }
+
+    /// Combines view `s` of `src` into view `d` of `dst` (checked views of
+    /// equal length, disjoint).
+    fn accumulate_views(&self, src: Region, dst: Region, op: ReduceOp, s: RawBuf<T>, d: RawBuf<T>) -> Result<()> {
         if !self.on_host(src, dst) {
             // SAFETY: in bounds of borrowed buffers the backend accepts, disjoint.
             return unsafe {
@@ -806,7 +823,7 @@ impl<'a, T: Element> Exec<'a, T> {
                 }
             }
             CollCall::AllGatherV { counts, .. } => {
-                let (c, me) = (&self.counts, int(g.rank())?);
+                let (c, me) = (self.count_table(), int(g.rank())?);
                 same_len(
                     int_len(c.count(CountLine::Vector(counts), me)?),
                     s.len,
@@ -819,7 +836,7 @@ impl<'a, T: Element> Exec<'a, T> {
                 )?;
             }
             CollCall::AllToAllV { sizes, .. } => {
-                let (c, me) = (&self.counts, int(g.rank())?);
+                let (c, me) = (self.count_table(), int(g.rank())?);
                 same_len(
                     int_len(c.count_sum(CountLine::Row(sizes, me))?),
                     s.len,
@@ -852,13 +869,13 @@ impl<'a, T: Element> Exec<'a, T> {
             CollCall::Broadcast { root, .. } => unsafe { g.broadcast_raw(d, root) },
             CollCall::Reduce { op, root, .. } => unsafe { g.reduce_raw(s, d, op, root) },
             CollCall::AllGatherV { counts, .. } => {
-                let counts = self.counts.line(CountLine::Vector(counts))?;
+                let counts = self.count_table().line(CountLine::Vector(counts))?;
                 // SAFETY: as above; the lengths are checked by the callee.
                 unsafe { g.all_gatherv_raw(s, d, &counts) }
             }
             CollCall::AllToAllV { sizes, .. } => {
                 let me = int(g.rank())?;
-                let c = &self.counts;
+                let c = self.count_table();
                 let (row, col) = (c.line(CountLine::Row(sizes, me))?, c.line(CountLine::Col(sizes, me))?);
                 // SAFETY: as above; the lengths are checked by the callee.
                 unsafe { g.all_to_allv_raw(s, &row, d, &col) }
@@ -868,6 +885,9 @@ impl<'a, T: Element> Exec<'a, T> {
     }
 
     fn cancel_inflight(&mut self) {
+        if self.inflight.is_empty() {
+            return;
+        }
         let ids: SmallVec<[OpId; 8]> = self.inflight.drain(..).filter_map(|f| f.id).collect();
         if !ids.is_empty() {
             self.comm.cancel_ids(&ids);
@@ -907,6 +927,15 @@ fn plan_cache(schedule: &'static Schedule) -> &'static PlanCache {
         .or_insert_with(|| Box::leak(Box::new(PlanCache::new())))
 }
 
+/// Adds `op` on its checked view `v` to `x`.
+fn add_op<T: Element>(x: &mut Xfer<'_>, op: &RecOp, v: RawBuf<T>) {
+    if op.send {
+        x.send(v, op.peer, op.tag);
+    } else {
+        x.recv_with(v, op.peer, op.tag, op.reduce);
+    }
+}
+
 /// A count the executor computed (never negative) as a length.
 fn int_len(v: i64) -> usize {
     usize::try_from(v).unwrap_or(usize::MAX)
@@ -924,13 +953,15 @@ fn same_len(a: usize, b: usize, what: &str) -> Result<()> {
 pub struct Batch<'x, 'a, T: Element> {
     exec: &'x mut Exec<'a, T>,
     ops: SmallVec<[RecOp; 8]>,
+    /// The checked view of each operation's region.
+    views: SmallVec<[RawBuf<T>; 8]>,
 }
 
 impl<T: Element> Batch<'_, '_, T> {
     /// Adds a send (to self is fine in a batch).
     pub fn send(&mut self, r: Region, peer: i64, tag: i64) -> Result<()> {
         let p = Exec::<T>::peer(peer, self.exec.comm)?;
-        self.exec.view(r, false)?;
+        self.views.push(self.exec.view(r, false)?);
         self.ops.push(RecOp::send(r, p, tag));
         Ok(())
     }
@@ -938,7 +969,7 @@ impl<T: Element> Batch<'_, '_, T> {
     /// Adds a receive, optionally combining with `reduce`.
     pub fn recv(&mut self, r: Region, peer: i64, tag: i64, reduce: Option<ReduceOp>) -> Result<()> {
         let p = Exec::<T>::peer(peer, self.exec.comm)?;
-        self.exec.view(r, true)?;
+        self.views.push(self.exec.view(r, true)?);
         self.ops.push(RecOp::recv(r, p, tag, reduce));
         Ok(())
     }
@@ -960,6 +991,15 @@ impl<T: Element> Batch<'_, '_, T> {
             record.push(Rec::Batch(self.ops.into_vec()));
             return Ok(());
         }
-        exec.group_call(&self.ops, "batch")
+        let mut x = Xfer::p2p(exec.comm);
+        for (op, &v) in self.ops.iter().zip(&self.views) {
+            add_op(&mut x, op, v);
+        }
+        // SAFETY: every view is of a region checked in bounds of a buffer
+        // borrowed for `'a` (the batch borrows the executor, so no buffer is
+        // registered or released meanwhile); receives are disjoint from
+        // every other region of the batch and from in-flight operations
+        // (checked above).
+        unsafe { x.run("batch") }
     }
 }
