@@ -54,8 +54,8 @@ pub(super) struct Entry<'a> {
     pub(super) counts: &'a [(&'static str, Vec<usize>)],
 }
 
-/// One rank's announced call, or its failure before announcing one.
-#[derive(Clone)]
+/// One rank's announced call, or its failure before announcing one, as
+/// kept in its record for its neighbours' messages.
 struct Arrival {
     schedule: &'static Schedule,
     dtype: DataType,
@@ -66,6 +66,62 @@ struct Arrival {
 }
 
 impl Arrival {
+    fn call(&self) -> Call<'_> {
+        Call {
+            schedule: self.schedule,
+            dtype: self.dtype,
+            scalars: &self.scalars,
+            lens: &self.lens,
+            counts: &self.counts,
+            failure: self.failure.as_deref(),
+        }
+    }
+}
+
+/// One rank's announced call, or its failure before announcing one,
+/// borrowed from the caller.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    schedule: &'static Schedule,
+    dtype: DataType,
+    scalars: &'a [i64],
+    lens: &'a [i64],
+    counts: &'a [(&'static str, Vec<usize>)],
+    failure: Option<&'a str>,
+}
+
+impl Call<'_> {
+    /// Whether `kept` is this call.
+    fn is(&self, kept: &Arrival) -> bool {
+        std::ptr::eq(self.schedule, kept.schedule)
+            && self.dtype == kept.dtype
+            && self.scalars == kept.scalars.as_slice()
+            && self.lens == kept.lens.as_slice()
+            && self.counts == kept.counts.as_slice()
+            && self.failure == kept.failure.as_deref()
+    }
+
+    /// The call as kept in a record.
+    fn to_arrival(self) -> Arrival {
+        Arrival {
+            schedule: self.schedule,
+            dtype: self.dtype,
+            scalars: self.scalars.into(),
+            lens: self.lens.into(),
+            counts: self.counts.to_vec(),
+            failure: self.failure.map(str::to_owned),
+        }
+    }
+
+    /// Keeps this call in `slot` as call `seq`, reusing what the slot holds
+    /// when it is the same call.
+    fn keep(self, slot: &mut Option<(u64, Arrival)>, seq: u64) {
+        match slot {
+            Some((s, kept)) if self.is(kept) => *s = seq,
+            _ => *slot = Some((seq, self.to_arrival())),
+        }
+    }
+
     /// Equal for equal calls of one process; every failure has the same one.
     fn fingerprint(&self) -> u64 {
         self.fingerprint_with(std::ptr::from_ref(self.schedule) as u64)
@@ -85,10 +141,10 @@ impl Arrival {
         h.write_u64(schedule);
         self.dtype.hash(&mut h);
         h.write_usize(self.scalars.len());
-        for &v in self.scalars.iter().chain(&self.lens) {
+        for &v in self.scalars.iter().chain(self.lens) {
             h.write_i64(v);
         }
-        for (_, entries) in &self.counts {
+        for (_, entries) in self.counts {
             h.write_usize(entries.len());
             for &v in entries {
                 h.write_usize(v);
@@ -105,13 +161,13 @@ impl Arrival {
         }
         let s = self.schedule;
         let mut t = format!("with T = {}", self.dtype);
-        for (sc, &v) in s.scalars.iter().zip(&self.scalars) {
+        for (sc, &v) in s.scalars.iter().zip(self.scalars) {
             let _ = write!(t, ", {} = {}", sc.name, sc.show(v));
         }
-        for (var, v) in s.len_vars.iter().zip(&self.lens) {
+        for (var, v) in s.len_vars.iter().zip(self.lens) {
             let _ = write!(t, ", {} = {v}", var.name);
         }
-        for (name, v) in &self.counts {
+        for (name, v) in self.counts {
             let _ = write!(t, ", {name} = {v:?}");
         }
         t
@@ -128,7 +184,8 @@ impl Arrival {
     }
 }
 
-/// FNV-1a: the same in every process and build.
+/// FNV-1a, a whole word at a time for integers: the same in every process
+/// and build.
 struct Fnv(u64);
 
 impl Default for Fnv {
@@ -144,10 +201,20 @@ impl Hasher for Fnv {
 
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(FNV_PRIME);
         }
     }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = (self.0 ^ word).wrapping_mul(FNV_PRIME);
+    }
+
+    fn write_usize(&mut self, word: usize) {
+        self.write_u64(word as u64);
+    }
 }
+
+const FNV_PRIME: u64 = 0x0100_0000_01b3;
 
 /// A digest of `schedule`'s definition, the same in every process of a
 /// job (which runs one build); computed once per schedule.
@@ -251,29 +318,30 @@ fn table(comm: &Comm) -> Option<&GroupTable> {
 /// Announces this rank's call; `Err(Mismatch)` when it disagrees with a
 /// neighbour's, or when a disagreement was found for this call.
 pub(super) fn enter(comm: &Comm, schedule: &'static Schedule, entry: &Entry<'_>) -> crate::Result<()> {
-    let arrival = Arrival {
+    let call = Call {
         schedule,
         dtype: entry.dtype,
-        scalars: entry.scalars.iter().copied().collect(),
-        lens: entry.lens.iter().copied().collect(),
-        counts: entry.counts.to_vec(),
+        scalars: entry.scalars,
+        lens: entry.lens,
+        counts: entry.counts,
         failure: None,
     };
-    arrive(comm, entry.seq, &arrival)
+    arrive(comm, entry.seq, call)
 }
 
 /// Records that this rank failed call `seq` before announcing it.
 pub(super) fn fail_before_entry(comm: &Comm, schedule: &'static Schedule, seq: u64, error: &Error) {
-    let arrival = Arrival {
+    let failure = error.to_string();
+    let call = Call {
         schedule,
         dtype: DataType::U8,
-        scalars: SmallVec::new(),
-        lens: SmallVec::new(),
-        counts: Vec::new(),
-        failure: Some(error.to_string()),
+        scalars: &[],
+        lens: &[],
+        counts: &[],
+        failure: Some(&failure),
     };
     // this rank already fails with its own error
-    let _ = arrive(comm, seq, &arrival);
+    let _ = arrive(comm, seq, call);
 }
 
 /// The disagreement found for call `seq`, if any.
@@ -284,7 +352,7 @@ pub(super) fn disagreement(comm: &Comm, seq: u64) -> Option<Error> {
     }
 }
 
-fn arrive(comm: &Comm, seq: u64, arrival: &Arrival) -> crate::Result<()> {
+fn arrive(comm: &Comm, seq: u64, arrival: Call<'_>) -> crate::Result<()> {
     let world = comm.world();
     if world < 2 || !comm.inner.entry_check.load(Ordering::Relaxed) {
         return Ok(());
@@ -301,7 +369,7 @@ fn arrive(comm: &Comm, seq: u64, arrival: &Arrival) -> crate::Result<()> {
     let mine = t.record(rank, seq);
     mine.seq.store(0, Ordering::SeqCst);
     mine.fp.store(fp, Ordering::SeqCst);
-    *mine.detail.lock().unwrap_or_else(PoisonError::into_inner) = Some((seq, arrival.clone()));
+    arrival.keep(&mut mine.detail.lock().unwrap_or_else(PoisonError::into_inner), seq);
     mine.seq.store(seq + 1, Ordering::SeqCst);
     for q in [(rank + 1) % world, (rank + world - 1) % world] {
         let theirs = t.record(q, seq);
@@ -312,12 +380,11 @@ fn arrive(comm: &Comm, seq: u64, arrival: &Arrival) -> crate::Result<()> {
         if their_fp == fp || theirs.seq.load(Ordering::SeqCst) != seq + 1 {
             continue;
         }
-        let detail = theirs.detail.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        let Some((s, other)) = detail.filter(|(s, _)| *s == seq) else {
-            continue;
+        let other = match &*theirs.detail.lock().unwrap_or_else(PoisonError::into_inner) {
+            Some((s, other)) if *s == seq => other.call().note(seq),
+            _ => continue,
         };
-        debug_assert_eq!(s, seq);
-        let e = Error::mismatch(entries::describe(q, &other.note(seq), rank, &arrival.note(seq)));
+        let e = Error::mismatch(entries::describe(q, &other, rank, &arrival.note(seq)));
         let e = {
             let mut failures = t.failures.lock().unwrap_or_else(PoisonError::into_inner);
             // the first disagreement found for a call is the one every rank reports
