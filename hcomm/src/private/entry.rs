@@ -91,16 +91,6 @@ struct Call<'a> {
 }
 
 impl Call<'_> {
-    /// Whether `kept` is this call.
-    fn is(&self, kept: &Arrival) -> bool {
-        std::ptr::eq(self.schedule, kept.schedule)
-            && self.dtype == kept.dtype
-            && self.scalars == kept.scalars.as_slice()
-            && self.lens == kept.lens.as_slice()
-            && self.counts == kept.counts.as_slice()
-            && self.failure == kept.failure.as_deref()
-    }
-
     /// The call as kept in a record.
     fn to_arrival(self) -> Arrival {
         Arrival {
@@ -110,15 +100,6 @@ impl Call<'_> {
             lens: self.lens.into(),
             counts: self.counts.to_vec(),
             failure: self.failure.map(str::to_owned),
-        }
-    }
-
-    /// Keeps this call in `slot` as call `seq`, reusing what the slot holds
-    /// when it is the same call.
-    fn keep(self, slot: &mut Option<(u64, Arrival)>, seq: u64) {
-        match slot {
-            Some((s, kept)) if self.is(kept) => *s = seq,
-            _ => *slot = Some((seq, self.to_arrival())),
         }
     }
 
@@ -369,7 +350,7 @@ fn arrive(comm: &Comm, seq: u64, arrival: Call<'_>) -> crate::Result<()> {
     let mine = t.record(rank, seq);
     mine.seq.store(0, Ordering::SeqCst);
     mine.fp.store(fp, Ordering::SeqCst);
-    arrival.keep(&mut mine.detail.lock().unwrap_or_else(PoisonError::into_inner), seq);
+    *mine.detail.lock().unwrap_or_else(PoisonError::into_inner) = Some((seq, arrival.to_arrival()));
     mine.seq.store(seq + 1, Ordering::SeqCst);
     for q in [(rank + 1) % world, (rank + world - 1) % world] {
         let theirs = t.record(q, seq);
