@@ -60,8 +60,10 @@ impl std::error::Error for EvalError {}
 /// `a / b` rounded toward negative infinity.
 #[inline]
 pub fn div_floor(a: i64, b: i64) -> Result<i64, EvalError> {
-    if b > 0 && (0..b).contains(&a) {
-        return Ok(0);
+    // a positive divisor: flooring is the Euclidean quotient, which cannot
+    // overflow
+    if b > 0 {
+        return Ok(a.div_euclid(b));
     }
     if b == 0 {
         return Err(EvalError::DivisionByZero);
@@ -87,6 +89,7 @@ pub fn rem_euclid(a: i64, b: i64) -> Result<i64, EvalError> {
         if a < 0 && a >= -b {
             return Ok(a + b);
         }
+        return Ok(a.rem_euclid(b));
     }
     if b == 0 {
         return Err(EvalError::DivisionByZero);
