@@ -86,10 +86,10 @@ impl DeviceBackend {
             key = key.as_str(),
             "communicator ready"
         );
+        let world = lib_rank.len();
         let shared = env
             .as_ref()
-            .map_or_else(|| Arc::new(GroupShared::default()), |w| w.group(&key));
-        let world = lib_rank.len();
+            .map_or_else(|| Arc::new(GroupShared::default()), |w| w.group(&key, world));
         Ok(DeviceBackend {
             identity: lib_rank.iter().enumerate().all(|(i, &l)| l as usize == i),
             ctx,

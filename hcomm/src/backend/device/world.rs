@@ -4,7 +4,7 @@
 //! state (abort, the point-to-point order ledger).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::lock;
@@ -15,7 +15,9 @@ use crate::error::{Error, Result};
 /// Shared by every rank and communicator of one in-process device world.
 pub(crate) struct DeviceWorld {
     pub(crate) liveness: Arc<Liveness>,
-    groups: Mutex<HashMap<String, Weak<GroupShared>>>,
+    /// Groups some of whose members have not taken their state yet, with
+    /// how many have.
+    groups: Mutex<HashMap<String, (Arc<GroupShared>, usize)>>,
     ids: Mutex<HashMap<String, (Vec<u8>, usize)>>,
     ids_cv: Condvar,
 }
@@ -30,15 +32,20 @@ impl DeviceWorld {
         })
     }
 
-    /// The shared state of group `key` (created by its first member).
-    pub(crate) fn group(&self, key: &str) -> Arc<GroupShared> {
+    /// The shared state of group `key`, one for its `members` ranks: the
+    /// first creates it and the world keeps it until every member has taken
+    /// it, so a member that finishes (and drops its handle) before another
+    /// has even started does not leave that one with a state of its own.
+    pub(crate) fn group(&self, key: &str, members: usize) -> Arc<GroupShared> {
         let mut groups = lock(&self.groups);
-        groups.retain(|_, g| g.strong_count() > 0);
-        if let Some(g) = groups.get(key).and_then(Weak::upgrade) {
-            return g;
+        let (g, taken) = groups
+            .entry(key.to_owned())
+            .or_insert_with(|| (Arc::new(GroupShared::default()), 0));
+        *taken += 1;
+        let g = Arc::clone(g);
+        if *taken >= members {
+            groups.remove(key);
         }
-        let g = Arc::new(GroupShared::default());
-        groups.insert(key.to_owned(), Arc::downgrade(&g));
         g
     }
 
@@ -205,6 +212,22 @@ mod tests {
         // other channels are unaffected; length disagreements are mismatches too
         g.record(1, 0, false, env(0, 2)).unwrap();
         assert!(g.record(1, 0, true, env(0, 3)).is_err());
+    }
+
+    #[test]
+    fn a_group_has_one_state_even_when_a_member_is_gone_before_another_comes() {
+        let w = DeviceWorld::new(3);
+        let first = w.group("g", 3);
+        let first_ptr = Arc::as_ptr(&first);
+        // the first member finishes before the others take the state
+        drop(first);
+        let second = w.group("g", 3);
+        let third = w.group("g", 3);
+        assert_eq!(Arc::as_ptr(&second), first_ptr);
+        assert!(Arc::ptr_eq(&second, &third));
+        // a later group under the same key starts afresh
+        let next = w.group("g", 3);
+        assert!(!Arc::ptr_eq(&next, &third));
     }
 
     #[test]
