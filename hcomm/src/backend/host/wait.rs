@@ -4,19 +4,22 @@
 //! and the wait, test and cancel of operations over any matching engine
 //! that implements [`Ops`].
 //!
-//! Sleeping costs the futex wake-up latency (microseconds on a quiet
-//! machine, much more on a loaded one) on every wait that is not already
-//! satisfied; spinning costs a core. A waiter spins only where the ranks
-//! sharing this host's cores (threads of this process, or processes of one
-//! job) are no more than the cores, so a spinning rank never holds the core
-//! its peer rank needs (counting only those awake was tried: a rank just
-//! woken is runnable long before it runs, and spinning then made 4 ranks on
-//! 2 cores twice as slow). It spins for at most the measured wake-up
-//! latency (beyond that, sleeping is cheaper), halved after each spin in
-//! vain and doubled back after each that paid off, so that on a machine
-//! busy with other work it soon spins almost not at all. After a
-//! microsecond of spinning it yields the core on every round, so that a
-//! runnable thread on the same core goes first.
+//! Sleeping costs the futex wake-up latency (microseconds on a quiet bare
+//! machine; tens of microseconds on a virtual machine whose idle cores the
+//! hypervisor parks, or on a loaded one) on every wait that is not already
+//! satisfied; spinning costs a core. A waiter spins for at most the measured
+//! wake-up latency (beyond that, sleeping is cheaper), halved after a spin
+//! in vain and doubled back after one that paid off, down to a quarter of
+//! it: enough for a busy machine to lose little, while two ranks that spin
+//! in vain once (one of them was descheduled) do not talk each other into
+//! sleeping for good, which on an idle virtual machine made a 4 KiB
+//! all-reduce ten times slower. Where the ranks sharing this host's cores
+//! (threads of this process, or processes of one job) are no more than the
+//! cores, a spinner yields the core on every round after a microsecond, so
+//! that a runnable thread on the same core goes first; where they are more,
+//! it yields on every round, so that the spin hands the core to the rank
+//! the waiter waits for when that rank is runnable on it (as Open MPI's
+//! `mpi_yield_when_idle` does), instead of a sleep and a wake-up per step.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
@@ -36,10 +39,11 @@ const MAX_SPIN_NS: u64 = 50_000;
 const INITIAL_WAKE_NS: u64 = 10_000;
 /// A spin that was in vain this many times in a row spins 2^-this of the
 /// wake-up latency.
-const MAX_BACKOFF: u32 = 8;
+const MAX_BACKOFF: u32 = 2;
 /// Attempts of [`lock_spinning`] before it sleeps on the lock.
 const LOCK_SPINS: u32 = 2000;
-/// Spinning yields the core on every round after this long.
+/// Spinning yields the core on every round after this long (when the ranks
+/// are no more than the cores).
 const YIELD_AFTER: Duration = Duration::from_micros(1);
 
 /// Counts `n` ranks that share this host's cores while alive.
@@ -135,7 +139,8 @@ impl Signal {
         deadline: Option<Instant>,
     ) -> MutexGuard<'a, S> {
         let seen = self.epoch.load(Ordering::Relaxed);
-        if let Some(budget) = self.spin_budget() {
+        {
+            let budget = self.spin_budget();
             drop(guard);
             let notified = self.spin(seen, budget, deadline);
             guard = lock_spinning(mutex);
@@ -170,13 +175,10 @@ impl Signal {
         guard
     }
 
-    /// How long to spin now, if at all.
-    fn spin_budget(&self) -> Option<Duration> {
-        if RANK_THREADS.load(Ordering::Relaxed) > cores() {
-            return None;
-        }
+    /// How long to spin now.
+    fn spin_budget(&self) -> Duration {
         let wake = self.wake_ns.load(Ordering::Relaxed).min(MAX_SPIN_NS);
-        Some(Duration::from_nanos(wake >> self.backoff.load(Ordering::Relaxed)))
+        Duration::from_nanos(wake >> self.backoff.load(Ordering::Relaxed))
     }
 
     /// Spins until the epoch moves past `seen` (true) or `budget` or
@@ -184,6 +186,11 @@ impl Signal {
     fn spin(&self, seen: u64, budget: Duration, deadline: Option<Instant>) -> bool {
         let start = Instant::now();
         let limit = deadline.map_or(budget, |d| budget.min(d.saturating_duration_since(start)));
+        let yield_after = if RANK_THREADS.load(Ordering::Relaxed) > cores() {
+            Duration::ZERO
+        } else {
+            YIELD_AFTER
+        };
         loop {
             for _ in 0..32 {
                 if self.epoch.load(Ordering::Acquire) != seen {
@@ -199,7 +206,7 @@ impl Signal {
                 self.backoff.store((b + 1).min(MAX_BACKOFF), Ordering::Relaxed);
                 return false;
             }
-            if spun >= YIELD_AFTER {
+            if spun >= yield_after {
                 std::thread::yield_now();
             }
         }
