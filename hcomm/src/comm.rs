@@ -185,20 +185,23 @@ impl Comm {
         }
         let forced = self.inner.algorithms.read().ok().and_then(|t| t.get(collective));
         let world = self.world();
+        let board = self.inner.backend.board().map(|_| crate::backend::host::BOARD_BYTES);
+        let chosen = || policy_for(collective, &self.topology(), world, bytes, board);
         match forced {
-            Some(a) if a.supports_world(world) => a,
+            Some(a) if a.runs(world, bytes, board) => a,
             Some(a) => {
-                let chosen = policy_for(collective, &self.topology(), world, bytes);
+                let chosen = chosen();
                 tracing::warn!(
                     collective = collective.name(),
                     forced = a.name(),
                     chosen = chosen.name(),
                     world,
-                    "forced algorithm does not support this world size; using the policy's choice"
+                    bytes,
+                    "forced algorithm cannot run this call (world size, or no board of that size); using the policy's choice"
                 );
                 chosen
             }
-            None => policy_for(collective, &self.topology(), world, bytes),
+            None => chosen(),
         }
     }
 

@@ -77,8 +77,10 @@ fn subgroups_are_created_once_and_outlive_their_parent_handle() {
 fn the_policy_choice_is_queryable_and_overridable_per_communicator() {
     hcomm::host::run_with(4, &options(), |comm| {
         assert_eq!(comm.algorithm(Collective::AllReduce, 1 << 24), Algorithm::Direct);
-        assert_eq!(comm.algorithm(Collective::AllReduce, 64), Algorithm::HalvingDoubling);
-        assert_eq!(comm.algorithm(Collective::AllGather, 64), Algorithm::RecursiveDoubling);
+        // Small calls of in-process ranks go through the board.
+        assert_eq!(comm.algorithm(Collective::AllReduce, 64), Algorithm::OneShot);
+        assert_eq!(comm.algorithm(Collective::AllGather, 64), Algorithm::OneShot);
+        assert_eq!(comm.algorithm(Collective::AllGather, 1 << 20), Algorithm::Ring);
         comm.set_algorithm(Collective::AllReduce, Some(Algorithm::ReduceBroadcast))?;
         assert_eq!(
             comm.algorithm(Collective::AllReduce, 1 << 24),

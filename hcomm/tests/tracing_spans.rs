@@ -60,7 +60,7 @@ fn spans_name_rank_peer_bytes_and_algorithm() {
     for (_, f) in &coll {
         assert_eq!(get(f, "op").as_deref(), Some("all_reduce"));
         assert_eq!(get(f, "bytes").as_deref(), Some("64"));
-        assert_eq!(get(f, "algorithm").as_deref(), Some("halving_doubling"));
+        assert_eq!(get(f, "algorithm").as_deref(), Some("one_shot"));
         assert!(get(f, "comm.rank").is_some());
     }
     let send = spans.iter().find(|(n, _)| n == "send").expect("a send span");

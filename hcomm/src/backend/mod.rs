@@ -150,6 +150,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Fails every pending and future operation of the group.
     fn abort(&self, reason: &str);
 
+    /// Memory every rank of the group reads, for the one-shot collectives
+    /// (`collective/one_shot.rs`); `None` where ranks share none.
+    fn board(&self) -> Option<host::HostBoard<'_>> {
+        None
+    }
+
     /// Whether `comm_schedule!` calls run through plans: the backend has no
     /// tags and issues each rank's calls in order (device libraries), so a
     /// schedule's statements cannot be issued one by one as they run.

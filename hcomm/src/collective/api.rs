@@ -5,7 +5,7 @@
 //! confirmation that every rank called the same collective.
 
 use super::raw::{Ctx, RawBuf, Xfer};
-use super::{digest, direct, halving_doubling, ring, schedules, tree, Algorithm, CollHeader, Collective};
+use super::{digest, direct, halving_doubling, one_shot, ring, schedules, tree, Algorithm, CollHeader, Collective};
 use crate::backend::NativeCall;
 use crate::buffer::{Buffer, BufferMut};
 use crate::comm::Comm;
@@ -81,6 +81,11 @@ impl Comm {
             ran.push(algorithm);
         }
         self.record_run(call.kind, ran);
+        if algorithm == Algorithm::OneShot {
+            // Every rank's contribution was read, and its header compared:
+            // every rank entered this collective and agreed on it.
+            return Ok(());
+        }
         self.inner.backend.confirm_collective(&header, self.timeout())
     }
 
@@ -159,6 +164,9 @@ impl Comm {
                 if algorithm == Algorithm::Direct {
                     return direct::all_reduce(c, send, recv, op);
                 }
+                if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.board()) {
+                    return one_shot::all_reduce(c, &board, send, recv, op);
+                }
                 send.copy_to(recv);
                 if c.world == 1 {
                     return Ok(());
@@ -209,7 +217,14 @@ impl Comm {
             },
         };
         // SAFETY: forwarded from the caller.
-        unsafe { self.collective(&call, |c, algorithm| schedules::all_gather(c, algorithm, send, recv)) }
+        unsafe {
+            self.collective(&call, |c, algorithm| {
+                if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.board()) {
+                    return one_shot::all_gather(c, &board, send, recv);
+                }
+                schedules::all_gather(c, algorithm, send, recv)
+            })
+        }
     }
 
     /// All-gather with per-rank counts: rank `r` passes `counts[r]` elements
@@ -338,6 +353,9 @@ impl Comm {
                 if algorithm == Algorithm::Direct {
                     return direct::reduce_scatter(c, send, recv, op);
                 }
+                if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.board()) {
+                    return one_shot::reduce_scatter(c, &board, send, recv, op);
+                }
                 if algorithm != Algorithm::RecursiveHalving {
                     return ring::reduce_scatter(c, send, recv, op);
                 }
@@ -393,12 +411,13 @@ impl Comm {
         };
         // SAFETY: forwarded from the caller.
         unsafe {
-            self.collective(&call, |c, algorithm| match algorithm {
-                Algorithm::Direct => direct::all_to_all_direct(
+            self.collective(&call, |c, algorithm| match (algorithm, self.inner.backend.board()) {
+                (Algorithm::Direct, _) => direct::all_to_all_direct(
                     c,
                     (0..w).map(|j| send.block(j, block)),
                     (0..w).map(|j| recv.block(j, block)),
                 ),
+                (Algorithm::OneShot, Some(board)) => one_shot::all_to_all(c, &board, send, recv),
                 _ => schedules::all_to_all(c, send, recv),
             })
         }
@@ -533,6 +552,9 @@ impl Comm {
             self.collective(&call, |c, algorithm| {
                 if c.world == 1 {
                     return Ok(());
+                }
+                if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.board()) {
+                    return one_shot::broadcast(c, &board, buf, root);
                 }
                 match algorithm {
                     Algorithm::ScatterAllGather => {
@@ -690,7 +712,12 @@ impl Comm {
             native: NativeCall::Barrier,
         };
         // SAFETY: a barrier touches no buffer.
-        unsafe { self.collective(&call, |c, _| direct::barrier(c)) }
+        unsafe {
+            self.collective(&call, |c, algorithm| match (algorithm, self.inner.backend.board()) {
+                (Algorithm::OneShot, Some(board)) => one_shot::barrier(c, &board),
+                _ => direct::barrier(c),
+            })
+        }
     }
 }
 

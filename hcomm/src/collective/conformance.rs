@@ -142,6 +142,7 @@ fn assert_follows(what: &str, rank: usize, ours: &[Op], theirs: &[Op], lens: &[u
 mod tests {
     use super::*;
     use crate::collective::{schedules, Algorithm, Collective};
+    use crate::element::Element;
     use crate::{Comm, CommOptions, ReduceOp, Result};
 
     /// An algorithm or a schedule run on one rank's buffers: the input
@@ -321,6 +322,132 @@ mod tests {
                         schedules::scatter_all_gather_broadcast(c, &mut o[0], root)
                     },
                 );
+            }
+        }
+    }
+
+    /// The one-shot collectives move no messages (their contributions go
+    /// through the board) and end with the bits of their schedules, which
+    /// send the same contributions and fold them in the same order: the
+    /// all-reduce runs on floats whose sum depends on that order, in place
+    /// and not, for every operator.
+    #[test]
+    fn one_shot_collectives_end_with_their_schedules_bits() {
+        for world in 1..=9 {
+            for n in [1, 7, 1000] {
+                for op in [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min] {
+                    let options = CommOptions::default()
+                        .with_timeout(std::time::Duration::from_secs(20))
+                        .with_algorithm(Collective::AllReduce, Algorithm::OneShot)
+                        .with_algorithm(Collective::AllGather, Algorithm::OneShot)
+                        .with_algorithm(Collective::ReduceScatter, Algorithm::OneShot)
+                        .with_algorithm(Collective::AllToAll, Algorithm::OneShot)
+                        .with_algorithm(Collective::Broadcast, Algorithm::OneShot);
+                    crate::host::run_with(world, &options, |comm| {
+                        let r = comm.rank();
+                        let value = |r: usize, i: usize| 1.0f32 + ((r * 7919 + i * 104_729) % 1000) as f32 * 1e-3;
+                        let input: Vec<f32> = (0..n).map(|i| value(r, i)).collect();
+                        let mut ours = vec![0f32; n];
+                        let ((), posted) = record(|| comm.all_reduce(&input, &mut ours, op).unwrap());
+                        assert!(
+                            posted.is_empty(),
+                            "world {world}: the one-shot all-reduce posted messages"
+                        );
+                        assert_eq!(comm.last_algorithms(Collective::AllReduce), [Algorithm::OneShot]);
+                        let mut in_place = input.clone();
+                        comm.all_reduce_in_place(&mut in_place, op)?;
+                        let mut theirs = vec![0f32; n];
+                        schedules::one_shot_all_reduce(comm, &input, &mut theirs, op)?;
+                        let serial: Vec<f32> = (0..n)
+                            .map(|i| (1..world).fold(value(0, i), |acc, q| f32::combine(op, acc, value(q, i))))
+                            .collect();
+                        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                        assert_eq!(bits(&ours), bits(&serial), "world {world}, {op}, rank {r}");
+                        assert_eq!(
+                            bits(&in_place),
+                            bits(&serial),
+                            "in place, world {world}, {op}, rank {r}"
+                        );
+                        assert_eq!(bits(&theirs), bits(&serial), "schedule, world {world}, {op}, rank {r}");
+
+                        let mut ours = vec![0f32; n * world];
+                        let ((), posted) = record(|| comm.all_gather(&input, &mut ours).unwrap());
+                        assert!(
+                            posted.is_empty(),
+                            "world {world}: the one-shot all-gather posted messages"
+                        );
+                        let mut theirs = vec![0f32; n * world];
+                        schedules::one_shot_all_gather(comm, &input, &mut theirs)?;
+                        let serial: Vec<f32> = (0..world).flat_map(|q| (0..n).map(move |i| value(q, i))).collect();
+                        assert_eq!(bits(&ours), bits(&serial), "all-gather, world {world}, rank {r}");
+                        assert_eq!(
+                            bits(&theirs),
+                            bits(&serial),
+                            "all-gather schedule, world {world}, rank {r}"
+                        );
+
+                        // Reduce-scatter and all-to-all over `n` per peer.
+                        let whole: Vec<f32> = (0..n * world).map(|i| value(r, i)).collect();
+                        let mut ours = vec![0f32; n];
+                        let ((), posted) = record(|| comm.reduce_scatter(&whole, &mut ours, op).unwrap());
+                        assert!(
+                            posted.is_empty(),
+                            "world {world}: the one-shot reduce-scatter posted messages"
+                        );
+                        let mut theirs = vec![0f32; n];
+                        schedules::one_shot_reduce_scatter(comm, &whole, &mut theirs, op)?;
+                        let serial: Vec<f32> = (r * n..(r + 1) * n)
+                            .map(|i| (1..world).fold(value(0, i), |acc, q| f32::combine(op, acc, value(q, i))))
+                            .collect();
+                        assert_eq!(
+                            bits(&ours),
+                            bits(&serial),
+                            "reduce-scatter, world {world}, {op}, rank {r}"
+                        );
+                        assert_eq!(
+                            bits(&theirs),
+                            bits(&serial),
+                            "reduce-scatter schedule, world {world}, rank {r}"
+                        );
+
+                        let mut ours = vec![0f32; n * world];
+                        let ((), posted) = record(|| comm.all_to_all(&whole, &mut ours).unwrap());
+                        assert!(
+                            posted.is_empty(),
+                            "world {world}: the one-shot all-to-all posted messages"
+                        );
+                        let mut theirs = vec![0f32; n * world];
+                        schedules::one_shot_all_to_all(comm, &whole, &mut theirs)?;
+                        let serial: Vec<f32> = (0..world)
+                            .flat_map(|q| (0..n).map(move |i| value(q, r * n + i)))
+                            .collect();
+                        assert_eq!(bits(&ours), bits(&serial), "all-to-all, world {world}, rank {r}");
+                        assert_eq!(
+                            bits(&theirs),
+                            bits(&serial),
+                            "all-to-all schedule, world {world}, rank {r}"
+                        );
+
+                        let root = (n + world) % world;
+                        let mut ours = input.clone();
+                        let ((), posted) = record(|| comm.broadcast(&mut ours, root).unwrap());
+                        assert!(
+                            posted.is_empty(),
+                            "world {world}: the one-shot broadcast posted messages"
+                        );
+                        let mut theirs = input.clone();
+                        schedules::one_shot_broadcast(comm, &mut theirs, root)?;
+                        let serial: Vec<f32> = (0..n).map(|i| value(root, i)).collect();
+                        assert_eq!(bits(&ours), bits(&serial), "broadcast, world {world}, rank {r}");
+                        assert_eq!(
+                            bits(&theirs),
+                            bits(&serial),
+                            "broadcast schedule, world {world}, rank {r}"
+                        );
+                        Ok(())
+                    })
+                    .unwrap();
+                }
             }
         }
     }

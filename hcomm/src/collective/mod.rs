@@ -7,6 +7,7 @@ pub(crate) mod conformance;
 mod direct;
 mod halving_doubling;
 mod nonblocking;
+mod one_shot;
 mod raw;
 mod ring;
 pub mod schedules;

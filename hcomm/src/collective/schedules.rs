@@ -104,6 +104,100 @@ comm_schedule! {
 }
 
 comm_schedule! {
+    /// One-shot all-reduce: every rank sends its whole input to every peer
+    /// and folds the world's inputs in rank order, so every rank ends with
+    /// the same bits. The collectives' one-shot all-reduce moves the same
+    /// contributions through the board of an in-process group instead of
+    /// messages, and folds them in the same order.
+    #[verify(world in 1..=16)]
+    #[postcondition(all_reduce(input -> output, op))]
+    pub fn one_shot_all_reduce(input: &[T; n], output: &mut [T; n], op: ReduceOp) {
+        let all = scratch[T; n * world];
+        copy input -> all.chunk(rank);
+        batch {
+            for s in 1..world {
+                send input to (rank + s) % world;
+                recv all.chunk((rank - s) % world) from (rank - s) % world;
+            }
+        }
+        copy all.chunk(0) -> output;
+        for j in 1..world {
+            accumulate all.chunk(j) -> output, op;
+        }
+    }
+
+    /// One-shot all-gather: every rank sends its input to every peer at
+    /// once. The collectives' one-shot all-gather moves the same blocks
+    /// through the board of an in-process group.
+    #[verify(world in 1..=16)]
+    #[postcondition(all_gather(input -> output))]
+    pub fn one_shot_all_gather(input: &[T; n], output: &mut [T; n * world]) {
+        copy input -> output.chunk(rank);
+        batch {
+            for s in 1..world {
+                send input to (rank + s) % world;
+                recv output.chunk((rank - s) % world) from (rank - s) % world;
+            }
+        }
+    }
+}
+
+comm_schedule! {
+    /// One-shot reduce-scatter: every rank sends chunk `j` of its input to
+    /// rank `j` at once, and folds the chunks it gets in rank order. The
+    /// collectives' one-shot reduce-scatter reads the same chunks from the
+    /// board of an in-process group and folds them in the same order.
+    #[verify(world in 1..=16)]
+    #[postcondition(reduce_scatter(input -> output, op))]
+    pub fn one_shot_reduce_scatter(input: &[T; n * world], output: &mut [T; n], op: ReduceOp) {
+        let all = scratch[T; n * world];
+        copy input.chunk(rank) -> all.chunk(rank);
+        batch {
+            for s in 1..world {
+                send input.chunk((rank + s) % world) to (rank + s) % world;
+                recv all.chunk((rank - s) % world) from (rank - s) % world;
+            }
+        }
+        copy all.chunk(0) -> output;
+        for j in 1..world {
+            accumulate all.chunk(j) -> output, op;
+        }
+    }
+
+    /// One-shot all-to-all: every rank sends block `j` of its input to rank
+    /// `j` at once. The collectives' one-shot all-to-all reads the same
+    /// blocks from the board of an in-process group.
+    #[verify(world in 1..=16)]
+    #[postcondition(all_to_all(input -> output))]
+    pub fn one_shot_all_to_all(input: &[T; n * world], output: &mut [T; n * world]) {
+        copy input.chunk(rank) -> output.chunk(rank);
+        batch {
+            for s in 1..world {
+                send input.chunk((rank + s) % world) to (rank + s) % world;
+                recv output.chunk((rank - s) % world) from (rank - s) % world;
+            }
+        }
+    }
+
+    /// One-shot broadcast: the root sends its buffer to every rank at once.
+    /// The collectives' one-shot broadcast has every rank read it from the
+    /// board of an in-process group.
+    #[verify(world in 1..=16, root in 0..world)]
+    #[postcondition(broadcast(buf, root = root))]
+    pub fn one_shot_broadcast(buf: &mut [T; n], root: usize) {
+        if rank == root {
+            batch {
+                for s in 1..world {
+                    send buf to (root + s) % world;
+                }
+            }
+        } else {
+            recv buf from root;
+        }
+    }
+}
+
+comm_schedule! {
     /// Ring all-reduce of `buf` in place with `op`: a reduce-scatter ring
     /// (receives combine into the block), then an all-gather ring. Checked
     /// for every operator.

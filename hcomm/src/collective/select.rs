@@ -35,11 +35,16 @@ pub enum Algorithm {
     /// The device library's own implementation (HCCL, NCCL), which picks
     /// its algorithm itself.
     Library,
+    /// Every rank puts its contribution where every peer reads it (the
+    /// host backend's board: memory its in-process ranks share) and takes
+    /// what it needs from every rank's, in rank order: one step, no
+    /// messages; small messages on in-process ranks only.
+    OneShot,
 }
 
 impl Algorithm {
     /// Every algorithm.
-    pub const ALL: [Algorithm; 12] = [
+    pub const ALL: [Algorithm; 13] = [
         Algorithm::Ring,
         Algorithm::HalvingDoubling,
         Algorithm::ReduceBroadcast,
@@ -52,6 +57,7 @@ impl Algorithm {
         Algorithm::ScatterAllGather,
         Algorithm::Dissemination,
         Algorithm::Library,
+        Algorithm::OneShot,
     ];
 
     /// The name used in `HCOMM_ALGO`, in tracing and in messages.
@@ -69,6 +75,7 @@ impl Algorithm {
             Algorithm::ScatterAllGather => "scatter_all_gather",
             Algorithm::Dissemination => "dissemination",
             Algorithm::Library => "library",
+            Algorithm::OneShot => "one_shot",
         }
     }
 
@@ -82,6 +89,7 @@ impl Algorithm {
             "rh" => Some(Algorithm::RecursiveHalving),
             "tree" | "binomial" => Some(Algorithm::BinomialTree),
             "scatter_allgather" => Some(Algorithm::ScatterAllGather),
+            "oneshot" | "one-shot" => Some(Algorithm::OneShot),
             _ => None,
         })
     }
@@ -94,14 +102,25 @@ impl Algorithm {
                 Algorithm::HalvingDoubling,
                 Algorithm::ReduceBroadcast,
                 Algorithm::Direct,
+                Algorithm::OneShot,
             ],
-            Collective::AllGather => &[Algorithm::Ring, Algorithm::RecursiveDoubling, Algorithm::Bruck],
-            Collective::ReduceScatter => &[Algorithm::Ring, Algorithm::RecursiveHalving, Algorithm::Direct],
-            Collective::AllToAll => &[Algorithm::Pairwise, Algorithm::Direct],
+            Collective::AllGather => &[
+                Algorithm::Ring,
+                Algorithm::RecursiveDoubling,
+                Algorithm::Bruck,
+                Algorithm::OneShot,
+            ],
+            Collective::ReduceScatter => &[
+                Algorithm::Ring,
+                Algorithm::RecursiveHalving,
+                Algorithm::Direct,
+                Algorithm::OneShot,
+            ],
+            Collective::AllToAll => &[Algorithm::Pairwise, Algorithm::Direct, Algorithm::OneShot],
             Collective::AllToAllV | Collective::Gather | Collective::Scatter => &[Algorithm::Direct],
-            Collective::Broadcast => &[Algorithm::BinomialTree, Algorithm::ScatterAllGather],
+            Collective::Broadcast => &[Algorithm::BinomialTree, Algorithm::ScatterAllGather, Algorithm::OneShot],
             Collective::Reduce => &[Algorithm::BinomialTree],
-            Collective::Barrier => &[Algorithm::Dissemination],
+            Collective::Barrier => &[Algorithm::Dissemination, Algorithm::OneShot],
         }
     }
 
@@ -111,6 +130,13 @@ impl Algorithm {
             Algorithm::RecursiveDoubling | Algorithm::RecursiveHalving => world.is_power_of_two(),
             _ => world >= 1,
         }
+    }
+
+    /// Whether the algorithm can run a call of `bytes` per rank on `world`
+    /// ranks whose backend has a board of `board` bytes per rank (`None`:
+    /// no board).
+    pub(crate) fn runs(self, world: usize, bytes: usize, board: Option<usize>) -> bool {
+        self.supports_world(world) && (self != Algorithm::OneShot || board.is_some_and(|b| bytes <= b))
     }
 }
 
@@ -172,11 +198,31 @@ impl AlgorithmTable {
 const SMALL_BYTES: usize = 64 << 10;
 
 /// The policy's choice for `collective` on `world` ranks with `topology` and
-/// `bytes` per rank. Every choice supports `world`.
-pub(crate) fn policy(collective: Collective, topology: &Topology, world: usize, bytes: usize) -> Algorithm {
+/// `bytes` per rank, on a backend with a board of `board` bytes per rank
+/// (`None`: none). Every choice [runs](Algorithm::runs) the call.
+pub(crate) fn policy(
+    collective: Collective,
+    topology: &Topology,
+    world: usize,
+    bytes: usize,
+    board: Option<usize>,
+) -> Algorithm {
     let small = bytes <= SMALL_BYTES;
     let ring_links = matches!(topology, Topology::Ring);
+    // A declared ring keeps ring algorithms: the program models links that
+    // the board would bypass.
+    let one_shot = world > 1 && !ring_links && board.is_some_and(|b| bytes <= b);
     match collective {
+        Collective::AllReduce
+        | Collective::AllGather
+        | Collective::ReduceScatter
+        | Collective::AllToAll
+        | Collective::Broadcast
+        | Collective::Barrier
+            if one_shot =>
+        {
+            Algorithm::OneShot
+        }
         Collective::AllReduce => {
             if ring_links {
                 Algorithm::Ring
@@ -244,14 +290,34 @@ mod tests {
 
     #[test]
     fn large_all_reduce_on_a_full_mesh_is_direct() {
-        let p = |topo, bytes| policy(Collective::AllReduce, &topo, 4, bytes);
+        let p = |topo, bytes| policy(Collective::AllReduce, &topo, 4, bytes, None);
         assert_eq!(p(Topology::FullMesh, 1 << 20), Algorithm::Direct);
         assert_eq!(p(Topology::FullMesh, 4 << 10), Algorithm::HalvingDoubling);
         assert_eq!(p(Topology::Ring, 1 << 20), Algorithm::Ring);
-        let rs = |topo, bytes| policy(Collective::ReduceScatter, &topo, 4, bytes);
+        let rs = |topo, bytes| policy(Collective::ReduceScatter, &topo, 4, bytes, None);
         assert_eq!(rs(Topology::FullMesh, 1 << 20), Algorithm::Direct);
         assert_eq!(rs(Topology::FullMesh, 4 << 10), Algorithm::RecursiveHalving);
         assert_eq!(rs(Topology::Ring, 1 << 20), Algorithm::Ring);
+    }
+
+    #[test]
+    fn small_calls_on_a_board_are_one_shot() {
+        let board = Some(64 << 10);
+        for c in [
+            Collective::AllReduce,
+            Collective::AllGather,
+            Collective::AllToAll,
+            Collective::Barrier,
+        ] {
+            assert_eq!(policy(c, &Topology::FullMesh, 4, 4 << 10, board), Algorithm::OneShot);
+            assert_ne!(policy(c, &Topology::FullMesh, 4, 4 << 10, None), Algorithm::OneShot);
+            assert_ne!(policy(c, &Topology::Ring, 4, 4 << 10, board), Algorithm::OneShot);
+            assert_ne!(policy(c, &Topology::FullMesh, 1, 4 << 10, board), Algorithm::OneShot);
+        }
+        assert_ne!(
+            policy(Collective::AllReduce, &Topology::FullMesh, 4, 1 << 20, board),
+            Algorithm::OneShot
+        );
     }
 
     #[test]
@@ -260,8 +326,10 @@ mod tests {
             for world in 1..=9 {
                 for bytes in [0, 1 << 10, 1 << 24] {
                     for topo in [Topology::FullMesh, Topology::Ring] {
-                        let a = policy(c, &topo, world, bytes);
-                        assert!(a.supports_world(world) && Algorithm::for_collective(c).contains(&a));
+                        for board in [None, Some(64 << 10)] {
+                            let a = policy(c, &topo, world, bytes, board);
+                            assert!(a.runs(world, bytes, board) && Algorithm::for_collective(c).contains(&a));
+                        }
                     }
                 }
             }

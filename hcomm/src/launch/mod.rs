@@ -1,10 +1,11 @@
 //! Choosing a backend: `HCOMM_BACKEND=host|hccl|nccl` and [`run`], so one
 //! program runs unchanged on every backend. `ranks.rs` runs ranks as
-//! threads (every backend's `run`); `device.rs` is what the HCCL and NCCL
+//! threads (every backend's `run`), bound to cores by `bind.rs`; `device.rs` is what the HCCL and NCCL
 //! entry points share. One process per rank: `env.rs` (the launcher's
 //! variables), [`store`] (the rendezvous store), `process.rs`
 //! ([`init_from_env`]).
 
+pub(crate) mod bind;
 mod device;
 pub(crate) mod env;
 pub mod hccl;

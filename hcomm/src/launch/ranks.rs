@@ -3,12 +3,14 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use super::bind::{bind_current_thread, Binding};
 use crate::error::{Error, Result};
 
 /// Runs `rank_main(rank, input)` for every input, each on a thread of its
 /// own (`hcomm-rank-{rank}`), and returns the values in rank order, or the
-/// first error in rank order (the caller may prefer a root cause). With
-/// `HCOMM_TRACE` set, the threads record into the process's trace, written
+/// first error in rank order (the caller may prefer a root cause). Each
+/// thread runs on a core of its own where `HCOMM_BIND` allows and there are
+/// enough (see `bind.rs`). With `HCOMM_TRACE` set, the threads record into the process's trace, written
 /// when they are done (see [`crate::trace`]).
 pub(crate) fn run_rank_threads<T, R>(
     inputs: impl IntoIterator<Item = T>,
@@ -20,6 +22,9 @@ where
 {
     let rank_main = &rank_main;
     let trace = crate::trace::EnvTrace::get();
+    let inputs: Vec<T> = inputs.into_iter().collect();
+    let cores = Binding::from_env()?.cores(inputs.len());
+    let cores = cores.as_deref();
     let results: Vec<Result<R>> = std::thread::scope(|s| {
         let threads: Vec<_> = inputs
             .into_iter()
@@ -27,9 +32,16 @@ where
             .map(|(rank, input)| {
                 std::thread::Builder::new()
                     .name(format!("hcomm-rank-{rank}"))
-                    .spawn_scoped(s, move || match trace {
-                        Some(t) => t.record(|| rank_main(rank, input)),
-                        None => rank_main(rank, input),
+                    .spawn_scoped(s, move || {
+                        if let Some(cores) = cores {
+                            if bind_current_thread(cores[rank]) {
+                                crate::backend::host::wait::note_own_core();
+                            }
+                        }
+                        match trace {
+                            Some(t) => t.record(|| rank_main(rank, input)),
+                            None => rank_main(rank, input),
+                        }
                     })
             })
             .collect();

@@ -16,12 +16,13 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
+use super::board::{Board, Exchange};
 use super::slab::Slab;
 use super::wait::{self, Ops, Signal};
 use super::world::HostWorld;
@@ -122,6 +123,8 @@ pub(crate) struct Fabric {
     state: Mutex<State>,
     /// What each rank waits on.
     signals: Box<[Signal]>,
+    /// The pages of the one-shot collectives, made on their first use.
+    board: OnceLock<Board>,
 }
 
 impl Fabric {
@@ -142,6 +145,7 @@ impl Fabric {
                 confirming: vec![false; size],
             }),
             signals: (0..size).map(|_| Signal::default()).collect(),
+            board: OnceLock::new(),
         });
         world.register(&fabric);
         fabric
@@ -164,6 +168,9 @@ impl Fabric {
     fn notify_all(&self) {
         for s in &*self.signals {
             s.notify();
+        }
+        if let Some(board) = self.board.get() {
+            board.wake_all();
         }
     }
 
@@ -432,6 +439,51 @@ impl Fabric {
             signal.notify();
         }
         Ok(())
+    }
+
+    /// Rank `me`'s part of a one-shot collective on the group's board (see
+    /// `board.rs`): `fill` writes its `len` bytes, `take(rank, bytes)` reads
+    /// every rank's in rank order. Ranks that called different collectives
+    /// fail every rank's collectives, as [`Fabric::enter_collective`] does.
+    pub(crate) fn board_exchange(
+        &self,
+        me: usize,
+        header: &CollHeader,
+        len: usize,
+        timeout: Duration,
+        fill: impl FnOnce(&mut [u8]),
+        take: impl FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        let board = self.board.get_or_init(|| Board::new(self.size()));
+        let failure = |peer: usize| {
+            let st = self.lock();
+            if let Some(e) = &st.coll_failure {
+                return Some(e.clone());
+            }
+            if let Some(reason) = &st.aborted {
+                return Some(Error::Aborted { reason: reason.clone() });
+            }
+            drop(st);
+            self.world.liveness.state(self.members[peer]).blocking_error(peer, || {
+                format!("it finished without calling collective #{} ({header})", header.seq)
+            })
+        };
+        let exchange = Exchange {
+            me,
+            header,
+            len,
+            timeout,
+            failure: &failure,
+        };
+        let result = board.exchange(&exchange, fill, take);
+        if let Err(e @ Error::Mismatch { .. }) = &result {
+            let mut st = self.lock();
+            if st.coll_failure.is_none() {
+                st.coll_failure = Some(e.clone());
+            }
+            self.notify_all();
+        }
+        result
     }
 
     /// Waits until every rank entered collective `header.seq` (or a later

@@ -1,6 +1,7 @@
 //! The host backend: ranks are threads of this process and a message is one
 //! `memcpy` from the sender's buffer into the receiver's.
 
+mod board;
 mod fabric;
 pub(crate) mod proc;
 pub(crate) mod slab;
@@ -10,6 +11,7 @@ mod world;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub(crate) use board::BOARD_BYTES;
 pub(crate) use fabric::Fabric;
 pub(crate) use world::HostWorld;
 
@@ -115,6 +117,36 @@ impl Backend for HostBackend {
 
     fn abort(&self, reason: &str) {
         self.fabric.abort(reason);
+    }
+
+    fn board(&self) -> Option<HostBoard<'_>> {
+        Some(HostBoard {
+            fabric: &self.fabric,
+            rank: self.rank,
+        })
+    }
+}
+
+/// A rank's handle on its group's board: memory every rank of an
+/// in-process group reads, for the one-shot collectives.
+pub(crate) struct HostBoard<'a> {
+    fabric: &'a Fabric,
+    rank: usize,
+}
+
+impl HostBoard<'_> {
+    /// One exchange of the collective `header`: `fill` writes this rank's
+    /// `len` bytes (at most [`BOARD_BYTES`]), then `take(rank, bytes)` is
+    /// called with every rank's, in rank order.
+    pub(crate) fn exchange(
+        &self,
+        header: &CollHeader,
+        len: usize,
+        timeout: Duration,
+        fill: impl FnOnce(&mut [u8]),
+        take: impl FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        self.fabric.board_exchange(self.rank, header, len, timeout, fill, take)
     }
 }
 

@@ -46,6 +46,22 @@ const LOCK_SPINS: u32 = 2000;
 /// are no more than the cores).
 const YIELD_AFTER: Duration = Duration::from_micros(1);
 
+thread_local! {
+    /// Whether this thread runs on a core no other rank runs on.
+    static OWN_CORE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Notes that the calling thread, a rank, is bound to a core of its own:
+/// its waits spin for the longest spin without yielding, since no rank it
+/// waits for can be waiting for this core.
+pub(crate) fn note_own_core() {
+    OWN_CORE.with(|c| c.set(true));
+}
+
+fn own_core() -> bool {
+    OWN_CORE.with(std::cell::Cell::get)
+}
+
 /// Counts `n` ranks that share this host's cores while alive.
 pub(crate) struct RankThreads(usize);
 
@@ -123,8 +139,8 @@ impl Default for Signal {
 impl Signal {
     /// Tells the waiters that something changed (the mutex held).
     pub(crate) fn notify(&self) {
-        self.epoch.fetch_add(1, Ordering::Release);
-        if self.asleep.load(Ordering::Relaxed) > 0 {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        if self.asleep.load(Ordering::SeqCst) > 0 {
             self.notified_at.store(now_ns(), Ordering::Relaxed);
             self.cv.notify_all();
         }
@@ -135,18 +151,35 @@ impl Signal {
     pub(crate) fn sleep<'a, S>(
         &self,
         mutex: &'a Mutex<S>,
-        mut guard: MutexGuard<'a, S>,
+        guard: MutexGuard<'a, S>,
         deadline: Option<Instant>,
     ) -> MutexGuard<'a, S> {
         let seen = self.epoch.load(Ordering::Relaxed);
-        {
-            let budget = self.spin_budget();
-            drop(guard);
-            let notified = self.spin(seen, budget, deadline);
-            guard = lock_spinning(mutex);
-            if notified || self.epoch.load(Ordering::Relaxed) != seen {
-                return guard;
-            }
+        drop(guard);
+        self.wait_from(seen, mutex, deadline)
+    }
+
+    /// The count of notifications so far: a waiter reads it before it
+    /// looks at the state it waits on, then passes it to
+    /// [`Signal::wait_from`].
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Waits until a notification after `seen` (see [`Signal::epoch`]), or
+    /// until `deadline` passes (or spuriously); returns with `mutex` held.
+    /// Notifications may come from [`Signal::notify`] (with `mutex` held)
+    /// or from [`Signal::notify_unlocked`].
+    pub(crate) fn wait_from<'a, S>(
+        &self,
+        seen: u64,
+        mutex: &'a Mutex<S>,
+        deadline: Option<Instant>,
+    ) -> MutexGuard<'a, S> {
+        let notified = self.spin(seen, self.spin_budget(), deadline);
+        let guard = lock_spinning(mutex);
+        if notified {
+            return guard;
         }
         let left = deadline.map_or(Duration::from_secs(3600), |d| {
             d.saturating_duration_since(Instant::now())
@@ -154,14 +187,22 @@ impl Signal {
         if left.is_zero() {
             return guard;
         }
-        self.asleep.fetch_add(1, Ordering::Relaxed);
+        // Counted asleep before the last look at the epoch, both sequentially
+        // consistent: a `notify_unlocked` that bumps the epoch after this
+        // look sees the count and notifies under the mutex, which this
+        // thread holds until it waits on the condition variable.
+        self.asleep.fetch_add(1, Ordering::SeqCst);
+        if self.epoch.load(Ordering::SeqCst) != seen {
+            self.asleep.fetch_sub(1, Ordering::SeqCst);
+            return guard;
+        }
         let slept_at = now_ns();
-        guard = self
+        let guard = self
             .cv
             .wait_timeout(guard, left)
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .0;
-        self.asleep.fetch_sub(1, Ordering::Relaxed);
+        self.asleep.fetch_sub(1, Ordering::SeqCst);
         if self.epoch.load(Ordering::Relaxed) == seen {
             // The deadline passed (or a spurious wake-up).
             return guard;
@@ -175,8 +216,22 @@ impl Signal {
         guard
     }
 
+    /// [`Signal::notify`] for state that waiters read without `mutex`
+    /// (atomics): takes `mutex` only to wake a waiter that is asleep.
+    pub(crate) fn notify_unlocked<S>(&self, mutex: &Mutex<S>) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        if self.asleep.load(Ordering::SeqCst) > 0 {
+            let _guard = lock(mutex);
+            self.notified_at.store(now_ns(), Ordering::Relaxed);
+            self.cv.notify_all();
+        }
+    }
+
     /// How long to spin now.
     fn spin_budget(&self) -> Duration {
+        if own_core() {
+            return Duration::from_nanos(MAX_SPIN_NS);
+        }
         let wake = self.wake_ns.load(Ordering::Relaxed).min(MAX_SPIN_NS);
         Duration::from_nanos(wake >> self.backoff.load(Ordering::Relaxed))
     }
@@ -188,6 +243,8 @@ impl Signal {
         let limit = deadline.map_or(budget, |d| budget.min(d.saturating_duration_since(start)));
         let yield_after = if RANK_THREADS.load(Ordering::Relaxed) > cores() {
             Duration::ZERO
+        } else if own_core() {
+            Duration::MAX
         } else {
             YIELD_AFTER
         };

@@ -1,0 +1,239 @@
+//! The board of an in-process group: a page per rank in memory every rank
+//! reads, through which small collectives run without a message, a lock or
+//! a matching queue (the one-shot algorithms of `collective/one_shot.rs`).
+//!
+//! A rank's `k`-th exchange copies what it contributes into its page `k % 2`
+//! with the call's header, then publishes `k` (a release store of one
+//! counter). Every rank then reads, in rank order, the page of every rank
+//! that has published `k` (an acquire load), checks that its header is the
+//! same collective, and takes from it what it needs. Nothing else is
+//! exchanged: a call costs one copy in, one read of each peer's page and
+//! one counter store, where a message costs a lock, a queue entry and a
+//! hand-over per peer.
+//!
+//! Why no page is written while it is read: a rank writes page `k % 2` only
+//! after every peer has published `k - 1`, and a peer publishes `k - 1`
+//! only after it finished reading the pages of call `k - 2`, the last that
+//! used that page. A peer that reads page `k % 2` for call `k` saw the
+//! writer publish `k`, and the writer cannot reach call `k + 2` (the next
+//! write of that page) before that peer published `k + 1`, which it does
+//! only after it finished reading. Each rank's calls are serialized by a
+//! lock of its own, so two threads of one rank cannot write one page at
+//! once. The release store of a publication and the acquire load of a
+//! reader order every copy in and out.
+//!
+//! Nothing of the caller's is lent to another thread: every byte is copied
+//! in and out within the call, so an error, a panic or a forgotten future
+//! cannot leave a peer touching the caller's buffers.
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::wait::Signal;
+use crate::backend::liveness::lock;
+use crate::collective::CollHeader;
+use crate::error::{Error, Result};
+
+/// Bytes a rank may contribute to one exchange.
+pub(crate) const BOARD_BYTES: usize = 64 << 10;
+
+/// A counter on a cache line of its own: peers spin on it.
+#[repr(align(128))]
+#[derive(Default)]
+struct Published(AtomicU64);
+
+/// One of a rank's two pages.
+struct Page {
+    header: UnsafeCell<Option<CollHeader>>,
+    len: UnsafeCell<usize>,
+    /// `BOARD_BYTES` bytes, 8-aligned for every element type.
+    data: Box<[UnsafeCell<u64>]>,
+}
+
+impl Page {
+    fn new() -> Page {
+        Page {
+            header: UnsafeCell::new(None),
+            len: UnsafeCell::new(0),
+            data: (0..BOARD_BYTES / 8).map(|_| UnsafeCell::new(0)).collect(),
+        }
+    }
+
+    fn bytes(&self) -> *mut u8 {
+        UnsafeCell::raw_get(self.data.as_ptr()).cast()
+    }
+}
+
+/// What one rank owns on the board.
+struct Side {
+    published: Published,
+    /// Serializes this rank's exchanges; the number it started.
+    calls: Mutex<u64>,
+    pages: [Page; 2],
+    /// What this rank's waits spin and sleep on.
+    signal: Signal,
+}
+
+/// The board of one group; see the module documentation.
+pub(crate) struct Board {
+    sides: Box<[Side]>,
+    /// What sleepers wait on (nothing else is guarded by it).
+    sleep: Mutex<()>,
+}
+
+// SAFETY: the pages' `UnsafeCell`s are written only by their owner rank,
+// and only while no peer reads them, and read by peers only after the
+// owner published them (the protocol of the module documentation, with
+// the owner's writes ordered before its release store and the readers'
+// reads after their acquire load); everything else is atomic or locked.
+unsafe impl Sync for Board {}
+
+/// Why a wait on a peer cannot complete, if that is known: the group
+/// aborted, its collectives failed, or the peer `rank` is gone. Called
+/// before each sleep.
+pub(crate) type Failure<'a> = &'a dyn Fn(usize) -> Option<Error>;
+
+/// One exchange: what the caller contributes and what it takes.
+pub(crate) struct Exchange<'a> {
+    pub(crate) me: usize,
+    pub(crate) header: &'a CollHeader,
+    /// Bytes this rank contributes (at most [`BOARD_BYTES`]).
+    pub(crate) len: usize,
+    pub(crate) timeout: Duration,
+    pub(crate) failure: Failure<'a>,
+}
+
+impl Board {
+    pub(crate) fn new(size: usize) -> Board {
+        Board {
+            sides: (0..size)
+                .map(|_| Side {
+                    published: Published::default(),
+                    calls: Mutex::new(0),
+                    pages: [Page::new(), Page::new()],
+                    signal: Signal::default(),
+                })
+                .collect(),
+            sleep: Mutex::new(()),
+        }
+    }
+
+    /// Wakes every rank waiting on the board (to look at a failure).
+    pub(crate) fn wake_all(&self) {
+        for side in &*self.sides {
+            side.signal.notify_unlocked(&self.sleep);
+        }
+    }
+
+    /// Runs one exchange for rank `x.me`: `fill` writes its contribution
+    /// (`x.len` bytes), then `take(rank, bytes)` is called for every rank
+    /// in rank order, this one included, with what that rank contributed.
+    pub(crate) fn exchange(
+        &self,
+        x: &Exchange<'_>,
+        fill: impl FnOnce(&mut [u8]),
+        mut take: impl FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        if x.len > BOARD_BYTES {
+            return Err(Error::precondition(format!(
+                "{}: {} bytes do not fit the board's {BOARD_BYTES}",
+                x.header, x.len
+            )));
+        }
+        let deadline = Instant::now().checked_add(x.timeout);
+        let side = &self.sides[x.me];
+        let mut calls = lock(&side.calls);
+        let k = *calls + 1;
+        let page = (k % 2) as usize;
+        // Every peer finished reading this page's last contents (call k - 2).
+        for peer in 0..self.sides.len() {
+            if peer != x.me {
+                self.wait_published(x, &calls, peer, k - 1, deadline)?;
+            }
+        }
+        let own = &side.pages[page];
+        // SAFETY: this rank's page, which no peer reads now (see above and
+        // the module documentation), and which this thread alone writes
+        // (`calls` is held); `x.len <= BOARD_BYTES`, its size.
+        unsafe {
+            fill(std::slice::from_raw_parts_mut(own.bytes(), x.len));
+            *own.header.get() = Some(*x.header);
+            *own.len.get() = x.len;
+        }
+        *calls = k;
+        side.published.0.store(k, Ordering::Release);
+        for (peer, s) in self.sides.iter().enumerate() {
+            if peer != x.me {
+                s.signal.notify_unlocked(&self.sleep);
+            }
+        }
+        for (peer, s) in self.sides.iter().enumerate() {
+            if peer != x.me {
+                self.wait_published(x, &calls, peer, k, deadline)?;
+            }
+            let theirs = &s.pages[page];
+            // SAFETY: the peer published call k (acquire load above, or this
+            // rank's own page), and cannot write this page again before this
+            // rank publishes k + 1; its header and length are read only.
+            let (header, len) = unsafe { (*theirs.header.get(), *theirs.len.get()) };
+            match header {
+                Some(h) if h.seq == x.header.seq && h.agrees(x.header) => {}
+                other => {
+                    let called = other.map_or_else(|| "nothing".to_owned(), |h| format!("#{} {h}", h.seq));
+                    return Err(Error::mismatch(format!(
+                        "collective #{}: rank {peer} called {called} while rank {} called {}",
+                        x.header.seq, x.me, x.header
+                    )));
+                }
+            }
+            // SAFETY: as above; `len <= BOARD_BYTES` as its writer checked.
+            take(peer, unsafe { std::slice::from_raw_parts(theirs.bytes(), len) });
+        }
+        Ok(())
+    }
+
+    /// Waits until `peer` published call `k` or a later one.
+    fn wait_published(
+        &self,
+        x: &Exchange<'_>,
+        _calls: &MutexGuard<'_, u64>,
+        peer: usize,
+        k: u64,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        let published = &self.sides[peer].published.0;
+        if published.load(Ordering::Acquire) >= k {
+            return Ok(());
+        }
+        let signal = &self.sides[x.me].signal;
+        let start = Instant::now();
+        loop {
+            let seen = signal.epoch();
+            if published.load(Ordering::Acquire) >= k {
+                return Ok(());
+            }
+            if let Some(e) = (x.failure)(peer) {
+                // The peer may have published and finished since the look
+                // above; what it published before finishing still counts
+                // (the failure was seen after its publication, so this load
+                // sees that publication).
+                if published.load(Ordering::Acquire) >= k {
+                    return Ok(());
+                }
+                return Err(e);
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(Error::Timeout {
+                    operation: format!("{} waiting for rank {peer} to enter it", x.header),
+                    rank: x.me,
+                    waited: now - start,
+                    limit: x.timeout,
+                });
+            }
+            drop(signal.wait_from(seen, &self.sleep, deadline));
+        }
+    }
+}

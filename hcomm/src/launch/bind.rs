@@ -1,0 +1,106 @@
+//! Where the threads of in-process ranks run: `HCOMM_BIND=core` (the
+//! default) gives each rank a core of its own when the ranks are no more
+//! than the cores this process may use (as Open MPI binds its ranks to
+//! cores by default), `HCOMM_BIND=none` leaves them to the scheduler.
+//!
+//! Binding matters because a waiting rank spins: two ranks that the
+//! scheduler puts on one core spin in turn while the peer each waits for
+//! cannot run, and a small collective then costs a sleep and a wake-up per
+//! step. A rank bound to a core of its own is never on its peer's core, so
+//! its waits spin without handing the core over (see
+//! `backend/host/wait.rs`).
+
+use crate::error::{Error, Result};
+
+/// How rank threads are placed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Binding {
+    /// One core per rank, where there are enough.
+    Core,
+    /// Wherever the scheduler puts them.
+    None,
+}
+
+impl Binding {
+    /// `HCOMM_BIND`, `core` when unset.
+    pub(crate) fn from_env() -> Result<Binding> {
+        match std::env::var("HCOMM_BIND") {
+            Err(std::env::VarError::NotPresent) => Ok(Binding::Core),
+            Ok(v) => Binding::parse(&v),
+            Err(e) => Err(Error::Config {
+                message: format!("`HCOMM_BIND` cannot be read: {e}"),
+            }),
+        }
+    }
+
+    fn parse(v: &str) -> Result<Binding> {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "core" | "" => Ok(Binding::Core),
+            "none" => Ok(Binding::None),
+            _ => Err(Error::Config {
+                message: format!("`HCOMM_BIND={v}`: expected `core` or `none`"),
+            }),
+        }
+    }
+
+    /// The cores for `ranks` rank threads, one each in rank order, or
+    /// `None` where they are not bound (by choice, or too few cores).
+    pub(crate) fn cores(self, ranks: usize) -> Option<Vec<usize>> {
+        if self == Binding::None || ranks < 2 {
+            return None;
+        }
+        let allowed = allowed_cores()?;
+        (ranks <= allowed.len()).then(|| allowed[..ranks].to_vec())
+    }
+}
+
+/// The cores this process may run on.
+fn allowed_cores() -> Option<Vec<usize>> {
+    // SAFETY: `cpu_set_t` is plain bits; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, writable `cpu_set_t` of the size passed.
+    let rc = unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &raw mut set) };
+    if rc != 0 {
+        return None;
+    }
+    let max = usize::try_from(libc::CPU_SETSIZE).unwrap_or(0);
+    // SAFETY: `set` was filled in by the kernel; `c < CPU_SETSIZE`.
+    Some((0..max).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect())
+}
+
+/// Binds the calling thread to `core`; whether it worked.
+pub(crate) fn bind_current_thread(core: usize) -> bool {
+    // SAFETY: as in `allowed_cores`.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid `cpu_set_t`; `CPU_SET` ignores cores past
+    // its size.
+    unsafe { libc::CPU_SET(core, &mut set) };
+    // SAFETY: `set` is a valid `cpu_set_t` of the size passed; pid 0 is the
+    // calling thread.
+    unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const set) == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hcomm_bind_parses_and_rejects_with_a_reason() {
+        assert_eq!(Binding::parse("core").unwrap(), Binding::Core);
+        assert_eq!(Binding::parse(" None ").unwrap(), Binding::None);
+        let e = Binding::parse("socket").unwrap_err().to_string();
+        assert!(e.contains("`HCOMM_BIND=socket`: expected `core` or `none`"), "{e}");
+    }
+
+    #[test]
+    fn binding_needs_a_core_per_rank() {
+        let cores = allowed_cores().expect("the affinity of this process");
+        assert!(!cores.is_empty());
+        assert_eq!(Binding::None.cores(2), None);
+        assert_eq!(Binding::Core.cores(1), None);
+        assert_eq!(Binding::Core.cores(cores.len() + 1), None);
+        if cores.len() >= 2 {
+            assert_eq!(Binding::Core.cores(2), Some(cores[..2].to_vec()));
+        }
+    }
+}
