@@ -142,7 +142,13 @@ fn expand(item: &Item, docs: &[syn::Attribute], lowered: &Lowered, len_bindings:
         })
         .collect::<Vec<_>>();
 
-    // Count parameters: `world` (or `world * world`) entries each.
+    // Count parameters: `world` (or `world * world`) entries each; the
+    // body reads them through `__c`.
+    let count_table = item
+        .params
+        .iter()
+        .any(|p| matches!(p.kind, ParamKind::Counts { .. }))
+        .then(|| quote!(let __c = __x.count_table();));
     let counts = item.params.iter().filter_map(|p| {
         let ParamKind::Counts { matrix } = p.kind else {
             return None;
@@ -250,7 +256,7 @@ fn expand(item: &Item, docs: &[syn::Attribute], lowered: &Lowered, len_bindings:
                 #(#scalar_ints)*
                 #(#requires)*
                 #(#counts)*
-                let __c = __x.count_table();
+                #count_table
                 #(#lengths)*
                 #(#ranges)*
                 __x.verify(&[#(#scalar_list),*])?;

@@ -30,6 +30,10 @@ pub struct Comm {
 
 pub(crate) struct Inner {
     pub(crate) backend: Arc<dyn Backend>,
+    /// The backend's rank and group size, which never change: read on every
+    /// call, so kept here instead of asked of the backend each time.
+    rank: usize,
+    world: usize,
     timeout_nanos: AtomicU64,
     algorithms: RwLock<AlgorithmTable>,
     last_algorithm: Mutex<[Option<Algorithm>; Collective::ALL.len()]>,
@@ -43,7 +47,7 @@ pub(crate) struct Inner {
     /// What the entry check of `comm_schedule!` calls shares with the
     /// group's other in-process ranks (`None` where they share no memory);
     /// made at the first call.
-    pub(crate) schedule_entries: std::sync::OnceLock<Option<Arc<dyn std::any::Any + Send + Sync>>>,
+    pub(crate) schedule_entries: std::sync::OnceLock<Option<Arc<crate::__private::GroupTable>>>,
     /// Whether `comm_schedule!` calls run their entry check (off only to
     /// measure what it costs).
     pub(crate) entry_check: std::sync::atomic::AtomicBool,
@@ -94,6 +98,8 @@ impl Comm {
         Comm {
             traffic: None,
             inner: Arc::new(Inner {
+                rank: backend.rank(),
+                world: backend.world(),
                 backend,
                 timeout_nanos: AtomicU64::new(duration_nanos(options.timeout)),
                 algorithms: RwLock::new(options.algorithms.clone()),
@@ -126,13 +132,15 @@ impl Comm {
     }
 
     /// This rank, in `0..world()`.
+    #[inline]
     pub fn rank(&self) -> usize {
-        self.inner.backend.rank()
+        self.inner.rank
     }
 
     /// The number of ranks in the group.
+    #[inline]
     pub fn world(&self) -> usize {
-        self.inner.backend.world()
+        self.inner.world
     }
 
     /// The backend's name: `host`, `hccl` or `nccl`.
@@ -146,6 +154,7 @@ impl Comm {
     }
 
     /// How long any wait on this communicator may block.
+    #[inline]
     pub fn timeout(&self) -> Duration {
         Duration::from_nanos(self.inner.timeout_nanos.load(Ordering::Relaxed))
     }

@@ -29,7 +29,7 @@
 //! not by its address).
 
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -217,19 +217,98 @@ const FAILED: u64 = 1;
 /// Calls per rank whose records are kept.
 const SLOTS: usize = 16;
 
+/// Distinct calls per rank whose details are kept for messages.
+const DETAILS: usize = 16;
+
 /// One rank's record of one call: `seq` is the call's sequence + 1 (0 while
-/// being written), `fp` its fingerprint, `detail` the call for messages.
+/// being written), `fp` its fingerprint. A cache line of its own, so that a
+/// rank writing its next record does not take the line a neighbour reads.
+#[repr(align(64))]
 struct Record {
     seq: AtomicU64,
     fp: AtomicU64,
-    detail: Mutex<Option<(u64, Arrival)>>,
 }
 
-struct GroupTable {
+/// A call a rank announced, for the message of a disagreement: its
+/// fingerprint, the sequence it was first announced at (a failure's own
+/// sequence) and the call.
+struct Detail {
+    fp: u64,
+    seq: u64,
+    arrival: Arrival,
+}
+
+/// What one rank of a group publishes.
+struct Rank {
+    /// The last [`SLOTS`] calls' records.
+    records: [Record; SLOTS],
+    /// The last [`DETAILS`] distinct calls (and failures) announced, oldest
+    /// first; a neighbour that finds a disagreement looks the call up by its
+    /// fingerprint. A rank repeating a call does not write it again.
+    details: Mutex<VecDeque<Detail>>,
+    /// The fingerprint of this rank's last announced call, which is in
+    /// `details`; only the rank itself reads and writes it.
+    described: Padded,
+}
+
+#[repr(align(64))]
+struct Padded(AtomicU64);
+
+impl Rank {
+    fn new() -> Self {
+        Rank {
+            records: std::array::from_fn(|_| Record {
+                seq: AtomicU64::new(0),
+                fp: AtomicU64::new(0),
+            }),
+            details: Mutex::new(VecDeque::new()),
+            described: Padded(AtomicU64::new(0)),
+        }
+    }
+
+    fn record(&self, seq: u64) -> &Record {
+        &self.records[seq as usize % SLOTS]
+    }
+
+    /// Keeps `call` (fingerprint `fp`, call `seq`) for messages, unless it
+    /// is the call this rank announced last.
+    fn describe(&self, fp: u64, seq: u64, call: Call<'_>) {
+        if fp != FAILED && self.described.0.load(Ordering::Relaxed) == fp {
+            return;
+        }
+        let mut details = self.details.lock().unwrap_or_else(PoisonError::into_inner);
+        // a failure's text differs from call to call: kept every time
+        if fp == FAILED || !details.iter().any(|d| d.fp == fp) {
+            if details.len() == DETAILS {
+                details.pop_front();
+            }
+            details.push_back(Detail {
+                fp,
+                seq,
+                arrival: call.to_arrival(),
+            });
+        }
+        if fp != FAILED {
+            self.described.0.store(fp, Ordering::Relaxed);
+        }
+    }
+
+    /// The note of call `seq` with fingerprint `fp`, as this rank announced
+    /// it; `None` when it is no longer kept.
+    fn note(&self, fp: u64, seq: u64) -> Option<EntryNote> {
+        let details = self.details.lock().unwrap_or_else(PoisonError::into_inner);
+        details
+            .iter()
+            .rev()
+            .find(|d| d.fp == fp && (fp != FAILED || d.seq == seq))
+            .map(|d| d.arrival.call().note(seq))
+    }
+}
+
+/// The entry records of one group's in-process ranks.
+pub(crate) struct GroupTable {
     token: Weak<dyn Any + Send + Sync>,
-    world: usize,
-    /// `SLOTS` records per rank.
-    records: Vec<Record>,
+    ranks: Vec<Rank>,
     /// Whether `failures` holds anything.
     failed: AtomicBool,
     failures: Mutex<Vec<(u64, Error)>>,
@@ -239,27 +318,22 @@ impl GroupTable {
     fn new(token: &Weak<dyn Any + Send + Sync>, world: usize) -> Self {
         GroupTable {
             token: token.clone(),
-            world,
-            records: (0..world * SLOTS)
-                .map(|_| Record {
-                    seq: AtomicU64::new(0),
-                    fp: AtomicU64::new(0),
-                    detail: Mutex::new(None),
-                })
-                .collect(),
+            ranks: (0..world).map(|_| Rank::new()).collect(),
             failed: AtomicBool::new(false),
             failures: Mutex::new(Vec::new()),
         }
     }
 
-    fn record(&self, rank: usize, seq: u64) -> &Record {
-        &self.records[rank * SLOTS + seq as usize % SLOTS]
-    }
-
+    #[inline]
     fn failure(&self, seq: u64) -> Option<Error> {
         if !self.failed.load(Ordering::Acquire) {
             return None;
         }
+        self.failure_slow(seq)
+    }
+
+    #[cold]
+    fn failure_slow(&self, seq: u64) -> Option<Error> {
         let failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
         failures.iter().find(|(s, _)| *s == seq).map(|(_, e)| e.clone())
     }
@@ -274,26 +348,25 @@ fn tables() -> &'static Tables {
 
 /// The table of `comm`'s group, kept by the communicator after its first
 /// schedule call; `None` where ranks share no memory.
+#[inline]
 fn table(comm: &Comm) -> Option<&GroupTable> {
-    comm.inner
-        .schedule_entries
-        .get_or_init(|| {
-            let token = comm.inner.backend.group_token()?;
-            let world = comm.world();
-            let mut tables = tables().lock().unwrap_or_else(PoisonError::into_inner);
-            tables.retain(|_, t| t.token.strong_count() > 0);
-            let t = tables
-                .entry(token.as_ptr().cast::<()>() as usize)
-                .or_insert_with(|| Arc::new(GroupTable::new(&token, world)));
-            if !t.token.ptr_eq(&token) || t.world != world {
-                // a group that lived at the same address before
-                *t = Arc::new(GroupTable::new(&token, world));
-            }
-            let shared: Arc<dyn Any + Send + Sync> = t.clone();
-            Some(shared)
-        })
-        .as_ref()?
-        .downcast_ref::<GroupTable>()
+    comm.inner.schedule_entries.get_or_init(|| make_table(comm)).as_deref()
+}
+
+#[cold]
+fn make_table(comm: &Comm) -> Option<Arc<GroupTable>> {
+    let token = comm.inner.backend.group_token()?;
+    let world = comm.world();
+    let mut tables = tables().lock().unwrap_or_else(PoisonError::into_inner);
+    tables.retain(|_, t| t.token.strong_count() > 0);
+    let t = tables
+        .entry(token.as_ptr().cast::<()>() as usize)
+        .or_insert_with(|| Arc::new(GroupTable::new(&token, world)));
+    if !t.token.ptr_eq(&token) || t.ranks.len() != world {
+        // a group that lived at the same address before
+        *t = Arc::new(GroupTable::new(&token, world));
+    }
+    Some(Arc::clone(t))
 }
 
 /// Announces this rank's call; `Err(Mismatch)` when it disagrees with a
@@ -347,13 +420,14 @@ fn arrive(comm: &Comm, seq: u64, arrival: Call<'_>) -> crate::Result<()> {
         return Err(e);
     }
     let fp = arrival.fingerprint();
-    let mine = t.record(rank, seq);
+    let me = &t.ranks[rank];
+    me.describe(fp, seq, arrival);
+    let mine = me.record(seq);
     mine.seq.store(0, Ordering::SeqCst);
     mine.fp.store(fp, Ordering::SeqCst);
-    *mine.detail.lock().unwrap_or_else(PoisonError::into_inner) = Some((seq, arrival.to_arrival()));
     mine.seq.store(seq + 1, Ordering::SeqCst);
     for q in [(rank + 1) % world, (rank + world - 1) % world] {
-        let theirs = t.record(q, seq);
+        let theirs = t.ranks[q].record(seq);
         if theirs.seq.load(Ordering::SeqCst) != seq + 1 {
             continue;
         }
@@ -361,10 +435,14 @@ fn arrive(comm: &Comm, seq: u64, arrival: Call<'_>) -> crate::Result<()> {
         if their_fp == fp || theirs.seq.load(Ordering::SeqCst) != seq + 1 {
             continue;
         }
-        let other = match &*theirs.detail.lock().unwrap_or_else(PoisonError::into_inner) {
-            Some((s, other)) if *s == seq => other.call().note(seq),
-            _ => continue,
-        };
+        // their calls differ from this one; the details of theirs are gone
+        // only after many other calls of theirs
+        let other = t.ranks[q].note(their_fp, seq).unwrap_or_else(|| EntryNote {
+            seq,
+            fingerprint: their_fp,
+            schedule: "another schedule call".into(),
+            call: "(its details are no longer kept)".into(),
+        });
         let e = Error::mismatch(entries::describe(q, &other, rank, &arrival.note(seq)));
         let e = {
             let mut failures = t.failures.lock().unwrap_or_else(PoisonError::into_inner);

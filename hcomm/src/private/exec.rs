@@ -3,9 +3,13 @@
 //!
 //! The schedule checker proves, for every verified world size, that regions
 //! are in bounds and that no operation touches a region an in-flight
-//! operation uses. The executor still checks both before every operation (a
-//! few comparisons), so that it is sound on its own: a wrong region is an
-//! `Err`, never undefined behaviour.
+//! operation uses. The executor still checks bounds before every operation
+//! (a few comparisons), so that a wrong region is an `Err`, never undefined
+//! behaviour. Hazards (an operation touching a region an in-flight one
+//! uses, two operations of a batch overlapping where one writes) it checks
+//! only where the checker did not prove their absence: before the call's
+//! verification ([`Exec::verify`]) succeeded, which is how a body the
+//! checker rejected runs (tests do that), never in a generated function.
 //!
 //! On the host backend every statement is issued as it runs: the backend
 //! implements the language's semantics (tagged channels, non-blocking
@@ -107,6 +111,14 @@ pub struct Exec<'a, T: Element> {
     seq: u64,
     /// Whether this rank announced its call ([`Exec::verify`]).
     entered: Cell<bool>,
+    /// Whether the checker proved this call free of hazards: its world size
+    /// and scalars passed verification ([`Exec::verify`]).
+    proven: Cell<bool>,
+    /// The operations of the current `batch`, where they are kept
+    /// ([`Batch`]), and to post, on their checked views (kept here, not in
+    /// the [`Batch`], so that starting a batch moves nothing).
+    batch_ops: SmallVec<[RecOp; 8]>,
+    batch_xfer: Xfer<'a>,
     _buffers: PhantomData<&'a mut [T]>,
 }
 
@@ -140,6 +152,9 @@ impl<'a, T: Element> Exec<'a, T> {
             counts: None,
             seq: comm.next_schedule_call(),
             entered: Cell::new(false),
+            proven: Cell::new(false),
+            batch_ops: SmallVec::new(),
+            batch_xfer: Xfer::p2p(comm),
             _buffers: PhantomData,
         };
         let mut out = body(&mut exec);
@@ -325,17 +340,20 @@ impl<'a, T: Element> Exec<'a, T> {
         drop(lens);
         self.entered.set(true);
         let world = self.world();
-        if self.schedule.verify_set_contains(world) {
-            return Ok(());
+        if !self.schedule.verify_set_contains(world) {
+            let span = tracing::debug_span!("verify", schedule = self.schedule.name.as_str(), world);
+            let _e = span.enter();
+            verify_cache(self.schedule)
+                .check(self.schedule, world, scalars)
+                .map_err(|message| Error::Schedule {
+                    schedule: self.schedule.name.clone(),
+                    message,
+                })?;
         }
-        let span = tracing::debug_span!("verify", schedule = self.schedule.name.as_str(), world);
-        let _e = span.enter();
-        verify_cache(self.schedule)
-            .check(self.schedule, world, scalars)
-            .map_err(|message| Error::Schedule {
-                schedule: self.schedule.name.clone(),
-                message,
-            })
+        // the checker ran on this world size and these scalars (at compile
+        // time for the verify set): no hazard is left to check
+        self.proven.set(true);
+        Ok(())
     }
 
     /// Registers a read-only buffer (a slice, or a device buffer of the
@@ -380,7 +398,30 @@ impl<'a, T: Element> Exec<'a, T> {
         Ok(self.slots.len() - 1)
     }
 
+    #[inline]
     pub(super) fn view(&self, r: Region, write: bool) -> Result<RawBuf<T>> {
+        if let Some(slot) = self.slots.get(r.buf) {
+            // `0 <= start <= end <= len`, writable where written, host memory
+            if r.start >= 0
+                && r.start <= r.end
+                && r.end as u64 <= slot.len as u64
+                && (slot.writable || !write)
+                && slot.memory == Memory::Host
+            {
+                return Ok(RawBuf {
+                    ptr: slot.ptr.wrapping_add(r.start as usize),
+                    len: (r.end - r.start) as usize,
+                });
+            }
+        }
+        self.view_checked(r, write)
+    }
+
+    /// [`Exec::view`] of a region that is out of bounds, of a read-only
+    /// buffer written, or not in host memory.
+    #[cold]
+    #[inline(never)]
+    fn view_checked(&self, r: Region, write: bool) -> Result<RawBuf<T>> {
         let slot = self
             .slots
             .get(r.buf)
@@ -409,7 +450,19 @@ impl<'a, T: Element> Exec<'a, T> {
         })
     }
 
+    /// `Err` when `r` (written where `writes`) touches a region an
+    /// in-flight operation writes, or one it reads where `r` is written;
+    /// nothing to check in a call the checker proved free of hazards.
+    #[inline]
     fn hazard(&self, r: Region, writes: bool, what: &str) -> Result<()> {
+        if self.inflight.is_empty() || self.proven.get() {
+            return Ok(());
+        }
+        self.hazard_inflight(r, writes, what)
+    }
+
+    #[inline(never)]
+    fn hazard_inflight(&self, r: Region, writes: bool, what: &str) -> Result<()> {
         for f in &self.inflight {
             if f.region.overlaps(&r) && (writes || f.writes) {
                 return Err(Error::precondition(format!(
@@ -420,11 +473,12 @@ impl<'a, T: Element> Exec<'a, T> {
         Ok(())
     }
 
+    #[inline]
     pub(super) fn peer(peer: i64, group: &Comm) -> Result<usize> {
-        usize::try_from(peer)
-            .ok()
-            .filter(|&p| p < group.world())
-            .ok_or_else(|| Error::precondition(format!("rank out of range: {peer} with world = {}", group.world())))
+        match usize::try_from(peer) {
+            Ok(p) if p < group.world() => Ok(p),
+            _ => Err(peer_out_of_range(peer, group.world())),
+        }
     }
 
     /// The peer of a blocking `send` (`what == "send"`) or `recv`. To self,
@@ -554,11 +608,16 @@ impl<'a, T: Element> Exec<'a, T> {
     }
 
     /// Starts a batch; see [`Batch`].
+    #[inline]
     pub fn batch(&mut self) -> Batch<'_, 'a, T> {
+        if !self.batch_xfer.is_empty() || !self.batch_ops.is_empty() {
+            // what a batch that failed half-way left
+            self.batch_xfer = Xfer::p2p(self.comm);
+            self.batch_ops.clear();
+        }
         Batch {
+            keep: self.record.is_some() || !self.proven.get(),
             exec: self,
-            ops: SmallVec::new(),
-            views: SmallVec::new(),
         }
     }
 
@@ -936,6 +995,11 @@ fn add_op<T: Element>(x: &mut Xfer<'_>, op: &RecOp, v: RawBuf<T>) {
     }
 }
 
+#[cold]
+fn peer_out_of_range(peer: i64, world: usize) -> Error {
+    Error::precondition(format!("rank out of range: {peer} with world = {world}"))
+}
+
 /// A count the executor computed (never negative) as a length.
 fn int_len(v: i64) -> usize {
     usize::try_from(v).unwrap_or(usize::MAX)
@@ -952,54 +1016,68 @@ fn same_len(a: usize, b: usize, what: &str) -> Result<()> {
 /// The operations of one `batch { .. }`: posted together by [`Batch::finish`].
 pub struct Batch<'x, 'a, T: Element> {
     exec: &'x mut Exec<'a, T>,
-    ops: SmallVec<[RecOp; 8]>,
-    /// The checked view of each operation's region.
-    views: SmallVec<[RawBuf<T>; 8]>,
+    /// Whether the operations are kept: to record them for a plan, or to
+    /// check them for hazards where the checker did not prove their absence.
+    keep: bool,
 }
 
 impl<T: Element> Batch<'_, '_, T> {
     /// Adds a send (to self is fine in a batch).
+    #[inline]
     pub fn send(&mut self, r: Region, peer: i64, tag: i64) -> Result<()> {
         let p = Exec::<T>::peer(peer, self.exec.comm)?;
-        self.views.push(self.exec.view(r, false)?);
-        self.ops.push(RecOp::send(r, p, tag));
+        let v = self.exec.view(r, false)?;
+        if self.keep {
+            self.exec.batch_ops.push(RecOp::send(r, p, tag));
+        }
+        if self.exec.record.is_none() {
+            self.exec.batch_xfer.send(v, p, tag);
+        }
         Ok(())
     }
 
     /// Adds a receive, optionally combining with `reduce`.
+    #[inline]
     pub fn recv(&mut self, r: Region, peer: i64, tag: i64, reduce: Option<ReduceOp>) -> Result<()> {
         let p = Exec::<T>::peer(peer, self.exec.comm)?;
-        self.views.push(self.exec.view(r, true)?);
-        self.ops.push(RecOp::recv(r, p, tag, reduce));
+        let v = self.exec.view(r, true)?;
+        if self.keep {
+            self.exec.batch_ops.push(RecOp::recv(r, p, tag, reduce));
+        }
+        if self.exec.record.is_none() {
+            self.exec.batch_xfer.recv_with(v, p, tag, reduce);
+        }
         Ok(())
     }
 
     /// Posts every operation and waits for all of them.
     pub fn finish(self) -> Result<()> {
         let exec = self.exec;
-        for (i, op) in self.ops.iter().enumerate() {
-            exec.hazard(op.region, !op.send, "a `batch` operation")?;
-            for other in &self.ops[..i] {
-                if op.region.overlaps(&other.region) && (!op.send || !other.send) {
-                    return Err(Error::precondition(
-                        "buffer hazard: two operations of one `batch` overlap and one writes",
-                    ));
+        if self.keep {
+            let ops = &exec.batch_ops;
+            for (i, op) in ops.iter().enumerate() {
+                exec.hazard(op.region, !op.send, "a `batch` operation")?;
+                for other in &ops[..i] {
+                    if op.region.overlaps(&other.region) && (!op.send || !other.send) {
+                        return Err(Error::precondition(
+                            "buffer hazard: two operations of one `batch` overlap and one writes",
+                        ));
+                    }
                 }
             }
         }
         if let Some(record) = &mut exec.record {
-            record.push(Rec::Batch(self.ops.into_vec()));
+            record.push(Rec::Batch(exec.batch_ops.to_vec()));
+            exec.batch_ops.clear();
             return Ok(());
         }
-        let mut x = Xfer::p2p(exec.comm);
-        for (op, &v) in self.ops.iter().zip(&self.views) {
-            add_op(&mut x, op, v);
-        }
+        exec.batch_ops.clear();
         // SAFETY: every view is of a region checked in bounds of a buffer
         // borrowed for `'a` (the batch borrows the executor, so no buffer is
         // registered or released meanwhile); receives are disjoint from
         // every other region of the batch and from in-flight operations
-        // (checked above).
-        unsafe { x.run("batch") }
+        // (checked above, or proven by the checker for this world size and
+        // these scalars).
+        unsafe { exec.batch_xfer.run("batch") }
     }
 }

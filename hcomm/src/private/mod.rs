@@ -12,6 +12,7 @@ mod exec;
 mod replay;
 
 pub use counts::{CountLine, Counts};
+pub(crate) use entry::GroupTable;
 pub use exec::{Batch, Exec, Group, Handle, Region};
 pub use hcomm_schedule;
 
@@ -21,6 +22,7 @@ use hcomm_schedule::eval::{self as rules, EvalError};
 use hcomm_schedule::ir::{BinOp, Func};
 
 /// The one mapping from the language's evaluation errors to [`Error`].
+#[cold]
 fn evaluation(what: std::fmt::Arguments<'_>, e: EvalError) -> Error {
     Error::Evaluation {
         message: format!("`{what}`: {e}"),
@@ -128,23 +130,35 @@ pub fn region(buf: usize, start: i64, end: i64) -> Region {
 /// Part `index` of `parts` equal parts of `r`.
 #[inline]
 pub fn chunk(r: Region, index: i64, parts: i64) -> Result<Region> {
-    let len = sub(r.end, r.start)?;
+    if let Some(len) = r.end.checked_sub(r.start) {
+        if parts > 0 && len % parts == 0 && (0..parts).contains(&index) {
+            // `index * size` and `(index + 1) * size` lie in `0..=len`
+            let size = len / parts;
+            return Ok(Region {
+                buf: r.buf,
+                start: r.start + index * size,
+                end: r.start + (index + 1) * size,
+            });
+        }
+    }
+    Err(chunk_error(r, index, parts))
+}
+
+/// Why [`chunk`] has no part `index` of `parts` of `r`.
+#[cold]
+fn chunk_error(r: Region, index: i64, parts: i64) -> Error {
+    let len = match sub(r.end, r.start) {
+        Ok(len) => len,
+        Err(e) => return e,
+    };
     if parts <= 0 || len % parts != 0 {
-        return Err(Error::Evaluation {
+        return Error::Evaluation {
             message: format!("uneven chunk: a region of {len} elements does not split into {parts} equal parts"),
-        });
+        };
     }
-    if !(0..parts).contains(&index) {
-        return Err(Error::Evaluation {
-            message: format!("region out of bounds: chunk {index} of {parts}"),
-        });
+    Error::Evaluation {
+        message: format!("region out of bounds: chunk {index} of {parts}"),
     }
-    let size = len / parts;
-    Ok(Region {
-        buf: r.buf,
-        start: r.start + index * size,
-        end: r.start + (index + 1) * size,
-    })
 }
 
 /// Type check of a buffer argument at the user's span.
