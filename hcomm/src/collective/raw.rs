@@ -135,6 +135,7 @@ pub(crate) struct Xfer<'c> {
 
 impl<'c> Xfer<'c> {
     /// A step of the collective `header`.
+    #[inline]
     pub(crate) fn coll(comm: &'c Comm, header: &CollHeader) -> Self {
         Xfer {
             comm,
@@ -145,6 +146,7 @@ impl<'c> Xfer<'c> {
     }
 
     /// A group of user point-to-point operations.
+    #[inline]
     pub(crate) fn p2p(comm: &'c Comm) -> Self {
         if let Some(header) = &comm.traffic {
             return Xfer::coll(comm, header);
@@ -161,6 +163,7 @@ impl<'c> Xfer<'c> {
         &self.ops
     }
 
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }

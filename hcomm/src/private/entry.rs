@@ -399,6 +399,7 @@ pub(super) fn fail_before_entry(comm: &Comm, schedule: &'static Schedule, seq: u
 }
 
 /// The disagreement found for call `seq`, if any.
+#[inline]
 pub(super) fn disagreement(comm: &Comm, seq: u64) -> Option<Error> {
     match table(comm) {
         Some(t) => t.failure(seq),
@@ -426,7 +427,9 @@ fn arrive(comm: &Comm, seq: u64, arrival: Call<'_>) -> crate::Result<()> {
     mine.seq.store(0, Ordering::SeqCst);
     mine.fp.store(fp, Ordering::SeqCst);
     mine.seq.store(seq + 1, Ordering::SeqCst);
-    for q in [(rank + 1) % world, (rank + world - 1) % world] {
+    // of two ranks, the one neighbour is both
+    let neighbours = [(rank + 1) % world, (rank + world - 1) % world];
+    for &q in &neighbours[..if world == 2 { 1 } else { 2 }] {
         let theirs = t.ranks[q].record(seq);
         if theirs.seq.load(Ordering::SeqCst) != seq + 1 {
             continue;
@@ -435,29 +438,39 @@ fn arrive(comm: &Comm, seq: u64, arrival: Call<'_>) -> crate::Result<()> {
         if their_fp == fp || theirs.seq.load(Ordering::SeqCst) != seq + 1 {
             continue;
         }
-        // their calls differ from this one; the details of theirs are gone
-        // only after many other calls of theirs
-        let other = t.ranks[q].note(their_fp, seq).unwrap_or_else(|| EntryNote {
-            seq,
-            fingerprint: their_fp,
-            schedule: "another schedule call".into(),
-            call: "(its details are no longer kept)".into(),
-        });
-        let e = Error::mismatch(entries::describe(q, &other, rank, &arrival.note(seq)));
-        let e = {
-            let mut failures = t.failures.lock().unwrap_or_else(PoisonError::into_inner);
-            // the first disagreement found for a call is the one every rank reports
-            if let Some((_, first)) = failures.iter().find(|(s, _)| *s == seq) {
-                first.clone()
-            } else {
-                failures.push((seq, e.clone()));
-                t.failed.store(true, Ordering::Release);
-                e
-            }
-        };
-        // ranks inside the call stop waiting; their error becomes `e`
-        comm.inner.backend.abort(&e.to_string());
-        return Err(e);
+        return Err(disagree(comm, t, seq, (q, their_fp), arrival));
     }
     Ok(())
+}
+
+/// The disagreement of this rank's call `arrival` with neighbour `q`'s,
+/// whose fingerprint is `their_fp`: recorded for the group (the first one
+/// found for a call is the one every rank reports), and the communicator
+/// aborted with it.
+#[cold]
+#[inline(never)]
+fn disagree(comm: &Comm, t: &GroupTable, seq: u64, (q, their_fp): (usize, u64), arrival: Call<'_>) -> Error {
+    let rank = comm.rank();
+    // their calls differ from this one; the details of theirs are gone
+    // only after many other calls of theirs
+    let other = t.ranks[q].note(their_fp, seq).unwrap_or_else(|| EntryNote {
+        seq,
+        fingerprint: their_fp,
+        schedule: "another schedule call".into(),
+        call: "(its details are no longer kept)".into(),
+    });
+    let e = Error::mismatch(entries::describe(q, &other, rank, &arrival.note(seq)));
+    let e = {
+        let mut failures = t.failures.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, first)) = failures.iter().find(|(s, _)| *s == seq) {
+            first.clone()
+        } else {
+            failures.push((seq, e.clone()));
+            t.failed.store(true, Ordering::Release);
+            e
+        }
+    };
+    // ranks inside the call stop waiting; their error becomes `e`
+    comm.inner.backend.abort(&e.to_string());
+    e
 }

@@ -177,10 +177,16 @@ impl<'a, T: Element> Exec<'a, T> {
     /// failed before announcing its call tells the others, and the result of
     /// a call whose ranks disagreed (known here) is that disagreement, even
     /// where this rank's operations completed.
+    #[inline]
     fn settle(&self, out: Result<()>) -> Result<()> {
         let Err(e) = out else {
             return entry::disagreement(self.comm, self.seq).map_or(Ok(()), Err);
         };
+        self.settle_failure(e)
+    }
+
+    #[cold]
+    fn settle_failure(&self, e: Error) -> Result<()> {
         if !self.entered.get() {
             entry::fail_before_entry(self.comm, self.schedule, self.seq, &e);
             return Err(e);
@@ -266,12 +272,21 @@ impl<'a, T: Element> Exec<'a, T> {
         constant: i64,
         var: &'static str,
     ) -> Result<i64> {
-        let actual_i = int(actual)?;
-        let fits = coef != 0 && (actual_i - constant) % coef == 0 && (actual_i - constant) / coef >= 1;
-        if fits {
-            let value = (actual_i - constant) / coef;
-            self.lens.borrow_mut().push(value);
-            return Ok(value);
+        if let Ok(actual_i) = i64::try_from(actual) {
+            if coef != 0 && (actual_i - constant) % coef == 0 && (actual_i - constant) / coef >= 1 {
+                let value = (actual_i - constant) / coef;
+                self.lens.borrow_mut().push(value);
+                return Ok(value);
+            }
+        }
+        Err(Self::unsolved_len(buffer, actual, coef, constant, var))
+    }
+
+    /// Why [`Exec::solve_len`] has no solution.
+    #[cold]
+    fn unsolved_len(buffer: &'static str, actual: usize, coef: i64, constant: i64, var: &'static str) -> Error {
+        if let Err(e) = int(actual) {
+            return e;
         }
         let shape = match (coef, constant) {
             (1, 0) => var.to_owned(),
@@ -279,11 +294,7 @@ impl<'a, T: Element> Exec<'a, T> {
             (1, k) => format!("{var} + {k}"),
             (c, k) => format!("{c} * {var} + {k}"),
         };
-        Err(Error::buffer_length(
-            buffer,
-            actual,
-            format_args!("`{shape}` with `{var}` >= 1"),
-        ))
+        Error::buffer_length(buffer, actual, format_args!("`{shape}` with `{var}` >= 1"))
     }
 
     /// Registers the count parameter `name`: `world` entries, or `world *
@@ -307,11 +318,19 @@ impl<'a, T: Element> Exec<'a, T> {
     }
 
     /// `Err(BufferLength)` unless `actual == expected`.
+    #[inline]
     pub fn check_len(&self, buffer: &'static str, actual: usize, expected: i64) -> Result<()> {
-        if int(actual)? == expected {
-            Ok(())
-        } else {
-            Err(Error::buffer_length(buffer, actual, expected))
+        if i64::try_from(actual).is_ok_and(|a| a == expected) {
+            return Ok(());
+        }
+        Err(Self::wrong_len(buffer, actual, expected))
+    }
+
+    #[cold]
+    fn wrong_len(buffer: &'static str, actual: usize, expected: i64) -> Error {
+        match int(actual) {
+            Err(e) => e,
+            Ok(_) => Error::buffer_length(buffer, actual, expected),
         }
     }
 
@@ -943,10 +962,15 @@ impl<'a, T: Element> Exec<'a, T> {
         }
     }
 
+    #[inline]
     fn cancel_inflight(&mut self) {
-        if self.inflight.is_empty() {
-            return;
+        if !self.inflight.is_empty() {
+            self.cancel_inflight_now();
         }
+    }
+
+    #[cold]
+    fn cancel_inflight_now(&mut self) {
         let ids: SmallVec<[OpId; 8]> = self.inflight.drain(..).filter_map(|f| f.id).collect();
         if !ids.is_empty() {
             self.comm.cancel_ids(&ids);
@@ -1005,12 +1029,18 @@ fn int_len(v: i64) -> usize {
     usize::try_from(v).unwrap_or(usize::MAX)
 }
 
+#[inline]
 fn same_len(a: usize, b: usize, what: &str) -> Result<()> {
     if a == b {
         Ok(())
     } else {
-        Err(Error::buffer_length(what, b, a))
+        Err(different_len(a, b, what))
     }
+}
+
+#[cold]
+fn different_len(a: usize, b: usize, what: &str) -> Error {
+    Error::buffer_length(what, b, a)
 }
 
 /// The operations of one `batch { .. }`: posted together by [`Batch::finish`].
