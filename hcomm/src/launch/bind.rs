@@ -1,7 +1,9 @@
 //! Where the threads of in-process ranks run: `HCOMM_BIND=core` (the
-//! default) gives each rank a core of its own when the ranks are no more
-//! than the cores this process may use (as Open MPI binds its ranks to
-//! cores by default), `HCOMM_BIND=none` leaves them to the scheduler.
+//! default) gives each rank a core of its own when the ranks (of every
+//! in-process world running at once) are no more than the cores this
+//! process may use, as Open MPI binds its ranks to cores by default; a
+//! world started while others run takes the cores after theirs.
+//! `HCOMM_BIND=none` leaves them to the scheduler.
 //!
 //! Binding matters because a waiting rank spins: two ranks that the
 //! scheduler puts on one core spin in turn while the peer each waits for
@@ -43,14 +45,16 @@ impl Binding {
         }
     }
 
-    /// The cores for `ranks` rank threads, one each in rank order, or
-    /// `None` where they are not bound (by choice, or too few cores).
-    pub(crate) fn cores(self, ranks: usize) -> Option<Vec<usize>> {
+    /// The cores for `ranks` rank threads, one each in rank order, when
+    /// `others` rank threads of this process run already (on the first
+    /// `others` cores, if they are bound), or `None` where they are not
+    /// bound (by choice, or too few cores for all).
+    pub(crate) fn cores(self, ranks: usize, others: usize) -> Option<Vec<usize>> {
         if self == Binding::None || ranks < 2 {
             return None;
         }
         let allowed = allowed_cores()?;
-        (ranks <= allowed.len()).then(|| allowed[..ranks].to_vec())
+        (others + ranks <= allowed.len()).then(|| allowed[others..others + ranks].to_vec())
     }
 }
 
@@ -96,11 +100,15 @@ mod tests {
     fn binding_needs_a_core_per_rank() {
         let cores = allowed_cores().expect("the affinity of this process");
         assert!(!cores.is_empty());
-        assert_eq!(Binding::None.cores(2), None);
-        assert_eq!(Binding::Core.cores(1), None);
-        assert_eq!(Binding::Core.cores(cores.len() + 1), None);
+        assert_eq!(Binding::None.cores(2, 0), None);
+        assert_eq!(Binding::Core.cores(1, 0), None);
+        assert_eq!(Binding::Core.cores(cores.len() + 1, 0), None);
+        assert_eq!(Binding::Core.cores(2, cores.len() - 1), None);
         if cores.len() >= 2 {
-            assert_eq!(Binding::Core.cores(2), Some(cores[..2].to_vec()));
+            assert_eq!(Binding::Core.cores(2, 0), Some(cores[..2].to_vec()));
+        }
+        if cores.len() >= 3 {
+            assert_eq!(Binding::Core.cores(2, 1), Some(cores[1..3].to_vec()));
         }
     }
 }

@@ -23,7 +23,10 @@ where
     let rank_main = &rank_main;
     let trace = crate::trace::EnvTrace::get();
     let inputs: Vec<T> = inputs.into_iter().collect();
-    let cores = Binding::from_env()?.cores(inputs.len());
+    // Rank threads of other worlds of this process (those of this one are
+    // counted already, where it is a host world) keep the first cores.
+    let others = crate::backend::host::wait::rank_threads().saturating_sub(inputs.len());
+    let cores = Binding::from_env()?.cores(inputs.len(), others);
     let cores = cores.as_deref();
     let results: Vec<Result<R>> = std::thread::scope(|s| {
         let threads: Vec<_> = inputs

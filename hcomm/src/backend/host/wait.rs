@@ -62,6 +62,11 @@ fn own_core() -> bool {
     OWN_CORE.with(std::cell::Cell::get)
 }
 
+/// The ranks sharing this host's cores, as this process knows them.
+pub(crate) fn rank_threads() -> usize {
+    RANK_THREADS.load(Ordering::Relaxed)
+}
+
 /// Counts `n` ranks that share this host's cores while alive.
 pub(crate) struct RankThreads(usize);
 
