@@ -16,30 +16,78 @@ use crate::backend::host::HostBoard;
 use crate::element::{Element, ReduceOp};
 use crate::error::Result;
 
-/// The contribution `bytes` of a rank, as `len` elements.
+/// One exchange on the board: this rank contributes `mine` (its `len`
+/// elements, where it contributes), then `take(rank, theirs)` gets every
+/// rank's contribution of `len` elements, in rank order, this rank's
+/// included (as copied onto the board).
 ///
 /// # Safety
 ///
-/// `bytes` 8-aligned (as board pages are) and of `len * size_of::<T>()`
-/// bytes, valid for the returned view's use.
-unsafe fn view<T>(bytes: &[u8], len: usize) -> RawBuf<T> {
-    debug_assert_eq!(bytes.len(), len * size_of::<T>());
-    RawBuf {
-        ptr: bytes.as_ptr().cast::<T>().cast_mut(),
-        len,
-    }
+/// `mine` valid until this returns; every rank that contributes passes the
+/// same `len` (the collective's header, which the board compares, fixes it).
+unsafe fn exchange<T: Element>(
+    c: &Ctx<'_>,
+    board: &HostBoard<'_>,
+    mine: Option<RawBuf<T>>,
+    len: usize,
+    mut take: impl FnMut(usize, RawBuf<T>),
+) -> Result<()> {
+    let bytes = mine.map_or(0, |m| m.len * size_of::<T>());
+    board.exchange(
+        &c.header,
+        bytes,
+        c.comm.timeout(),
+        |page| {
+            if let Some(m) = mine {
+                // SAFETY: `m` is valid for its length, the page is as long
+                // and a different allocation (the board's).
+                unsafe { std::ptr::copy_nonoverlapping(m.ptr.cast::<u8>(), page.as_mut_ptr(), page.len()) };
+            }
+        },
+        |rank, page| {
+            if page.len() == len * size_of::<T>() {
+                // Board pages are 8-aligned, as every element type needs.
+                take(
+                    rank,
+                    RawBuf {
+                        ptr: page.as_ptr().cast::<T>().cast_mut(),
+                        len,
+                    },
+                );
+            }
+        },
+    )
 }
 
-/// Copies `src` into a board page.
+/// `recv` = part `start..start + recv.len` of every rank's `send`, folded
+/// in rank order (`x0 op x1 op ...`).
 ///
 /// # Safety
 ///
-/// `src` valid; `page` of `src.len * size_of::<T>()` bytes.
-unsafe fn fill<T>(page: &mut [u8], src: RawBuf<T>) {
-    debug_assert_eq!(page.len(), src.len * size_of::<T>());
-    // SAFETY: `src` is valid for its length, `page` is as long and a
-    // different allocation (the board's).
-    unsafe { std::ptr::copy_nonoverlapping(src.ptr.cast::<u8>(), page.as_mut_ptr(), page.len()) };
+/// `send` valid, the part in bounds; `recv` valid and writable (equal to or
+/// disjoint from `send`) until this returns.
+unsafe fn fold<T: Element>(
+    c: &Ctx<'_>,
+    board: &HostBoard<'_>,
+    send: RawBuf<T>,
+    start: usize,
+    recv: RawBuf<T>,
+    op: ReduceOp,
+) -> Result<()> {
+    // SAFETY: `send` is valid; every rank passes the same length.
+    unsafe {
+        exchange(c, board, Some(send), send.len, |rank, theirs| {
+            let theirs = theirs.sub(start, recv.len);
+            // SAFETY: a board page (not `recv`) holding the part; `recv` is
+            // valid and writable. `send` was copied onto the board before
+            // any write to `recv`, so an in-place call folds its own input.
+            if rank == 0 {
+                theirs.copy_to(recv);
+            } else {
+                theirs.reduce_into(recv, op);
+            }
+        })
+    }
 }
 
 /// `recv = send_0 op send_1 op ... op send_{world-1}` on every rank.
@@ -55,52 +103,8 @@ pub(super) unsafe fn all_reduce<T: Element>(
     recv: RawBuf<T>,
     op: ReduceOp,
 ) -> Result<()> {
-    let n = send.len;
-    board.exchange(
-        &c.header,
-        n * size_of::<T>(),
-        c.comm.timeout(),
-        // SAFETY: `send` is valid; the page has its size.
-        |page| unsafe { fill(page, send) },
-        |rank, bytes| {
-            // SAFETY: a board page holding `n` elements; `recv` is valid,
-            // writable and not the page. `send` was copied out before any
-            // write to `recv`, so an in-place call reads its own input.
-            unsafe {
-                let theirs = view::<T>(bytes, n);
-                if rank == 0 {
-                    theirs.copy_to(recv);
-                } else {
-                    theirs.reduce_into(recv, op);
-                }
-            }
-        },
-    )
-}
-
-/// Block `r` of `recv` = rank `r`'s `send`, on every rank.
-///
-/// # Safety
-///
-/// `send` valid; `recv` valid, writable, disjoint from `send`, of length
-/// `send.len * world`, until this returns.
-pub(super) unsafe fn all_gather<T: Element>(
-    c: &Ctx<'_>,
-    board: &HostBoard<'_>,
-    send: RawBuf<T>,
-    recv: RawBuf<T>,
-) -> Result<()> {
-    let n = send.len;
-    board.exchange(
-        &c.header,
-        n * size_of::<T>(),
-        c.comm.timeout(),
-        // SAFETY: `send` is valid; the page has its size.
-        |page| unsafe { fill(page, send) },
-        // SAFETY: a board page holding `n` elements; block `rank` of `recv`
-        // is in bounds, writable and not the page.
-        |rank, bytes| unsafe { view::<T>(bytes, n).copy_to(recv.block(rank, n)) },
-    )
+    // SAFETY: forwarded from the caller; the part is the whole of `send`.
+    unsafe { fold(c, board, send, 0, recv, op) }
 }
 
 /// Rank `r` ends with chunk `r` of every rank's `send` folded in rank order.
@@ -116,26 +120,30 @@ pub(super) unsafe fn reduce_scatter<T: Element>(
     recv: RawBuf<T>,
     op: ReduceOp,
 ) -> Result<()> {
-    let (n, me) = (recv.len, c.rank);
-    board.exchange(
-        &c.header,
-        send.len * size_of::<T>(),
-        c.comm.timeout(),
-        // SAFETY: `send` is valid; the page has its size.
-        |page| unsafe { fill(page, send) },
-        |rank, bytes| {
-            // SAFETY: a board page holding `n * world` elements, whose chunk
-            // `me` is in bounds; `recv` is valid, writable and not the page.
-            unsafe {
-                let theirs = view::<T>(bytes, send.len).block(me, n);
-                if rank == 0 {
-                    theirs.copy_to(recv);
-                } else {
-                    theirs.reduce_into(recv, op);
-                }
-            }
-        },
-    )
+    // SAFETY: forwarded from the caller; chunk `rank` is in bounds.
+    unsafe { fold(c, board, send, c.rank * recv.len, recv, op) }
+}
+
+/// Block `r` of `recv` = rank `r`'s `send`, on every rank.
+///
+/// # Safety
+///
+/// `send` valid; `recv` valid, writable, disjoint from `send`, of length
+/// `send.len * world`, until this returns.
+pub(super) unsafe fn all_gather<T: Element>(
+    c: &Ctx<'_>,
+    board: &HostBoard<'_>,
+    send: RawBuf<T>,
+    recv: RawBuf<T>,
+) -> Result<()> {
+    let n = send.len;
+    // SAFETY: `send` is valid; every rank passes the same length. Block
+    // `rank` of `recv` is in bounds, writable and not the board page.
+    unsafe {
+        exchange(c, board, Some(send), n, |rank, theirs| {
+            theirs.copy_to(recv.block(rank, n))
+        })
+    }
 }
 
 /// Block `j` of `send` lands as block `r` of `recv` on rank `j`.
@@ -151,21 +159,14 @@ pub(super) unsafe fn all_to_all<T: Element>(
     recv: RawBuf<T>,
 ) -> Result<()> {
     let (block, me) = (send.len / c.world, c.rank);
-    board.exchange(
-        &c.header,
-        send.len * size_of::<T>(),
-        c.comm.timeout(),
-        // SAFETY: `send` is valid; the page has its size.
-        |page| unsafe { fill(page, send) },
-        // SAFETY: a board page holding `send.len` elements; block `me` of it
-        // and block `rank` of `recv` are in bounds; `recv` is writable and
-        // not the page.
-        |rank, bytes| unsafe {
-            view::<T>(bytes, send.len)
-                .block(me, block)
-                .copy_to(recv.block(rank, block));
-        },
-    )
+    // SAFETY: `send` is valid; every rank passes the same length. Block `me`
+    // of a page and block `rank` of `recv` are in bounds; `recv` is
+    // writable and not the page.
+    unsafe {
+        exchange(c, board, Some(send), send.len, |rank, theirs| {
+            theirs.block(me, block).copy_to(recv.block(rank, block));
+        })
+    }
 }
 
 /// Every rank's `buf` = the root's.
@@ -180,25 +181,15 @@ pub(super) unsafe fn broadcast<T: Element>(
     root: usize,
 ) -> Result<()> {
     let me = c.rank;
-    let len = if me == root { buf.len * size_of::<T>() } else { 0 };
-    board.exchange(
-        &c.header,
-        len,
-        c.comm.timeout(),
-        |page| {
-            if me == root {
-                // SAFETY: `buf` is valid; the root's page has its size.
-                unsafe { fill(page, buf) };
-            }
-        },
-        |rank, bytes| {
+    // SAFETY: `buf` is valid; only the root contributes, `buf.len` elements
+    // as on every rank. `buf` is writable and not the root's page.
+    unsafe {
+        exchange(c, board, (me == root).then_some(buf), buf.len, |rank, theirs| {
             if rank == root && me != root {
-                // SAFETY: the root's page holds `buf.len` elements; `buf` is
-                // writable and not the page.
-                unsafe { view::<T>(bytes, buf.len).copy_to(buf) };
+                theirs.copy_to(buf);
             }
-        },
-    )
+        })
+    }
 }
 
 /// No rank returns before every rank has published this call.
