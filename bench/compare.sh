@@ -24,7 +24,8 @@
 # and never to trim, which removes the page faults of the temporary buffer
 # Open MPI allocates per large all-reduce / reduce-scatter call: the stronger
 # baseline at large sizes. hcomm-bench runs its ranks as threads of one
-# process, unbound.
+# process, bound one per core when they fit (HCOMM_BIND=core, the default),
+# else unbound.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RUNS=${1:-3}
