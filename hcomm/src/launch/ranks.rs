@@ -26,6 +26,8 @@ where
     // Rank threads of other worlds of this process (those of this one are
     // counted already, where it is a host world) keep the first cores.
     let others = crate::backend::host::wait::rank_threads().saturating_sub(inputs.len());
+    // Counted now, while this thread still has the process's cores.
+    crate::backend::host::wait::cores();
     let cores = Binding::from_env()?.cores(inputs.len(), others);
     let cores = cores.as_deref();
     let results: Vec<Result<R>> = std::thread::scope(|s| {

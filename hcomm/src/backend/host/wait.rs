@@ -83,7 +83,10 @@ impl Drop for RankThreads {
     }
 }
 
-fn cores() -> usize {
+/// The cores this process may use, as counted the first time this is
+/// called: before any rank thread is bound to one core (`launch/ranks.rs`
+/// calls it first), whose own count would be 1.
+pub(crate) fn cores() -> usize {
     static CORES: OnceLock<usize> = OnceLock::new();
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get))
 }
