@@ -141,7 +141,7 @@ pub(super) unsafe fn all_gather<T: Element>(
     // `rank` of `recv` is in bounds, writable and not the board page.
     unsafe {
         exchange(c, board, Some(send), n, |rank, theirs| {
-            theirs.copy_to(recv.block(rank, n))
+            theirs.copy_to(recv.block(rank, n));
         })
     }
 }
