@@ -57,6 +57,11 @@ fn the_reduced_check_gives_the_full_diagnostics_on_every_schedule() {
             "scatter_all_gather_broadcast",
             &schedules::scatter_all_gather_broadcast::SCHEDULE,
         ),
+        ("one_shot_all_reduce", &schedules::one_shot_all_reduce::SCHEDULE),
+        ("one_shot_all_gather", &schedules::one_shot_all_gather::SCHEDULE),
+        ("one_shot_reduce_scatter", &schedules::one_shot_reduce_scatter::SCHEDULE),
+        ("one_shot_all_to_all", &schedules::one_shot_all_to_all::SCHEDULE),
+        ("one_shot_broadcast", &schedules::one_shot_broadcast::SCHEDULE),
         (
             "two_level_all_gather",
             &hcomm_examples::all_gather::two_level_all_gather::SCHEDULE,

@@ -32,7 +32,8 @@ struct Cli {
     /// halving_doubling_all_reduce, recursive_doubling_all_reduce,
     /// direct_reduce_scatter, ring_reduce_scatter,
     /// recursive_halving_reduce_scatter, binomial_reduce,
-    /// scatter_all_gather_broadcast).
+    /// scatter_all_gather_broadcast, one_shot_all_reduce, one_shot_all_gather,
+    /// one_shot_reduce_scatter, one_shot_all_to_all, one_shot_broadcast).
     #[arg(long, conflicts_with_all = ["op", "algo"])]
     schedule: Option<String>,
     /// Smallest size (4096, 4K, 64M, 1G; powers of 1024).

@@ -82,6 +82,16 @@ pub enum Schedule {
     RecursiveHalvingReduceScatter,
     /// `hcomm::schedules::binomial_reduce` (sum) to rank 0.
     BinomialReduce,
+    /// `hcomm::schedules::one_shot_all_reduce` (sum).
+    OneShotAllReduce,
+    /// `hcomm::schedules::one_shot_all_gather`.
+    OneShotAllGather,
+    /// `hcomm::schedules::one_shot_reduce_scatter` (sum).
+    OneShotReduceScatter,
+    /// `hcomm::schedules::one_shot_all_to_all`.
+    OneShotAllToAll,
+    /// `hcomm::schedules::one_shot_broadcast` from rank 0.
+    OneShotBroadcast,
     /// `hcomm::schedules::scatter_all_gather_broadcast` from rank 0 (sizes a
     /// multiple of the world).
     ScatterAllGatherBroadcast,
@@ -89,7 +99,7 @@ pub enum Schedule {
 
 impl Schedule {
     /// Every schedule, in the order `--help` lists them.
-    pub const ALL: [Schedule; 19] = [
+    pub const ALL: [Schedule; 24] = [
         Schedule::RingAllGather,
         Schedule::RecursiveDoublingAllGather,
         Schedule::BruckAllGather,
@@ -109,6 +119,11 @@ impl Schedule {
         Schedule::RecursiveHalvingReduceScatter,
         Schedule::BinomialReduce,
         Schedule::ScatterAllGatherBroadcast,
+        Schedule::OneShotAllReduce,
+        Schedule::OneShotAllGather,
+        Schedule::OneShotReduceScatter,
+        Schedule::OneShotAllToAll,
+        Schedule::OneShotBroadcast,
     ];
 
     /// The schedule's function name.
@@ -133,6 +148,11 @@ impl Schedule {
             Schedule::RecursiveHalvingReduceScatter => "recursive_halving_reduce_scatter",
             Schedule::BinomialReduce => "binomial_reduce",
             Schedule::ScatterAllGatherBroadcast => "scatter_all_gather_broadcast",
+            Schedule::OneShotAllReduce => "one_shot_all_reduce",
+            Schedule::OneShotAllGather => "one_shot_all_gather",
+            Schedule::OneShotReduceScatter => "one_shot_reduce_scatter",
+            Schedule::OneShotAllToAll => "one_shot_all_to_all",
+            Schedule::OneShotBroadcast => "one_shot_broadcast",
         }
     }
 
@@ -154,17 +174,21 @@ impl Schedule {
             | Schedule::RecursiveDoublingAllGather
             | Schedule::BruckAllGather
             | Schedule::TwoLevelAllGather
-            | Schedule::SparseAllGather => Shape::AllGather,
-            Schedule::PairwiseAllToAll => Shape::AllToAll,
-            Schedule::BinomialBroadcast | Schedule::ScatterAllGatherBroadcast => Shape::Broadcast,
+            | Schedule::SparseAllGather
+            | Schedule::OneShotAllGather => Shape::AllGather,
+            Schedule::PairwiseAllToAll | Schedule::OneShotAllToAll => Shape::AllToAll,
+            Schedule::BinomialBroadcast | Schedule::ScatterAllGatherBroadcast | Schedule::OneShotBroadcast => {
+                Shape::Broadcast
+            }
             Schedule::RingAllReduce(op) => Shape::AllReduceInPlace(op),
             Schedule::HalvingDoublingAllReduce | Schedule::RecursiveDoublingAllReduce => {
                 Shape::AllReduceInPlace(ReduceOp::Sum)
             }
-            Schedule::DirectAllReduce => Shape::AllReduce(ReduceOp::Sum),
-            Schedule::DirectReduceScatter | Schedule::RingReduceScatter | Schedule::RecursiveHalvingReduceScatter => {
-                Shape::ReduceScatter(ReduceOp::Sum)
-            }
+            Schedule::DirectAllReduce | Schedule::OneShotAllReduce => Shape::AllReduce(ReduceOp::Sum),
+            Schedule::DirectReduceScatter
+            | Schedule::RingReduceScatter
+            | Schedule::RecursiveHalvingReduceScatter
+            | Schedule::OneShotReduceScatter => Shape::ReduceScatter(ReduceOp::Sum),
             Schedule::BinomialReduce => Shape::Reduce(ReduceOp::Sum),
         }
     }

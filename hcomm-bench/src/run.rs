@@ -274,6 +274,11 @@ fn run_once<T: BenchElem>(op: Op, comm: &Comm, b: &mut Buffers<T>) -> hcomm::Res
             }
             Schedule::BinomialReduce => schedules::binomial_reduce(comm, send, recv, ReduceOp::Sum, 0),
             Schedule::ScatterAllGatherBroadcast => schedules::scatter_all_gather_broadcast(comm, recv, 0),
+            Schedule::OneShotAllReduce => schedules::one_shot_all_reduce(comm, send, recv, ReduceOp::Sum),
+            Schedule::OneShotAllGather => schedules::one_shot_all_gather(comm, send, recv),
+            Schedule::OneShotReduceScatter => schedules::one_shot_reduce_scatter(comm, send, recv, ReduceOp::Sum),
+            Schedule::OneShotAllToAll => schedules::one_shot_all_to_all(comm, send, recv),
+            Schedule::OneShotBroadcast => schedules::one_shot_broadcast(comm, recv, 0),
         },
     }
 }

@@ -73,6 +73,11 @@ fn every_op_and_schedule_checks_out_on_three_ranks() {
         ["--schedule", "ring_reduce_scatter"],
         ["--schedule", "binomial_reduce"],
         ["--schedule", "scatter_all_gather_broadcast"],
+        ["--schedule", "one_shot_all_reduce"],
+        ["--schedule", "one_shot_all_gather"],
+        ["--schedule", "one_shot_reduce_scatter"],
+        ["--schedule", "one_shot_all_to_all"],
+        ["--schedule", "one_shot_broadcast"],
     ];
     for op in ops {
         let rows = json_rows(&[&op[..], &["-b", "96", "-e", "96", "-n", "3", "--dtype", "i32"]].concat());
