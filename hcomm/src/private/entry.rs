@@ -371,6 +371,7 @@ fn make_table(comm: &Comm) -> Option<Arc<GroupTable>> {
 
 /// Announces this rank's call; `Err(Mismatch)` when it disagrees with a
 /// neighbour's, or when a disagreement was found for this call.
+#[inline]
 pub(super) fn enter(comm: &Comm, schedule: &'static Schedule, entry: &Entry<'_>) -> crate::Result<()> {
     let call = Call {
         schedule,

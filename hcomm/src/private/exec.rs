@@ -264,6 +264,7 @@ impl<'a, T: Element> Exec<'a, T> {
     }
 
     /// The length variable `var` from `actual == coef * var + constant`.
+    #[inline]
     pub fn solve_len(
         &self,
         buffer: &'static str,
@@ -419,21 +420,27 @@ impl<'a, T: Element> Exec<'a, T> {
 
     #[inline]
     pub(super) fn view(&self, r: Region, write: bool) -> Result<RawBuf<T>> {
-        if let Some(slot) = self.slots.get(r.buf) {
-            // `0 <= start <= end <= len`, writable where written, host memory
-            if r.start >= 0
-                && r.start <= r.end
-                && r.end as u64 <= slot.len as u64
-                && (slot.writable || !write)
-                && slot.memory == Memory::Host
-            {
-                return Ok(RawBuf {
-                    ptr: slot.ptr.wrapping_add(r.start as usize),
-                    len: (r.end - r.start) as usize,
-                });
-            }
+        match self.host_view(r, write) {
+            Some(v) => Ok(v),
+            None => self.view_checked(r, write),
         }
-        self.view_checked(r, write)
+    }
+
+    /// The view of `r` where it is in bounds of a buffer in host memory
+    /// (and writable where written); else `None`.
+    #[inline]
+    fn host_view(&self, r: Region, write: bool) -> Option<RawBuf<T>> {
+        let slot = self.slots.get(r.buf)?;
+        // `0 <= start <= end <= len`
+        let ok = r.start >= 0
+            && r.start <= r.end
+            && r.end as u64 <= slot.len as u64
+            && (slot.writable || !write)
+            && slot.memory == Memory::Host;
+        ok.then(|| RawBuf {
+            ptr: slot.ptr.wrapping_add(r.start as usize),
+            len: (r.end - r.start) as usize,
+        })
     }
 
     /// [`Exec::view`] of a region that is out of bounds, of a read-only
@@ -641,7 +648,25 @@ impl<'a, T: Element> Exec<'a, T> {
     }
 
     /// `dst = src` (a local copy).
+    #[inline]
     pub fn copy(&mut self, src: Region, dst: Region) -> Result<()> {
+        if self.record.is_none() && self.proven.get() {
+            if let (Some(s), Some(d)) = (self.host_view(src, false), self.host_view(dst, true)) {
+                if s.len == d.len {
+                    // SAFETY: in bounds of borrowed host buffers, the
+                    // destination writable; `copy_to` allows overlap.
+                    unsafe { s.copy_to(d) };
+                    return Ok(());
+                }
+            }
+        }
+        self.copy_checked(src, dst)
+    }
+
+    /// [`Exec::copy`] with every check, recorded for a plan, or through
+    /// the backend for device memory.
+    #[inline(never)]
+    fn copy_checked(&mut self, src: Region, dst: Region) -> Result<()> {
         let (s, d) = (self.view(src, false)?, self.view(dst, true)?);
         self.hazard(src, false, "`copy`")?;
         self.hazard(dst, true, "`copy`")?;

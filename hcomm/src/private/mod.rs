@@ -30,8 +30,19 @@ fn evaluation(what: std::fmt::Arguments<'_>, e: EvalError) -> Error {
 }
 
 #[inline]
-fn op(op: BinOp, sym: &str, a: i64, b: i64) -> Result<i64> {
-    rules::binary(op, a, b).map_err(|e| evaluation(format_args!("{a} {sym} {b}"), e))
+fn op(op: BinOp, a: i64, b: i64) -> Result<i64> {
+    match rules::binary(op, a, b) {
+        Ok(v) => Ok(v),
+        Err(e) => Err(op_error(op, a, b, e)),
+    }
+}
+
+/// The error of `a op b` (out of line: the generated code computes many
+/// operations and fails in none of them).
+#[cold]
+#[inline(never)]
+fn op_error(op: BinOp, a: i64, b: i64, e: EvalError) -> Error {
+    evaluation(format_args!("{a} {} {b}", op.as_str()), e)
 }
 
 /// Turns the entry agreement check of `comm_schedule!` calls on `comm` (every
@@ -56,49 +67,57 @@ pub fn op_index(op: ReduceOp) -> i64 {
 /// A rank, size or length as a language integer.
 #[inline]
 pub fn int(x: usize) -> Result<i64> {
-    i64::try_from(x).map_err(|_| Error::Evaluation {
+    match i64::try_from(x) {
+        Ok(v) => Ok(v),
+        Err(_) => Err(too_large(x)),
+    }
+}
+
+#[cold]
+fn too_large(x: usize) -> Error {
+    Error::Evaluation {
         message: format!("{x} does not fit in i64"),
-    })
+    }
 }
 
 /// `a + b`.
 #[inline]
 pub fn add(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Add, "+", a, b)
+    op(BinOp::Add, a, b)
 }
 
 /// `a - b`.
 #[inline]
 pub fn sub(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Sub, "-", a, b)
+    op(BinOp::Sub, a, b)
 }
 
 /// `a * b`.
 #[inline]
 pub fn mul(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Mul, "*", a, b)
+    op(BinOp::Mul, a, b)
 }
 
 /// `a / b`, rounded toward negative infinity.
 #[inline]
 pub fn div(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Div, "/", a, b)
+    op(BinOp::Div, a, b)
 }
 
 /// `a % m`, Euclidean.
 #[inline]
 pub fn rem(a: i64, m: i64) -> Result<i64> {
-    op(BinOp::Rem, "%", a, m)
+    op(BinOp::Rem, a, m)
 }
 
 /// `a << b`, exact (`a * 2^b`).
 pub fn shl(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Shl, "<<", a, b)
+    op(BinOp::Shl, a, b)
 }
 
 /// `a >> b`, `floor(a / 2^b)`.
 pub fn shr(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Shr, ">>", a, b)
+    op(BinOp::Shr, a, b)
 }
 
 /// `-a`.
