@@ -1,14 +1,16 @@
 //! Where the threads of in-process ranks run: `HCOMM_BIND=core` (the
-//! default) gives each rank a core of its own when the ranks (of every
-//! in-process world running at once) are no more than the cores this
-//! process may use, as Open MPI binds its ranks to cores by default; a
-//! world started while others run takes the cores after theirs.
-//! `HCOMM_BIND=none` leaves them to the scheduler.
+//! default) splits the cores this process may use into one block of
+//! consecutive cores per rank and binds each rank's thread to its block,
+//! when the ranks are no more than the cores and no other in-process world
+//! runs (as Open MPI binds its ranks by default). On a 2-core machine with 2
+//! ranks that is one core each; on 64 cores, 32 each, so threads a rank
+//! starts for its own compute (which inherit its binding) still have cores
+//! to run on. `HCOMM_BIND=none` leaves placement to the scheduler.
 //!
 //! Binding matters because a waiting rank spins: two ranks that the
 //! scheduler puts on one core spin in turn while the peer each waits for
 //! cannot run, and a small collective then costs a sleep and a wake-up per
-//! step. A rank bound to a core of its own is never on its peer's core, so
+//! step. A rank bound to cores of its own is never on its peer's core, so
 //! its waits spin without handing the core over (see
 //! `backend/host/wait.rs`).
 
@@ -45,17 +47,25 @@ impl Binding {
         }
     }
 
-    /// The cores for `ranks` rank threads, one each in rank order, when
-    /// `others` rank threads of this process run already (on the first
-    /// `others` cores, if they are bound), or `None` where they are not
-    /// bound (by choice, or too few cores for all).
-    pub(crate) fn cores(self, ranks: usize, others: usize) -> Option<Vec<usize>> {
-        if self == Binding::None || ranks < 2 {
+    /// The cores of each of `ranks` rank threads, in rank order, when
+    /// `others` rank threads of this process run already, or `None` where
+    /// they are not bound (by choice, too few cores, or other ranks running).
+    pub(crate) fn cores(self, ranks: usize, others: usize) -> Option<Vec<Vec<usize>>> {
+        if self == Binding::None || ranks < 2 || others > 0 {
             return None;
         }
-        let allowed = allowed_cores()?;
-        (others + ranks <= allowed.len()).then(|| allowed[others..others + ranks].to_vec())
+        split(&allowed_cores()?, ranks)
     }
+}
+
+/// `cores` split into `parts` blocks of consecutive cores, as even as they
+/// can be; `None` with fewer cores than parts.
+fn split(cores: &[usize], parts: usize) -> Option<Vec<Vec<usize>>> {
+    (parts <= cores.len()).then(|| {
+        (0..parts)
+            .map(|r| cores[r * cores.len() / parts..(r + 1) * cores.len() / parts].to_vec())
+            .collect()
+    })
 }
 
 /// The cores this process may run on.
@@ -72,13 +82,15 @@ fn allowed_cores() -> Option<Vec<usize>> {
     Some((0..max).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect())
 }
 
-/// Binds the calling thread to `core`; whether it worked.
-pub(crate) fn bind_current_thread(core: usize) -> bool {
+/// Binds the calling thread to `cores`; whether it worked.
+pub(crate) fn bind_current_thread(cores: &[usize]) -> bool {
     // SAFETY: as in `allowed_cores`.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid `cpu_set_t`; `CPU_SET` ignores cores past
-    // its size.
-    unsafe { libc::CPU_SET(core, &mut set) };
+    for &core in cores {
+        // SAFETY: `set` is a valid `cpu_set_t`; `CPU_SET` ignores cores
+        // past its size.
+        unsafe { libc::CPU_SET(core, &mut set) };
+    }
     // SAFETY: `set` is a valid `cpu_set_t` of the size passed; pid 0 is the
     // calling thread.
     unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const set) == 0 }
@@ -97,18 +109,23 @@ mod tests {
     }
 
     #[test]
-    fn binding_needs_a_core_per_rank() {
+    fn the_cores_are_split_into_one_block_per_rank() {
+        assert_eq!(split(&[0, 1], 2), Some(vec![vec![0], vec![1]]));
+        assert_eq!(split(&[0, 1, 2, 3, 4], 2), Some(vec![vec![0, 1], vec![2, 3, 4]]));
+        assert_eq!(
+            split(&[4, 5, 6, 7, 8, 9], 3),
+            Some(vec![vec![4, 5], vec![6, 7], vec![8, 9]])
+        );
+        assert_eq!(split(&[0, 1], 3), None);
         let cores = allowed_cores().expect("the affinity of this process");
         assert!(!cores.is_empty());
         assert_eq!(Binding::None.cores(2, 0), None);
         assert_eq!(Binding::Core.cores(1, 0), None);
         assert_eq!(Binding::Core.cores(cores.len() + 1, 0), None);
-        assert_eq!(Binding::Core.cores(2, cores.len() - 1), None);
+        assert_eq!(Binding::Core.cores(2, 2), None);
         if cores.len() >= 2 {
-            assert_eq!(Binding::Core.cores(2, 0), Some(cores[..2].to_vec()));
-        }
-        if cores.len() >= 3 {
-            assert_eq!(Binding::Core.cores(2, 1), Some(cores[1..3].to_vec()));
+            let blocks = Binding::Core.cores(2, 0).unwrap();
+            assert_eq!(blocks.concat(), cores);
         }
     }
 }

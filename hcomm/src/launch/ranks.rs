@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 /// Runs `rank_main(rank, input)` for every input, each on a thread of its
 /// own (`hcomm-rank-{rank}`), and returns the values in rank order, or the
 /// first error in rank order (the caller may prefer a root cause). Each
-/// thread runs on a core of its own where `HCOMM_BIND` allows and there are
+/// thread runs on cores of its own where `HCOMM_BIND` allows and there are
 /// enough (see `bind.rs`). With `HCOMM_TRACE` set, the threads record into the process's trace, written
 /// when they are done (see [`crate::trace`]).
 pub(crate) fn run_rank_threads<T, R>(
@@ -24,7 +24,7 @@ where
     let trace = crate::trace::EnvTrace::get();
     let inputs: Vec<T> = inputs.into_iter().collect();
     // Rank threads of other worlds of this process (those of this one are
-    // counted already, where it is a host world) keep the first cores.
+    // counted already, where it is a host world).
     let others = crate::backend::host::wait::rank_threads().saturating_sub(inputs.len());
     // Counted now, while this thread still has the process's cores.
     crate::backend::host::wait::cores();
@@ -39,7 +39,7 @@ where
                     .name(format!("hcomm-rank-{rank}"))
                     .spawn_scoped(s, move || {
                         if let Some(cores) = cores {
-                            if bind_current_thread(cores[rank]) {
+                            if bind_current_thread(&cores[rank]) {
                                 crate::backend::host::wait::note_own_core();
                             }
                         }

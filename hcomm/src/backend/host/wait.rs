@@ -47,13 +47,13 @@ const LOCK_SPINS: u32 = 2000;
 const YIELD_AFTER: Duration = Duration::from_micros(1);
 
 thread_local! {
-    /// Whether this thread runs on a core no other rank runs on.
+    /// Whether this thread runs on cores no other rank runs on.
     static OWN_CORE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Notes that the calling thread, a rank, is bound to a core of its own:
+/// Notes that the calling thread, a rank, is bound to cores of its own:
 /// its waits spin for the longest spin without yielding, since no rank it
-/// waits for can be waiting for this core.
+/// waits for can be waiting for these cores.
 pub(crate) fn note_own_core() {
     OWN_CORE.with(|c| c.set(true));
 }
