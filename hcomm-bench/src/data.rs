@@ -137,21 +137,8 @@ impl<T: BenchElem> Buffers<T> {
     }
 }
 
-/// The element types `--dtype` accepts.
-pub const DTYPES: [DataType; 10] = [
-    DataType::F32,
-    DataType::F64,
-    DataType::F16,
-    DataType::Bf16,
-    DataType::I8,
-    DataType::U8,
-    DataType::I32,
-    DataType::U32,
-    DataType::I64,
-    DataType::U64,
-];
-
-/// Parses a `--dtype` name (`f32`, `bf16`, ...; also `float`, `half`).
+/// Parses a `--dtype` name (any of [`DataType::ALL`]: `f32`, `bf16`, ...;
+/// also `float`, `half`).
 pub fn parse_dtype(name: &str) -> Result<DataType, String> {
     let name = name.trim();
     let alias = match name {
@@ -162,8 +149,8 @@ pub fn parse_dtype(name: &str) -> Result<DataType, String> {
         "int" | "int32" => "i32",
         other => other,
     };
-    DTYPES.into_iter().find(|d| d.name() == alias).ok_or_else(|| {
-        let names: Vec<_> = DTYPES.iter().map(|d| d.name()).collect();
+    DataType::ALL.into_iter().find(|d| d.name() == alias).ok_or_else(|| {
+        let names: Vec<_> = DataType::ALL.iter().map(|d| d.name()).collect();
         format!("unknown dtype `{name}`; expected one of {}", names.join(", "))
     })
 }

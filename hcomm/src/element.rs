@@ -66,6 +66,20 @@ pub enum DataType {
 }
 
 impl DataType {
+    /// Every element type, floating-point first.
+    pub const ALL: [DataType; 10] = [
+        DataType::F32,
+        DataType::F64,
+        DataType::F16,
+        DataType::Bf16,
+        DataType::I8,
+        DataType::U8,
+        DataType::I32,
+        DataType::U32,
+        DataType::I64,
+        DataType::U64,
+    ];
+
     /// Size of one element in bytes.
     pub fn size(self) -> usize {
         match self {
@@ -235,6 +249,27 @@ half_element!(f16 => F16, bf16 => Bf16);
 #[allow(clippy::float_cmp, reason = "the values are small integers, exact in every type")]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_data_types_are_listed_once() {
+        let names: std::collections::BTreeSet<_> = DataType::ALL.iter().map(|d| d.name()).collect();
+        assert_eq!(names.len(), DataType::ALL.len());
+        // A new variant must be added here, and so to `ALL`.
+        for d in DataType::ALL {
+            match d {
+                DataType::I8
+                | DataType::U8
+                | DataType::I32
+                | DataType::U32
+                | DataType::I64
+                | DataType::U64
+                | DataType::F16
+                | DataType::Bf16
+                | DataType::F32
+                | DataType::F64 => {}
+            }
+        }
+    }
 
     #[test]
     fn half_types_reduce_in_f32() {
