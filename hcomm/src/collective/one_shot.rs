@@ -19,8 +19,7 @@ use crate::error::Result;
 /// One exchange on the board: this rank contributes `mine` (its `len`
 /// elements, where it contributes), then `take(rank, theirs)` gets every
 /// rank's contribution of `len` elements, in rank order, this rank's
-/// included: `mine` itself where it `stays` (`take` does not write it),
-/// else its copy on the board.
+/// included (as copied onto the board).
 ///
 /// # Safety
 ///
@@ -30,11 +29,9 @@ unsafe fn exchange<T: Element>(
     c: &Ctx<'_>,
     board: &HostBoard<'_>,
     mine: Option<RawBuf<T>>,
-    stays: bool,
     len: usize,
     mut take: impl FnMut(usize, RawBuf<T>),
 ) -> Result<()> {
-    let me = c.rank;
     let bytes = mine.map_or(0, |m| m.len * size_of::<T>());
     board.exchange(
         &c.header,
@@ -47,9 +44,8 @@ unsafe fn exchange<T: Element>(
                 unsafe { std::ptr::copy_nonoverlapping(m.ptr.cast::<u8>(), page.as_mut_ptr(), page.len()) };
             }
         },
-        |rank, page| match mine {
-            Some(m) if rank == me && stays => take(rank, m),
-            _ if page.len() == len * size_of::<T>() => {
+        |rank, page| {
+            if page.len() == len * size_of::<T>() {
                 // Board pages are 8-aligned, as every element type needs.
                 take(
                     rank,
@@ -59,7 +55,6 @@ unsafe fn exchange<T: Element>(
                     },
                 );
             }
-            _ => {}
         },
     )
 }
@@ -81,7 +76,7 @@ unsafe fn fold<T: Element>(
 ) -> Result<()> {
     // SAFETY: `send` is valid; every rank passes the same length.
     unsafe {
-        exchange(c, board, Some(send), send.ptr != recv.ptr, send.len, |rank, theirs| {
+        exchange(c, board, Some(send), send.len, |rank, theirs| {
             let theirs = theirs.sub(start, recv.len);
             // SAFETY: a board page (not `recv`) holding the part; `recv` is
             // valid and writable. `send` was copied onto the board before
@@ -145,7 +140,7 @@ pub(super) unsafe fn all_gather<T: Element>(
     // SAFETY: `send` is valid; every rank passes the same length. Block
     // `rank` of `recv` is in bounds, writable and not the board page.
     unsafe {
-        exchange(c, board, Some(send), true, n, |rank, theirs| {
+        exchange(c, board, Some(send), n, |rank, theirs| {
             theirs.copy_to(recv.block(rank, n));
         })
     }
@@ -168,7 +163,7 @@ pub(super) unsafe fn all_to_all<T: Element>(
     // of a page and block `rank` of `recv` are in bounds; `recv` is
     // writable and not the page.
     unsafe {
-        exchange(c, board, Some(send), true, send.len, |rank, theirs| {
+        exchange(c, board, Some(send), send.len, |rank, theirs| {
             theirs.block(me, block).copy_to(recv.block(rank, block));
         })
     }
@@ -189,7 +184,7 @@ pub(super) unsafe fn broadcast<T: Element>(
     // SAFETY: `buf` is valid; only the root contributes, `buf.len` elements
     // as on every rank. `buf` is writable and not the root's page.
     unsafe {
-        exchange(c, board, (me == root).then_some(buf), false, buf.len, |rank, theirs| {
+        exchange(c, board, (me == root).then_some(buf), buf.len, |rank, theirs| {
             if rank == root && me != root {
                 theirs.copy_to(buf);
             }
