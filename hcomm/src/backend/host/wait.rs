@@ -20,7 +20,15 @@
 //! it yields on every round, so that the spin hands the core to the rank
 //! the waiter waits for when that rank is runnable on it (as Open MPI's
 //! `mpi_yield_when_idle` does), instead of a sleep and a wake-up per step.
+//!
+//! A waiter may bring the change about itself ([`Progress`]): it then does
+//! that work on every round of its spin (such as reading the messages of
+//! peer processes) and sleeps where that work arrives (in `poll` on the
+//! connections, with a [`Doorbell`] that notifications ring), so that a
+//! message wakes the waiter itself rather than another thread that hands
+//! it over.
 
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -111,6 +119,50 @@ pub(crate) fn lock_spinning<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     lock(m)
 }
 
+/// Work a waiter can do to bring about what it waits for.
+pub(crate) trait Progress {
+    /// Does the work there is now, without waiting (called without the
+    /// waiter's mutex).
+    fn poll(&self);
+
+    /// Waits until there may be work, `doorbell` becomes readable (a
+    /// notification) or `until` passes (called without the mutex).
+    fn block(&self, doorbell: RawFd, until: Instant);
+}
+
+/// An event counter a sleeper in `poll` sees become readable when a
+/// notification rings it.
+pub(crate) struct Doorbell(OwnedFd);
+
+impl Doorbell {
+    pub(crate) fn new() -> std::io::Result<Doorbell> {
+        // SAFETY: `eventfd` takes no pointers; a non-negative result is a
+        // new descriptor that nothing else owns.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor owned by nothing else.
+        Ok(Doorbell(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    fn ring(&self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 bytes from a live local array to the eventfd this
+        // value owns. It fails only when the counter would overflow, and it
+        // is then readable already.
+        unsafe { libc::write(self.0.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+    }
+
+    /// Resets the counter (rings before this are forgotten).
+    fn drain(&self) {
+        let mut count = [0u8; 8];
+        // SAFETY: reads at most 8 bytes into a live local array from the
+        // eventfd this value owns (non-blocking: fails when not rung).
+        unsafe { libc::read(self.0.as_raw_fd(), count.as_mut_ptr().cast(), count.len()) };
+    }
+}
+
 /// What one or more threads wait for: every change is counted in an epoch
 /// that waiters spin on, and wakes those asleep.
 ///
@@ -129,6 +181,8 @@ pub(crate) struct Signal {
     wake_ns: AtomicU64,
     /// How many times the spin budget is halved.
     backoff: AtomicU32,
+    /// Rung by notifications while waiters sleep in [`Progress::block`].
+    doorbell: Option<Doorbell>,
 }
 
 impl Default for Signal {
@@ -140,17 +194,36 @@ impl Default for Signal {
             notified_at: AtomicU64::new(0),
             wake_ns: AtomicU64::new(INITIAL_WAKE_NS),
             backoff: AtomicU32::new(0),
+            doorbell: None,
         }
     }
 }
 
 impl Signal {
+    /// A signal whose waiters may sleep in [`Progress::block`]; without an
+    /// event counter (none could be made) they sleep on the condition
+    /// variable.
+    pub(crate) fn with_doorbell() -> Signal {
+        Signal {
+            doorbell: Doorbell::new().ok(),
+            ..Signal::default()
+        }
+    }
+
+    /// Wakes the waiters asleep (the mutex held).
+    fn wake_sleepers(&self) {
+        self.notified_at.store(now_ns(), Ordering::Relaxed);
+        self.cv.notify_all();
+        if let Some(bell) = &self.doorbell {
+            bell.ring();
+        }
+    }
+
     /// Tells the waiters that something changed (the mutex held).
     pub(crate) fn notify(&self) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
         if self.asleep.load(Ordering::SeqCst) > 0 {
-            self.notified_at.store(now_ns(), Ordering::Relaxed);
-            self.cv.notify_all();
+            self.wake_sleepers();
         }
     }
 
@@ -162,9 +235,22 @@ impl Signal {
         guard: MutexGuard<'a, S>,
         deadline: Option<Instant>,
     ) -> MutexGuard<'a, S> {
+        self.sleep_with(mutex, guard, deadline, None)
+    }
+
+    /// As [`Signal::sleep`], doing the work of `progress` on every round of
+    /// the spin and sleeping in its [`Progress::block`] (where this signal
+    /// has a doorbell), which may also end early when work arrives.
+    pub(crate) fn sleep_with<'a, S>(
+        &self,
+        mutex: &'a Mutex<S>,
+        guard: MutexGuard<'a, S>,
+        deadline: Option<Instant>,
+        progress: Option<&dyn Progress>,
+    ) -> MutexGuard<'a, S> {
         let seen = self.epoch.load(Ordering::Relaxed);
         drop(guard);
-        self.wait_from(seen, mutex, deadline)
+        self.wait_from_with(seen, mutex, deadline, progress)
     }
 
     /// The count of notifications so far: a waiter reads it before it
@@ -184,7 +270,19 @@ impl Signal {
         mutex: &'a Mutex<S>,
         deadline: Option<Instant>,
     ) -> MutexGuard<'a, S> {
-        let notified = self.spin(seen, self.spin_budget(), deadline);
+        self.wait_from_with(seen, mutex, deadline, None)
+    }
+
+    /// As [`Signal::wait_from`], with the work of `progress` (see
+    /// [`Signal::sleep_with`]).
+    fn wait_from_with<'a, S>(
+        &self,
+        seen: u64,
+        mutex: &'a Mutex<S>,
+        deadline: Option<Instant>,
+        progress: Option<&dyn Progress>,
+    ) -> MutexGuard<'a, S> {
+        let notified = self.spin(seen, self.spin_budget(), deadline, progress);
         let guard = lock_spinning(mutex);
         if notified {
             return guard;
@@ -199,17 +297,27 @@ impl Signal {
         // consistent: a `notify_unlocked` that bumps the epoch after this
         // look sees the count and notifies under the mutex, which this
         // thread holds until it waits on the condition variable.
+        if let Some(bell) = self.doorbell.as_ref().filter(|_| progress.is_some()) {
+            // Under the mutex, before the count: every notification that
+            // sees this waiter counted rings after this.
+            bell.drain();
+        }
         self.asleep.fetch_add(1, Ordering::SeqCst);
         if self.epoch.load(Ordering::SeqCst) != seen {
             self.asleep.fetch_sub(1, Ordering::SeqCst);
             return guard;
         }
         let slept_at = now_ns();
-        let guard = self
-            .cv
-            .wait_timeout(guard, left)
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .0;
+        let guard = if let (Some(progress), Some(bell)) = (progress, &self.doorbell) {
+            drop(guard);
+            progress.block(bell.0.as_raw_fd(), Instant::now() + left);
+            lock_spinning(mutex)
+        } else {
+            self.cv
+                .wait_timeout(guard, left)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0
+        };
         self.asleep.fetch_sub(1, Ordering::SeqCst);
         if self.epoch.load(Ordering::Relaxed) == seen {
             // The deadline passed (or a spurious wake-up).
@@ -230,8 +338,7 @@ impl Signal {
         self.epoch.fetch_add(1, Ordering::SeqCst);
         if self.asleep.load(Ordering::SeqCst) > 0 {
             let _guard = lock(mutex);
-            self.notified_at.store(now_ns(), Ordering::Relaxed);
-            self.cv.notify_all();
+            self.wake_sleepers();
         }
     }
 
@@ -244,9 +351,10 @@ impl Signal {
         Duration::from_nanos(wake >> self.backoff.load(Ordering::Relaxed))
     }
 
-    /// Spins until the epoch moves past `seen` (true) or `budget` or
-    /// `deadline` runs out (false); adapts the next budget.
-    fn spin(&self, seen: u64, budget: Duration, deadline: Option<Instant>) -> bool {
+    /// Spins, doing the work of `progress` on every round, until the epoch
+    /// moves past `seen` (true) or `budget` or `deadline` runs out (false);
+    /// adapts the next budget.
+    fn spin(&self, seen: u64, budget: Duration, deadline: Option<Instant>, progress: Option<&dyn Progress>) -> bool {
         let start = Instant::now();
         let limit = deadline.map_or(budget, |d| budget.min(d.saturating_duration_since(start)));
         let yield_after = if RANK_THREADS.load(Ordering::Relaxed) > cores() {
@@ -257,6 +365,9 @@ impl Signal {
             YIELD_AFTER
         };
         loop {
+            if let Some(p) = progress {
+                p.poll();
+            }
             for _ in 0..32 {
                 if self.epoch.load(Ordering::Acquire) != seen {
                     let b = self.backoff.load(Ordering::Relaxed);
@@ -298,6 +409,11 @@ pub(crate) trait Ops {
     /// Work waiting rank `me` does before each look at its operations.
     fn before_look<'a>(&'a self, st: MutexGuard<'a, Self::State>, _me: usize) -> MutexGuard<'a, Self::State> {
         st
+    }
+
+    /// Work rank `me` can do while it waits.
+    fn progress(&self, _me: usize) -> Option<&dyn Progress> {
+        None
     }
 
     /// Called before rank `me` waits (`true`) and when it stops (`false`).
@@ -358,7 +474,9 @@ pub(crate) fn wait<O: Ops>(
             return result;
         }
         ops.set_waiting(&mut st, me, true);
-        st = ops.signal(me).sleep(ops.state(), st, Some(deadline));
+        st = ops
+            .signal(me)
+            .sleep_with(ops.state(), st, Some(deadline), ops.progress(me));
     }
 }
 

@@ -18,17 +18,18 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
-use super::link::{read_remote, Link, Msg, Out, WireOp};
+use super::link::{read_remote, Link, Msg, Out, Received, WireOp};
 use crate::backend::entries::{neighbours, EntryBook, EntryMsg, EntryNote, Found};
 use crate::backend::host::slab::Slab;
-use crate::backend::host::wait::{self, Ops, RankThreads, Signal};
+use crate::backend::host::wait::{self, Ops, Progress, RankThreads, Signal};
 use crate::backend::liveness::{lock, unmatched, Liveness, RankState, Watcher};
 use crate::backend::{Context, Dir, OpId, OpIds, P2pOp};
 use crate::collective::CollHeader;
@@ -145,6 +146,8 @@ enum Copy {
 
 /// The engine of this process's rank.
 pub(crate) struct Engine {
+    /// The engine itself, for what outlives a call (a stream's completion).
+    this: Weak<Engine>,
     /// This process's global rank.
     pub(super) me: usize,
     pub(super) liveness: Arc<Liveness>,
@@ -160,6 +163,25 @@ pub(crate) struct Engine {
     pub(super) entries: EntryBook,
     /// Whether a link may hold notes not yet written.
     holding: AtomicBool,
+    /// Threads of this rank in a wait of the engine (they read the links
+    /// that carry no data themselves).
+    waiting: AtomicUsize,
+}
+
+/// Counts a thread in [`Engine::waiting`] while alive.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Engine {
@@ -167,7 +189,8 @@ impl Engine {
         // The ranks that share this host's cores (those whose memory this
         // process reads directly, and itself).
         let ranks_here = 1 + links.iter().flatten().filter(|l| l.cma).count();
-        let engine = Arc::new(Engine {
+        let engine = Arc::new_cyclic(|this| Engine {
+            this: this.clone(),
             me,
             liveness,
             state: Mutex::new(State {
@@ -175,12 +198,13 @@ impl Engine {
                 slots: Slab::default(),
                 groups: HashMap::new(),
             }),
-            signal: Signal::default(),
+            signal: Signal::with_doorbell(),
             _threads: RankThreads::new(ranks_here),
             links,
             closing: AtomicBool::new(false),
             entries: EntryBook::default(),
             holding: AtomicBool::new(false),
+            waiting: AtomicUsize::new(0),
         });
         let watcher: std::sync::Weak<dyn Watcher> = Arc::downgrade(&(Arc::clone(&engine) as Arc<dyn Watcher>));
         engine.liveness.watch(watcher);
@@ -462,12 +486,12 @@ impl Engine {
 
     /// Handles one message from global rank `from`; `r` is the connection,
     /// for the bytes that follow a `Data` frame.
-    pub(super) fn handle(self: &Arc<Self>, from: usize, msg: Msg, r: &mut impl Read) -> io::Result<()> {
+    pub(super) fn handle(&self, from: usize, msg: Msg, r: &mut impl Read) -> io::Result<()> {
         let mut copy = None;
         {
             let mut st = self.lock();
             match msg {
-                Msg::Hello { .. } | Msg::Ready { .. } => {}
+                Msg::Hello { .. } | Msg::Ready { .. } | Msg::Wake => {}
                 Msg::Rts {
                     group,
                     context,
@@ -515,11 +539,10 @@ impl Engine {
                 }
                 Msg::Cts { send, recv } => {
                     let link = self.link(from).map(Arc::clone);
-                    match (st.live(send), link) {
-                        (Some(SlotState::Advertised | SlotState::Cancelling), Some(link)) => {
+                    match (st.live(send), link, self.this.upgrade()) {
+                        (Some(SlotState::Advertised | SlotState::Cancelling), Some(link), Some(engine)) => {
                             st.slots[send.slot].state = SlotState::Claimed;
                             let s = &st.slots[send.slot];
-                            let engine = Arc::clone(self);
                             link.push(Out::Stream {
                                 recv,
                                 ptr: s.ptr.cast_const(),
@@ -535,8 +558,8 @@ impl Engine {
                                 }),
                             });
                         }
-                        (_, Some(link)) => link.send(Msg::Gone { recv }),
-                        (_, None) => {}
+                        (_, Some(link), _) => link.send(Msg::Gone { recv }),
+                        (_, None, _) => {}
                     }
                 }
                 Msg::Data { recv, len } => {
@@ -641,6 +664,37 @@ impl Engine {
         Ok(())
     }
 
+    /// Handles the messages that arrived from global rank `from` on `link`
+    /// (one that carries no data); with `wait_turn`, after any other thread
+    /// reading it. False once the connection ended.
+    pub(super) fn receive_from(&self, from: usize, link: &Link, wait_turn: bool) -> bool {
+        match link.receive(wait_turn, |msg| self.handle(from, msg, &mut io::empty())) {
+            Received::Busy | Received::Handled => true,
+            Received::Closed => false,
+            Received::Ended(why) => {
+                self.link_lost(from, &why);
+                link.shutdown();
+                false
+            }
+        }
+    }
+
+    /// Whether a thread of this rank waits in the engine (and reads the
+    /// connections that carry no data).
+    pub(super) fn progressing(&self) -> bool {
+        self.waiting.load(Ordering::SeqCst) > 0
+    }
+
+    /// Handles what arrived on every connection that carries no data and
+    /// that no other thread is reading.
+    fn poll_links(&self) {
+        for (peer, link) in self.links.iter().enumerate() {
+            if let Some(link) = link.as_ref().filter(|l| l.cma) {
+                self.receive_from(peer, link, false);
+            }
+        }
+    }
+
     /// Records root-cause failures a peer reports.
     fn learn(&self, known: Vec<(u32, String)>) {
         for (rank, reason) in known {
@@ -686,6 +740,7 @@ impl Engine {
 
     /// Waits for `ids` until `deadline`; see [`crate::backend::Backend::wait`].
     pub(super) fn wait(&self, me: usize, ids: &[OpId], deadline: Instant, what: &str, limit: Duration) -> Result<()> {
+        let _waiting = Waiting::new(&self.waiting);
         self.flush_held();
         wait::wait(self, me, ids, deadline, what, limit)
     }
@@ -693,10 +748,12 @@ impl Engine {
     /// See [`crate::backend::Backend::test`].
     pub(super) fn test(&self, id: OpId) -> Result<bool> {
         self.flush_held();
+        self.poll_links();
         wait::test(self, id)
     }
 
     pub(super) fn cancel(&self, ids: &[OpId]) {
+        let _waiting = Waiting::new(&self.waiting);
         wait::cancel(self, ids);
     }
 
@@ -709,7 +766,7 @@ impl Engine {
                 match st.slot_state(*id) {
                     None | Some(SlotState::Free) => break,
                     Some(SlotState::Claimed | SlotState::AwaitingData) => {
-                        st = self.signal.sleep(&self.state, st, None);
+                        st = self.signal.sleep_with(&self.state, st, None, Some(self));
                     }
                     Some(SlotState::Advertised) => {
                         let peer = st.slots[id.slot].key.dst as usize;
@@ -736,7 +793,7 @@ impl Engine {
                             break;
                         }
                         let until = deadline.min(now + Duration::from_millis(100));
-                        st = self.signal.sleep(&self.state, st, Some(until));
+                        st = self.signal.sleep_with(&self.state, st, Some(until), Some(self));
                     }
                     Some(SlotState::Queued) => {
                         let (key, dir) = {
@@ -836,6 +893,7 @@ impl Engine {
         timeout: Duration,
     ) -> Result<()> {
         let start = Instant::now();
+        let _waiting = Waiting::new(&self.waiting);
         self.flush_held();
         let deadline = start.checked_add(timeout);
         let mut st = self.lock();
@@ -870,7 +928,7 @@ impl Engine {
                     limit: timeout,
                 });
             }
-            st = self.signal.sleep(&self.state, st, Some(now + left));
+            st = self.signal.sleep_with(&self.state, st, Some(now + left), Some(self));
         }
     }
 
@@ -1002,6 +1060,10 @@ impl Ops for Engine {
         &self.signal
     }
 
+    fn progress(&self, _me: usize) -> Option<&dyn Progress> {
+        Some(self)
+    }
+
     fn status(&self, st: &State, id: OpId) -> Option<Result<()>> {
         match &st.slots.get(id)?.state {
             SlotState::Done | SlotState::Free => Some(Ok(())),
@@ -1012,6 +1074,55 @@ impl Ops for Engine {
 
     fn release<'a>(&'a self, st: MutexGuard<'a, State>, ids: &[OpId]) -> MutexGuard<'a, State> {
         Engine::release(self, st, ids)
+    }
+}
+
+impl Progress for Engine {
+    fn poll(&self) {
+        self.poll_links();
+    }
+
+    fn block(&self, doorbell: RawFd, until: Instant) {
+        let event = |fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let mut fds: SmallVec<[libc::pollfd; 8]> = SmallVec::new();
+        let mut asleep: SmallVec<[&Link; 8]> = SmallVec::new();
+        fds.push(event(doorbell));
+        for link in self.links.iter().flatten() {
+            let Some(fd) = link.control_fd() else { continue };
+            if !link.sleep_begin() {
+                // A message waits in its ring already.
+                asleep.iter().for_each(|l| l.sleep_end());
+                return;
+            }
+            asleep.push(link);
+            fds.push(event(fd));
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        let timeout = libc::timespec {
+            tv_sec: libc::time_t::try_from(left.as_secs()).unwrap_or(libc::time_t::MAX),
+            tv_nsec: libc::c_long::from(left.subsec_nanos()),
+        };
+        // SAFETY: `fds` holds `fds.len()` valid `pollfd`s and `timeout` is a
+        // valid `timespec`, both alive for the call; no signal mask is
+        // passed. Its outcome is not needed: the caller looks again.
+        unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                &raw const timeout,
+                std::ptr::null(),
+            )
+        };
+        for (link, fd) in asleep.iter().zip(&fds[1..]) {
+            link.sleep_end();
+            if fd.revents != 0 {
+                link.mark_kicked();
+            }
+        }
     }
 }
 

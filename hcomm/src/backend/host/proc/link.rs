@@ -1,13 +1,21 @@
 //! One connection to a peer process: the messages on it, a writer thread
 //! that alone writes to the socket (so no thread that reads ever blocks on a
-//! write, and two processes streaming to each other cannot deadlock), and
-//! the single-copy read of a peer's memory (cross-memory attach).
+//! write, and two processes streaming to each other cannot deadlock), the
+//! inbox from which any thread of this process may take the messages that
+//! arrived on a connection that carries no data, and the single-copy read
+//! of a peer's memory (cross-memory attach).
+//!
+//! Between two processes that read each other's memory, the control
+//! messages travel in shared-memory rings (`ring.rs`) where both could map
+//! them: the connection then carries only `Wake` for a receiver that sleeps,
+//! and its end still tells that the peer's process is gone.
 
 use std::collections::VecDeque;
 use std::io::{self, BufWriter, Write};
 use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, TryLockError};
 
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +25,8 @@ use crate::backend::Context;
 use crate::collective::CollHeader;
 use crate::element::DataType;
 use crate::wire::write_frame;
+
+use super::ring::Ring;
 
 /// An operation as its owner's process names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,8 +50,10 @@ pub(super) enum Msg {
         probe: u64,
     },
     /// Second message on a connection: whether the sender can read the
-    /// receiver's memory (data moves that way only when both can).
-    Ready { can_read: bool },
+    /// receiver's memory (data moves that way only when both can), and the
+    /// descriptor of the ring (in the sender's process) the receiver may
+    /// map to send it control messages.
+    Ready { can_read: bool, ring: Option<i32> },
     /// A send is ready: `count` elements of `dtype` at `addr` in the
     /// sender's memory.
     Rts {
@@ -90,6 +102,8 @@ pub(super) enum Msg {
     /// The sender's rank finished (its communicators are gone); `known` as
     /// for `Failed`.
     Finished { known: Vec<(u32, String)> },
+    /// Messages wait in the ring (for a receiver that may sleep).
+    Wake,
 }
 
 /// How long a direct write may wait for the peer to drain the connection.
@@ -142,13 +156,70 @@ pub(super) struct Link {
     /// says whether there are any.
     held: Mutex<Vec<Msg>>,
     has_held: AtomicBool,
+    /// What arrived on a connection that carries no data (`cma`) and is
+    /// not yet handled; whoever holds it reads the connection.
+    inbox: Mutex<Inbox>,
+    /// Set once reading the connection found its end.
+    ended: AtomicBool,
+    /// The ring this process reads the peer's control messages from.
+    rx: Option<Ring>,
+    /// The ring this process writes its control messages to.
+    tx: Option<Ring>,
+    /// Whether the connection may hold something to read (the waiting
+    /// thread saw it readable).
+    kicked: AtomicBool,
 }
+
+/// Bytes received on a connection, not yet handled.
+#[derive(Default)]
+struct Inbox {
+    bytes: Vec<u8>,
+    /// How many of `bytes` were received.
+    have: usize,
+    /// Messages taken from the ring.
+    ring_bytes: Vec<u8>,
+    /// Looks at the ring since the connection was last read.
+    looks: u32,
+    /// Set once the connection ended: nobody reads it any more.
+    ended: bool,
+}
+
+/// What [`Link::receive`] did.
+pub(super) enum Received {
+    /// Another thread is reading the connection.
+    Busy,
+    /// It handled the messages that had arrived (if any).
+    Handled,
+    /// The connection ended, for this reason (said once).
+    Ended(String),
+    /// The connection had ended before.
+    Closed,
+}
+
+/// The longest control message accepted on a connection that carries no
+/// data; anything longer is a corrupt stream.
+const MAX_CONTROL_FRAME: usize = 1 << 20;
+/// How much room a read from the connection gets at least.
+const READ_ROOM: usize = 16 << 10;
+/// Where messages come in a ring, a look at it reads the connection too
+/// (for its end) once in this many looks.
+const SOCKET_EVERY: u32 = 16;
+
+/// How long a sender waits before it looks again whether a full ring has
+/// room.
+const RING_FULL_PAUSE: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// Held messages beyond this many are written at once.
 const HOLD_LIMIT: usize = 32;
 
 impl Link {
-    pub(super) fn new(pid: i32, cma: bool, stream: TcpStream) -> io::Result<Arc<Link>> {
+    pub(super) fn new(
+        pid: i32,
+        cma: bool,
+        stream: TcpStream,
+        rx: Option<Ring>,
+        tx: Option<Ring>,
+    ) -> io::Result<Arc<Link>> {
         if cma {
             stream.set_write_timeout(Some(DIRECT_WRITE_LIMIT))?;
         }
@@ -163,7 +234,168 @@ impl Link {
             stopped_cv: Condvar::new(),
             held: Mutex::new(Vec::new()),
             has_held: AtomicBool::new(false),
+            inbox: Mutex::new(Inbox::default()),
+            ended: AtomicBool::new(false),
+            rx,
+            tx,
+            kicked: AtomicBool::new(false),
         }))
+    }
+
+    /// Handles, in order, the messages that arrived on this connection (one
+    /// that carries no data) by `handle`, without waiting for more. With
+    /// `wait_turn`, waits while another thread reads the connection; else
+    /// returns [`Received::Busy`] then.
+    pub(super) fn receive(&self, wait_turn: bool, mut handle: impl FnMut(Msg) -> io::Result<()>) -> Received {
+        let mut inbox = match self.inbox.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) if wait_turn => lock(&self.inbox),
+            Err(TryLockError::WouldBlock) => return Received::Busy,
+        };
+        if inbox.ended {
+            return Received::Closed;
+        }
+        let inbox = &mut *inbox;
+        let why = if let Err(why) = self.take_ring(inbox, &mut handle) {
+            why
+        } else {
+            inbox.looks += 1;
+            let look = self.rx.is_none()
+                || wait_turn
+                || self.kicked.swap(false, Ordering::AcqRel)
+                || inbox.looks % SOCKET_EVERY == 0;
+            if !look {
+                return Received::Handled;
+            }
+            match self.read_socket(inbox, &mut handle) {
+                Ok(()) => return Received::Handled,
+                // What the peer put in the ring before it closed the
+                // connection still counts.
+                Err(why) => self.take_ring(inbox, &mut handle).err().unwrap_or(why),
+            }
+        };
+        inbox.ended = true;
+        self.ended.store(true, Ordering::Release);
+        Received::Ended(why)
+    }
+
+    /// Handles the messages in the ring, if this link has one.
+    fn take_ring(&self, inbox: &mut Inbox, handle: &mut impl FnMut(Msg) -> io::Result<()>) -> Result<(), String> {
+        let Some(ring) = &self.rx else { return Ok(()) };
+        inbox.ring_bytes.clear();
+        if ring.take(&mut inbox.ring_bytes).map_err(|e| e.to_string())? == 0 {
+            return Ok(());
+        }
+        let used = handle_frames(&inbox.ring_bytes, handle)?;
+        if used != inbox.ring_bytes.len() {
+            return Err("a message in the ring was cut short".to_owned());
+        }
+        Ok(())
+    }
+
+    /// Handles the messages the connection holds, without waiting; the
+    /// reason it ended, if it did.
+    fn read_socket(&self, inbox: &mut Inbox, handle: &mut impl FnMut(Msg) -> io::Result<()>) -> Result<(), String> {
+        loop {
+            let Inbox { bytes, have, .. } = &mut *inbox;
+            if bytes.len() - *have < READ_ROOM {
+                bytes.resize(*have + 2 * READ_ROOM, 0);
+            }
+            let n = match self.recv_now(&mut bytes[*have..]) {
+                Ok(0) => return Err("connection closed".to_owned()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.to_string()),
+            };
+            *have += n;
+            let at = handle_frames(&bytes[..*have], handle)?;
+            bytes.copy_within(at..*have, 0);
+            *have -= at;
+        }
+    }
+
+    /// Reads what the connection holds into `buf`, without waiting.
+    fn recv_now(&self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: `buf` is valid and writable for `buf.len()` bytes; the
+        // descriptor is the socket `self.stream` owns, open while `self`
+        // lives.
+        let n = unsafe {
+            libc::recv(
+                self.stream.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        usize::try_from(n).map_err(|_| io::Error::last_os_error())
+    }
+
+    /// Counts the caller among the ring's sleepers before it sleeps: false
+    /// (nothing counted) when messages wait in the ring already.
+    pub(super) fn sleep_begin(&self) -> bool {
+        self.rx.as_ref().is_none_or(Ring::sleep_begin)
+    }
+
+    /// The caller of a successful [`Link::sleep_begin`] woke up.
+    pub(super) fn sleep_end(&self) {
+        if let Some(r) = &self.rx {
+            r.sleep_end();
+        }
+    }
+
+    /// Notes that the connection may hold something to read.
+    pub(super) fn mark_kicked(&self) {
+        self.kicked.store(true, Ordering::Release);
+    }
+
+    /// Whether the ring or the connection has something to read (or the
+    /// connection ended), waiting for that at most `timeout`.
+    pub(super) fn wait_readable(&self, timeout: std::time::Duration) -> io::Result<bool> {
+        if !self.sleep_begin() {
+            return Ok(true);
+        }
+        let result = self.poll_socket(timeout);
+        self.sleep_end();
+        result
+    }
+
+    /// Whether the connection has something to read (or ended), waiting
+    /// for that at most `timeout`.
+    fn poll_socket(&self, timeout: std::time::Duration) -> io::Result<bool> {
+        let mut fd = libc::pollfd {
+            fd: self.stream.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: `fd` is one valid `pollfd` for the duration of the call;
+        // its descriptor is the socket `self.stream` owns.
+        let r = unsafe { libc::poll(&raw mut fd, 1, ms) };
+        match r {
+            0 => Ok(false),
+            1.. => Ok(true),
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    Ok(false)
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+
+    /// The socket to wait on for messages, while the connection has not
+    /// ended (links that carry no data).
+    pub(super) fn control_fd(&self) -> Option<std::os::fd::RawFd> {
+        (self.cma && !self.ended.load(Ordering::Acquire)).then(|| self.stream.as_raw_fd())
+    }
+
+    /// Whether the connection was seen to end.
+    pub(super) fn ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire)
     }
 
     /// Holds `msg` back until the next message on this connection, which
@@ -241,7 +473,12 @@ impl Link {
         }
         let mut buf = lock(&self.direct);
         let held = self.take_held();
-        let written = if held.is_empty() {
+        let written = if let Some(ring) = &self.tx {
+            held.iter().chain(&msg).try_for_each(|m| {
+                write_frame(&mut io::sink(), m, &mut buf)?;
+                self.push_ring(ring, &buf)
+            })
+        } else if held.is_empty() {
             match &msg {
                 Some(m) => write_frame(&mut &self.stream, m, &mut buf),
                 None => Ok(()),
@@ -259,6 +496,35 @@ impl Link {
             drop(buf);
             self.shutdown();
         }
+    }
+
+    /// Appends `frame` to the peer's ring, waiting for room (at most
+    /// [`DIRECT_WRITE_LIMIT`]), and wakes the peer if it may sleep.
+    fn push_ring(&self, ring: &Ring, frame: &[u8]) -> io::Result<()> {
+        let mut full_since = None;
+        while !ring.push(frame)? {
+            let since = *full_since.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() > DIRECT_WRITE_LIMIT {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the peer took no control messages for a minute",
+                ));
+            }
+            if ring.receiver_asleep() {
+                self.wake()?;
+            }
+            std::thread::sleep(RING_FULL_PAUSE);
+        }
+        if ring.receiver_asleep() {
+            self.wake()?;
+        }
+        Ok(())
+    }
+
+    /// Wakes a peer that sleeps waiting for its ring.
+    fn wake(&self) -> io::Result<()> {
+        let mut buf = Vec::with_capacity(8);
+        write_frame(&mut &self.stream, &Msg::Wake, &mut buf)
     }
 
     /// Stops the writer after what is queued and closes the connection.
@@ -367,6 +633,28 @@ impl Link {
             }
         }
     }
+}
+
+/// Handles the whole frames at the start of `bytes` (decoded) by `handle`;
+/// how many bytes they took, or why the stream is corrupt or handling
+/// failed.
+fn handle_frames(bytes: &[u8], handle: &mut impl FnMut(Msg) -> io::Result<()>) -> Result<usize, String> {
+    let mut at = 0;
+    while let Some(head) = bytes.get(at..at + 4) {
+        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        if len > MAX_CONTROL_FRAME {
+            return Err(format!(
+                "a control message of {len} bytes exceeds the limit of {MAX_CONTROL_FRAME}"
+            ));
+        }
+        let Some(frame) = bytes.get(at + 4..at + 4 + len) else {
+            break;
+        };
+        let msg = postcard::from_bytes::<Msg>(frame).map_err(|e| format!("a corrupt message: {e}"))?;
+        at += 4 + len;
+        handle(msg).map_err(|e| e.to_string())?;
+    }
+    Ok(at)
 }
 
 /// Reads `dst.len()` bytes at `addr` in process `pid` into `dst`.

@@ -8,6 +8,7 @@
 
 mod engine;
 mod link;
+mod ring;
 
 use std::io::BufReader;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use self::engine::Engine;
 use self::link::{allow_peer_reads, read_remote, Link, Msg};
+use self::ring::Ring;
 use super::{subgroup_of, subgroup_topology};
 use crate::backend::entries::EntryNote;
 use crate::backend::liveness::{Liveness, Presence};
@@ -51,6 +53,11 @@ pub(crate) trait Directory {
     /// Why another rank gave up joining, if one did.
     fn gave_up(&self) -> Option<Error>;
 }
+
+/// How often the connection thread of a link that carries no data looks
+/// whether a thread of its rank reads the connection (then it leaves it
+/// alone) or none does (then it waits for messages itself).
+const IDLE_CHECK: Duration = Duration::from_millis(10);
 
 /// How long closing waits for the last messages (this rank finished) to
 /// be written.
@@ -307,21 +314,34 @@ pub(crate) fn connect(
             });
         }
         let can_read = !force_tcp && host == hostname() && can_read(pid, probe_addr, probe);
-        write_frame(&mut stream, &Msg::Ready { can_read }, &mut buf)
+        // The ring this peer may send its control messages in (where it
+        // cannot map it, they come on the connection).
+        let rx = if can_read { Ring::create().ok() } else { None };
+        let ring = rx.as_ref().map(Ring::fd);
+        write_frame(&mut stream, &Msg::Ready { can_read, ring }, &mut buf)
             .map_err(|e| os_error("handshake with a peer", &e))?;
-        ready.push((peer, stream, pid, can_read));
+        ready.push((peer, stream, pid, can_read, rx));
     }
     let mut links: Vec<Option<Arc<Link>>> = (0..world).map(|_| None).collect();
     let mut readers = Vec::new();
-    for (peer, mut stream, pid, can_read) in ready {
+    for (peer, mut stream, pid, can_read, rx) in ready {
         let theirs: Msg = read_frame(&mut stream, &mut buf).map_err(|e| os_error("handshake with a peer", &e))?;
-        let cma = can_read && matches!(theirs, Msg::Ready { can_read: true });
-        tracing::debug!(rank, peer, cma, "connected");
+        let (cma, their_ring) = match theirs {
+            Msg::Ready { can_read: true, ring } => (can_read, ring),
+            _ => (false, None),
+        };
+        let rx = rx.filter(|_| cma);
+        let tx = their_ring.filter(|_| cma).and_then(|fd| {
+            Ring::open(pid, fd)
+                .map_err(|e| tracing::debug!(rank, peer, %e, "no ring"))
+                .ok()
+        });
+        tracing::debug!(rank, peer, cma, ring = tx.is_some(), "connected");
         let io = |e: std::io::Error| os_error("peer connection", &e);
         stream.set_nodelay(true).map_err(io)?;
         stream.set_read_timeout(None).map_err(io)?;
         let read_half = stream.try_clone().map_err(io)?;
-        links[peer] = Some(Link::new(pid, cma, stream).map_err(io)?);
+        links[peer] = Some(Link::new(pid, cma, stream, rx, tx).map_err(io)?);
         readers.push((peer, read_half));
     }
     let liveness = Liveness::new(world);
@@ -376,8 +396,39 @@ fn spawn_threads(engine: &Arc<Engine>, peer: usize, read_half: TcpStream) -> Res
             .map_err(|e| os_error("cannot start a connection thread", &e))?;
     }
     let e = Arc::clone(engine);
-    std::thread::Builder::new()
-        .name(format!("hcomm-rx-{peer}"))
+    let reader = std::thread::Builder::new().name(format!("hcomm-rx-{peer}"));
+    if link.cma {
+        // Only control messages: a thread of this rank that waits in the
+        // engine reads them itself; this thread reads those that arrive
+        // while none does, looking every `IDLE_CHECK` whether one does (so
+        // that it is not woken by every message).
+        reader
+            .spawn(move || loop {
+                if link.ended() {
+                    return;
+                }
+                if e.progressing() {
+                    std::thread::sleep(IDLE_CHECK);
+                    continue;
+                }
+                match link.wait_readable(IDLE_CHECK) {
+                    Err(err) => {
+                        e.link_lost(peer, &err.to_string());
+                        link.shutdown();
+                        return;
+                    }
+                    Ok(true) if !e.progressing() => {
+                        if !e.receive_from(peer, &link, true) {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                }
+            })
+            .map_err(|e| os_error("cannot start a connection thread", &e))?;
+        return Ok(());
+    }
+    reader
         .spawn(move || {
             let mut r = BufReader::with_capacity(64 << 10, read_half);
             let mut buf = Vec::with_capacity(256);
