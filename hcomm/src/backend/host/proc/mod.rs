@@ -2,7 +2,12 @@
 //! connection per pair of ranks for control messages, and data moved by the
 //! receiver reading the sender's memory directly when both run on one host
 //! (cross-memory attach: one copy, like the in-process fabric), else
-//! streamed over the connection (`engine.rs`, `link.rs`).
+//! streamed over the connection (`engine.rs`, `link.rs`). On one host the
+//! control messages travel in shared-memory rings instead (`ring.rs`), and
+//! the connection only wakes a receiver that sleeps and, by its end, tells
+//! that the peer's process is gone. A rank that waits reads its rings and
+//! connections and copies the data itself; a connection thread does so
+//! only while no thread of the rank waits.
 //!
 //! `HCOMM_TRANSPORT=tcp` forces the streamed path on one host too.
 
