@@ -19,6 +19,13 @@ use crate::error::{Error, Result};
 /// How long one stream poll may block before failures are checked again.
 pub(super) const POLL_SLICE: Duration = Duration::from_millis(20);
 
+/// How long a wait goes on polling after the only peer it found gone had
+/// finished (not failed): that peer's last messages may still be landing
+/// (a finished sender has handed them to the library, which may not have
+/// completed this rank's side yet), so its finish alone does not prove a
+/// missing matching operation until the stream stays stuck this long.
+const FINISHED_GRACE: Duration = Duration::from_millis(250);
+
 impl DeviceBackend {
     /// Every submitted operation completed: finish receives, free staging.
     fn complete_submitted(&self, st: &mut State) {
@@ -56,14 +63,15 @@ impl DeviceBackend {
         st.sticky.get_or_insert_with(|| e.clone());
     }
 
-    /// Why the stream's work can never complete, if that is already known.
-    fn blocking_failure(&self, st: &State) -> Option<Error> {
+    /// Why the stream's work can never complete, if that is already known,
+    /// and whether the reason is only a peer that finished.
+    fn blocking_failure(&self, st: &State) -> Option<(Error, bool)> {
         if let Some(reason) = self.shared.aborted() {
-            return Some(Error::Aborted { reason });
+            return Some((Error::Aborted { reason }, false));
         }
         let peers = || (0..st.deps.len()).filter(|&r| st.deps[r] && r != self.rank);
         if let Some(e) = self.shared.channel_failure(self.rank, peers()) {
-            return Some(e);
+            return Some((e, false));
         }
         let world = self.env.as_ref()?;
         // Name a root cause where one is known, not a rank that failed
@@ -85,7 +93,7 @@ impl DeviceBackend {
                 found = Some((rank_order, e));
             }
         }
-        found.map(|(_, e)| e)
+        found.map(|(order, e)| (e, order == 2))
     }
 
     /// Drives the stream until its work completed, failed, or `limit` passed
@@ -106,6 +114,7 @@ impl DeviceBackend {
             self.abandon(st, &e, local);
             return Err(e);
         }
+        let mut finished_since: Option<Instant> = None;
         loop {
             let now = Instant::now();
             let left = deadline.map_or(POLL_SLICE, |d| d.saturating_duration_since(now));
@@ -125,9 +134,12 @@ impl DeviceBackend {
                 }
                 Poll::Pending => {}
             }
-            if let Some(e) = self.blocking_failure(st) {
-                self.abandon(st, &e, local);
-                return Err(e);
+            if let Some((e, finished)) = self.blocking_failure(st) {
+                let since = *finished_since.get_or_insert_with(Instant::now);
+                if !finished || since.elapsed() >= FINISHED_GRACE {
+                    self.abandon(st, &e, local);
+                    return Err(e);
+                }
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 let e = Error::Timeout {
@@ -208,7 +220,9 @@ impl DeviceBackend {
                         st.fail_submitted(&e, false);
                     }
                     Poll::Pending => {
-                        if let Some(e) = self.blocking_failure(st) {
+                        // A peer that only finished may still complete this
+                        // work; `drain` gives it its grace.
+                        if let Some((e, false)) = self.blocking_failure(st) {
                             self.abandon(st, &e, &mut Vec::new());
                         }
                     }
