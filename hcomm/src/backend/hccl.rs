@@ -468,18 +468,7 @@ mod tests {
 
     #[test]
     fn every_element_type_maps_to_an_hccl_type_of_its_size() {
-        for dtype in [
-            DataType::I8,
-            DataType::U8,
-            DataType::I32,
-            DataType::U32,
-            DataType::I64,
-            DataType::U64,
-            DataType::F16,
-            DataType::Bf16,
-            DataType::F32,
-            DataType::F64,
-        ] {
+        for dtype in DataType::ALL {
             assert_eq!(hccl_dtype(dtype).size(), Some(dtype.size()), "{dtype}");
         }
         assert_eq!(hccl_dtype(DataType::Bf16), HcclDataType::HCCL_DATA_TYPE_BFP16);

@@ -388,22 +388,9 @@ mod tests {
 
     #[test]
     fn every_element_type_maps_to_an_nccl_type() {
-        let mapped: Vec<i32> = [
-            DataType::I8,
-            DataType::U8,
-            DataType::I32,
-            DataType::U32,
-            DataType::I64,
-            DataType::U64,
-            DataType::F16,
-            DataType::Bf16,
-            DataType::F32,
-            DataType::F64,
-        ]
-        .iter()
-        .map(|&d| nccl_dtype(d).0)
-        .collect();
-        assert_eq!(mapped, vec![0, 1, 2, 3, 4, 5, 6, 9, 7, 8]);
+        let mapped: Vec<i32> = DataType::ALL.iter().map(|&d| nccl_dtype(d).0).collect();
+        // f32, f64, f16, bf16, i8, u8, i32, u32, i64, u64 (`DataType::ALL`'s order).
+        assert_eq!(mapped, vec![7, 8, 6, 9, 0, 1, 2, 3, 4, 5]);
     }
 
     #[test]
