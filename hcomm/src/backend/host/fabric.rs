@@ -410,11 +410,8 @@ impl Fabric {
     /// rank's collectives when two ranks disagree.
     pub(crate) fn enter_collective(&self, me: usize, header: &CollHeader) -> Result<()> {
         let mut st = self.lock();
-        if let Some(e) = &st.coll_failure {
-            return Err(e.clone());
-        }
-        if let Some(reason) = &st.aborted {
-            return Err(Error::Aborted { reason: reason.clone() });
+        if let Some(e) = st.collectives_failed() {
+            return Err(e);
         }
         st.coll_entry[me] = Some(*header);
         let mut failure = None;
@@ -456,17 +453,8 @@ impl Fabric {
     ) -> Result<()> {
         let board = self.board.get_or_init(|| Board::new(self.size()));
         let failure = |peer: usize| {
-            let st = self.lock();
-            if let Some(e) = &st.coll_failure {
-                return Some(e.clone());
-            }
-            if let Some(reason) = &st.aborted {
-                return Some(Error::Aborted { reason: reason.clone() });
-            }
-            drop(st);
-            self.world.liveness.state(self.members[peer]).blocking_error(peer, || {
-                format!("it finished without calling collective #{} ({header})", header.seq)
-            })
+            let group = self.lock().collectives_failed();
+            group.or_else(|| self.gone_before(peer, header))
         };
         let exchange = Exchange {
             me,
@@ -486,26 +474,28 @@ impl Fabric {
         result
     }
 
+    /// Why rank `peer` will never enter the collective `header`: it failed,
+    /// or finished without calling it.
+    fn gone_before(&self, peer: usize, header: &CollHeader) -> Option<Error> {
+        self.world.liveness.state(self.members[peer]).blocking_error(peer, || {
+            format!("it finished without calling collective #{} ({header})", header.seq)
+        })
+    }
+
     /// Waits until every rank entered collective `header.seq` (or a later
     /// one); see [`crate::backend::Backend::confirm_collective`].
     pub(crate) fn confirm_collective(&self, me: usize, header: &CollHeader, timeout: Duration) -> Result<()> {
         let mut start = None;
         let mut st = self.lock();
         let result = loop {
-            if let Some(e) = &st.coll_failure {
-                break Err(e.clone());
-            }
-            if let Some(reason) = &st.aborted {
-                break Err(Error::Aborted { reason: reason.clone() });
+            if let Some(e) = st.collectives_failed() {
+                break Err(e);
             }
             let missing = st.coll_entry.iter().position(|e| e.is_none_or(|h| h.seq < header.seq));
             let Some(missing) = missing else {
                 break Ok(());
             };
-            let state = self.world.liveness.state(self.members[missing]);
-            if let Some(e) = state.blocking_error(missing, || {
-                format!("it finished without calling collective #{} ({header})", header.seq)
-            }) {
+            if let Some(e) = self.gone_before(missing, header) {
                 break Err(e);
             }
             let now = Instant::now();
@@ -572,6 +562,17 @@ impl Watcher for Fabric {
 }
 
 impl State {
+    /// Why no collective of the group can complete: ranks disagreed on
+    /// one, or the group was aborted.
+    fn collectives_failed(&self) -> Option<Error> {
+        if let Some(e) = &self.coll_failure {
+            return Some(e.clone());
+        }
+        self.aborted
+            .as_ref()
+            .map(|reason| Error::Aborted { reason: reason.clone() })
+    }
+
     fn free_slot(&mut self, i: u32) {
         self.slots[i].state = SlotState::Free;
         self.slots.release(i);
