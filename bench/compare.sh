@@ -12,6 +12,8 @@
 #   SIZES=list   sizes (default 4K,64K,1M,16M,64M)
 #   OPS=list     hcomm-bench ops (default all_reduce,all_gather,reduce_scatter,all_to_all,sendrecv)
 #   RANKS=list   world sizes (default "2 4")
+#   PROCS=1      hcomm-bench runs one process per rank (hcomm-run): the
+#                multi-process host transport instead of in-process ranks
 #
 # Installs Open MPI with apt-get when mpicc or mpirun is missing, builds the
 # baselines in bench/baseline/ and hcomm-bench (release), prints one table
@@ -24,8 +26,8 @@
 # and never to trim, which removes the page faults of the temporary buffer
 # Open MPI allocates per large all-reduce / reduce-scatter call: the stronger
 # baseline at large sizes. hcomm-bench runs its ranks as threads of one
-# process, bound one per core when they fit (HCOMM_BIND=core, the default),
-# else unbound.
+# process (with PROCS=1, as processes), bound one per core when they fit
+# (HCOMM_BIND=core, the default), else unbound.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RUNS=${1:-3}
@@ -45,8 +47,18 @@ mkdir -p "$OUT/bin"
 rm -f "$OUT"/hcomm_*.jsonl "$OUT"/mpi_*.tsv "$OUT"/memcpy_*.tsv
 mpicc -O2 -Wall -o "$OUT/bin/mpi_coll_bench" "$ROOT/bench/baseline/mpi_coll_bench.c"
 gcc -O2 -Wall -pthread -o "$OUT/bin/memcpy_bw" "$ROOT/bench/baseline/memcpy_bw.c"
-(cd "$ROOT" && cargo build --release -p hcomm-bench)
+(cd "$ROOT" && cargo build --release -p hcomm-bench -p hcomm-run)
 BENCH=$ROOT/target/release/hcomm-bench
+hcomm_bench() {  # hcomm_bench <ranks> <args>: JSON rows on stdout
+  local n=$1
+  shift
+  if [ -n "${PROCS:-}" ]; then
+    # rank 0 prints the rows, which hcomm-run prefixes with "[0] "
+    "$ROOT/target/release/hcomm-run" -n "$n" -- "$BENCH" "$@" | sed -n 's/^\[0\] //p'
+  else
+    "$BENCH" -n "$n" "$@"
+  fi
+}
 
 MPIRUN=(mpirun --allow-run-as-root --mca pml ob1 --mca btl self,vader)
 NOMMAP=(-x MALLOC_MMAP_THRESHOLD_=4294967296 -x MALLOC_TRIM_THRESHOLD_=68719476736)
@@ -67,13 +79,14 @@ MPI_OPS=$(echo "$OPS" | sed 's/all_reduce/allreduce/; s/all_gather/allgather/; s
   echo "open mpi: $(mpirun --version | head -1)"
   echo "rustc: $(rustc --version)"
   echo "hcomm: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "hcomm ranks: $([ -n "${PROCS:-}" ] && echo "one process each (hcomm-run)" || echo "threads of one process")"
 } > "$OUT/machine.txt"
 
 for k in $(seq 1 "$RUNS"); do
   for n in $RANKS; do
     echo "== run $k/$RUNS, $n ranks: hcomm" >&2
     for op in ${OPS//,/ }; do
-      "$BENCH" --op "$op" -n "$n" --sizes "$SIZES" --json --quiet >> "$OUT/hcomm_n${n}_run${k}.jsonl"
+      hcomm_bench "$n" --op "$op" --sizes "$SIZES" --json --quiet >> "$OUT/hcomm_n${n}_run${k}.jsonl"
     done
     echo "== run $k/$RUNS, $n ranks: Open MPI" >&2
     # shellcheck disable=SC2046 # mpi_args prints separate words on purpose

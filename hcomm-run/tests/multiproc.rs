@@ -127,6 +127,63 @@ fn schedule_entry_cost() {
 }
 
 /// Starts this binary's `rank_main` directly with the given variables.
+/// The cores the calling thread may run on.
+fn my_cores() -> Vec<usize> {
+    // SAFETY: `cpu_set_t` is plain bits; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, writable `cpu_set_t` of the size passed;
+    // pid 0 is the calling thread.
+    let rc = unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &raw mut set) };
+    assert_eq!(rc, 0, "sched_getaffinity: {}", std::io::Error::last_os_error());
+    let max = usize::try_from(libc::CPU_SETSIZE).unwrap();
+    // SAFETY: `set` was filled in by the kernel; `c < CPU_SETSIZE`.
+    (0..max).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
+}
+
+/// The cores each rank of an `n`-process job said it runs on.
+fn placement(n: usize, env: &[(&str, &str)]) -> Vec<String> {
+    let o = launch(n, "placement", env);
+    assert_all_passed(&o, n);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    (0..n)
+        .map(|r| {
+            let prefix = format!("[{r}] ");
+            out.lines()
+                .filter(|l| l.starts_with(&prefix))
+                .find_map(|l| l.split_once("runs on cores ").map(|(_, cores)| cores))
+                .unwrap_or_else(|| panic!("rank {r} did not say its cores\n{}", text(&o)))
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn the_processes_of_a_host_take_one_block_of_its_cores_each() {
+    let cores = my_cores();
+    let all = format!("{cores:?}");
+    let half = cores.len() / 2;
+    let expected = if cores.len() >= 2 {
+        vec![format!("{:?}", &cores[..half]), format!("{:?}", &cores[half..])]
+    } else {
+        vec![all.clone(), all.clone()]
+    };
+    assert_eq!(placement(2, &[]), expected);
+    // Left alone by choice, and where the processes outnumber the cores.
+    assert_eq!(placement(2, &[("HCOMM_BIND", "none")]), vec![all.clone(); 2]);
+    if cores.len() < 8 {
+        let n = cores.len() + 1;
+        assert_eq!(placement(n, &[]), vec![all.clone(); n]);
+    }
+    // A bad value fails every rank with a reason.
+    let o = launch(2, "placement", &[("HCOMM_BIND", "socket")]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("`HCOMM_BIND=socket`: expected `core` or `none`"),
+        "{}",
+        text(&o)
+    );
+}
+
 fn spawn_rank(scenario: &str, vars: &[(&str, String)]) -> std::process::Child {
     let me = std::env::current_exe().unwrap();
     let mut cmd = Command::new(me);
@@ -248,6 +305,11 @@ fn rank_main() {
         "mismatch" => mismatch(&hcomm::init_from_env().unwrap()),
         "schedule_mismatch" => schedule_mismatch(&hcomm::init_from_env().unwrap()),
         "entry_cost" => entry_cost(&hcomm::init_from_env().unwrap()),
+        "placement" => {
+            let comm = hcomm::init_from_env().unwrap();
+            println!("runs on cores {:?}", my_cores());
+            comm.barrier().unwrap();
+        }
         "panic" => {
             let comm = hcomm::init_from_env().unwrap();
             ignore_sigterm();

@@ -1,11 +1,15 @@
-//! Where the threads of in-process ranks run: `HCOMM_BIND=core` (the
+//! Where ranks run: `HCOMM_BIND=core` (the
 //! default) splits the cores this process may use into one block of
 //! consecutive cores per rank and binds each rank's thread to its block,
 //! when the ranks are no more than the cores and no other in-process world
 //! runs (as Open MPI binds its ranks by default). On a 2-core machine with 2
 //! ranks that is one core each; on 64 cores, 32 each, so threads a rank
 //! starts for its own compute (which inherit its binding) still have cores
-//! to run on. `HCOMM_BIND=none` leaves placement to the scheduler.
+//! to run on. The processes of one job on one host (`process.rs`) are
+//! split the same way, in rank order, when all of them may run on the same
+//! cores (a launcher that placed them already is left alone); the thread
+//! that joined the job is bound. `HCOMM_BIND=none` leaves placement to the
+//! scheduler.
 //!
 //! Binding matters because a waiting rank spins: two ranks that the
 //! scheduler puts on one core spin in turn while the peer each waits for
@@ -14,6 +18,7 @@
 //! its waits spin without handing the core over (see
 //! `backend/host/wait.rs`).
 
+use crate::backend::host::proc::HostPeers;
 use crate::error::{Error, Result};
 
 /// How rank threads are placed.
@@ -58,6 +63,20 @@ impl Binding {
     }
 }
 
+impl Binding {
+    /// The cores of process `here.index` of the `here.count` processes of
+    /// a job on this host, which may run on `cores`, or `None` where it is
+    /// not bound: by choice, alone on the host, placed already (the
+    /// processes' cores differ: a launcher bound them), or with fewer cores
+    /// than processes.
+    pub(crate) fn process_cores(self, cores: &[usize], here: HostPeers) -> Option<Vec<usize>> {
+        if self == Binding::None || here.count < 2 || !here.same_cores {
+            return None;
+        }
+        split(cores, here.count)?.into_iter().nth(here.index)
+    }
+}
+
 /// `cores` split into `parts` blocks of consecutive cores, as even as they
 /// can be; `None` with fewer cores than parts.
 fn split(cores: &[usize], parts: usize) -> Option<Vec<Vec<usize>>> {
@@ -69,7 +88,7 @@ fn split(cores: &[usize], parts: usize) -> Option<Vec<Vec<usize>>> {
 }
 
 /// The cores this process may run on.
-fn allowed_cores() -> Option<Vec<usize>> {
+pub(crate) fn allowed_cores() -> Option<Vec<usize>> {
     // SAFETY: `cpu_set_t` is plain bits; zeroed is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `set` is a valid, writable `cpu_set_t` of the size passed.
@@ -127,5 +146,25 @@ mod tests {
             let blocks = Binding::Core.cores(2, 0).unwrap();
             assert_eq!(blocks.concat(), cores);
         }
+    }
+
+    #[test]
+    fn processes_of_one_host_take_one_block_each_unless_placed_already() {
+        let here = |index, count, same_cores| HostPeers {
+            index,
+            count,
+            same_cores,
+        };
+        let cores = [0, 1, 2, 3, 4];
+        assert_eq!(Binding::Core.process_cores(&cores, here(0, 2, true)), Some(vec![0, 1]));
+        assert_eq!(
+            Binding::Core.process_cores(&cores, here(1, 2, true)),
+            Some(vec![2, 3, 4])
+        );
+        assert_eq!(Binding::Core.process_cores(&cores, here(4, 5, true)), Some(vec![4]));
+        assert_eq!(Binding::Core.process_cores(&cores, here(0, 6, true)), None);
+        assert_eq!(Binding::Core.process_cores(&cores, here(1, 2, false)), None);
+        assert_eq!(Binding::Core.process_cores(&cores, here(0, 1, true)), None);
+        assert_eq!(Binding::None.process_cores(&cores, here(1, 2, true)), None);
     }
 }

@@ -6,10 +6,12 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::bind::{allowed_cores, bind_current_thread, Binding};
 use super::env::JobEnv;
 use super::store::Store;
 use super::{hccl, nccl, BackendKind};
 use crate::backend::host::proc::{self, Directory};
+use crate::backend::host::wait;
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::options::CommOptions;
@@ -49,8 +51,7 @@ pub fn init_from_env() -> Result<Comm> {
 pub fn init_job(kind: BackendKind, job: &JobEnv, options: &CommOptions) -> Result<Comm> {
     let rendezvous = Rendezvous::join(job, options.timeout)?;
     let result = match kind {
-        BackendKind::Host => proc::connect(&rendezvous, job.rank, job.world, &options.topology, options.timeout)
-            .map(|b| Comm::from_backend(b, options)),
+        BackendKind::Host => connect_host(&rendezvous, job, options),
         BackendKind::Hccl => rendezvous.device_comm(
             "hccl/root_info",
             || hccl::root_info(job.local_rank as i32).map(|r| r.as_bytes().to_vec()),
@@ -78,6 +79,33 @@ pub fn init_job(kind: BackendKind, job: &JobEnv, options: &CommOptions) -> Resul
             Err(e)
         }
     }
+}
+
+/// This process's world on the host backend; the process is bound to
+/// cores of its own where `HCOMM_BIND` allows: with the processes of this
+/// host no more than the cores it may use, and none of them placed by
+/// their launcher, the cores are split into one block per process in rank
+/// order (see `bind.rs`).
+fn connect_host(rendezvous: &Rendezvous, job: &JobEnv, options: &CommOptions) -> Result<Comm> {
+    let binding = Binding::from_env()?;
+    let cores = allowed_cores().unwrap_or_default();
+    // Counted while this thread still has all of the process's cores.
+    wait::cores();
+    let (backend, here) = proc::connect(
+        rendezvous,
+        job.rank,
+        job.world,
+        &options.topology,
+        options.timeout,
+        &cores,
+    )?;
+    if let Some(block) = binding.process_cores(&cores, here) {
+        if bind_current_thread(&block) {
+            wait::note_own_core();
+            tracing::debug!(rank = job.rank, cores = ?block, "bound");
+        }
+    }
+    Ok(Comm::from_backend(backend, options))
 }
 
 fn bad_id(what: &str, len: usize) -> Error {

@@ -19,7 +19,12 @@
 //! that a runnable thread on the same core goes first; where they are more,
 //! it yields on every round, so that the spin hands the core to the rank
 //! the waiter waits for when that rank is runnable on it (as Open MPI's
-//! `mpi_yield_when_idle` does), instead of a sleep and a wake-up per step.
+//! `mpi_yield_when_idle` does), instead of a sleep and a wake-up per step,
+//! and it spins for a millisecond before it sleeps: yielding, the spin
+//! costs the ranks that share its core little, while a sleep costs a
+//! wake-up that waits behind them (4 processes on 2 cores: a 1 MiB
+//! all-gather took 2.6 times as long with a spin bounded by the wake-up
+//! latency, and about 1.5 times as long with a 50 us one).
 //!
 //! A waiter may bring the change about itself ([`Progress`]): it then does
 //! that work on every round of its spin (such as reading the messages of
@@ -43,6 +48,8 @@ static RANK_THREADS: AtomicUsize = AtomicUsize::new(0);
 
 /// The longest spin, whatever the measured wake-up latency.
 const MAX_SPIN_NS: u64 = 50_000;
+/// The spin of ranks that outnumber the cores (yielding on every round).
+const OVERSUBSCRIBED_SPIN_NS: u64 = 1_000_000;
 /// The wake-up latency assumed before any was measured.
 const INITIAL_WAKE_NS: u64 = 10_000;
 /// A spin that was in vain this many times in a row spins 2^-this of the
@@ -97,6 +104,11 @@ impl Drop for RankThreads {
 pub(crate) fn cores() -> usize {
     static CORES: OnceLock<usize> = OnceLock::new();
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get))
+}
+
+/// Whether the ranks sharing this host's cores outnumber them.
+fn oversubscribed() -> bool {
+    RANK_THREADS.load(Ordering::Relaxed) > cores()
 }
 
 /// Nanoseconds since the first call in this process.
@@ -344,6 +356,9 @@ impl Signal {
 
     /// How long to spin now.
     fn spin_budget(&self) -> Duration {
+        if oversubscribed() {
+            return Duration::from_nanos(OVERSUBSCRIBED_SPIN_NS);
+        }
         if own_core() {
             return Duration::from_nanos(MAX_SPIN_NS);
         }
@@ -357,7 +372,7 @@ impl Signal {
     fn spin(&self, seen: u64, budget: Duration, deadline: Option<Instant>, progress: Option<&dyn Progress>) -> bool {
         let start = Instant::now();
         let limit = deadline.map_or(budget, |d| budget.min(d.saturating_duration_since(start)));
-        let yield_after = if RANK_THREADS.load(Ordering::Relaxed) > cores() {
+        let yield_after = if oversubscribed() {
             Duration::ZERO
         } else if own_core() {
             Duration::MAX

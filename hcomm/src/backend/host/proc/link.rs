@@ -48,6 +48,9 @@ pub(super) enum Msg {
         /// it can read this process's memory directly.
         probe_addr: u64,
         probe: u64,
+        /// The cores the sender's process may run on, so that the
+        /// processes of one host can take cores of their own.
+        cores: Vec<u32>,
     },
     /// Second message on a connection: whether the sender can read the
     /// receiver's memory (data moves that way only when both can), and the

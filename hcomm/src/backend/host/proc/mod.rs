@@ -205,16 +205,32 @@ fn subgroup_id(parent: u64, key: &str, members: &[usize]) -> u64 {
     h | 1
 }
 
+/// The processes of a job on this process's host, as connecting found
+/// them (from which the launcher places them on cores).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HostPeers {
+    /// This process's place among them, in rank order.
+    pub(crate) index: usize,
+    /// How many there are, this one included.
+    pub(crate) count: usize,
+    /// Whether every one of them may run on the same cores as this one
+    /// (nobody placed them yet).
+    pub(crate) same_cores: bool,
+}
+
 /// The world backend of rank `rank` of `world` processes: publishes where
 /// it listens in `store`, connects to every other rank (lower ranks are
-/// dialled, higher ones accepted) and starts the connection threads.
+/// dialled, higher ones accepted) and starts the connection threads; also
+/// which ranks share this host, told by each peer with the `cores` its
+/// process may run on.
 pub(crate) fn connect(
     store: &dyn Directory,
     rank: usize,
     world: usize,
     topology: &Topology,
     timeout: Duration,
-) -> Result<Arc<dyn Backend>> {
+    cores: &[usize],
+) -> Result<(Arc<dyn Backend>, HostPeers)> {
     allow_peer_reads();
     let nonce = nonce();
     PROBE.store(nonce, Ordering::SeqCst);
@@ -233,13 +249,16 @@ pub(crate) fn connect(
     let endpoint =
         postcard::to_stdvec(&Endpoint { ip: local_ip, port }).map_err(|e| os_error("encoding the endpoint", &e))?;
     store.publish(&format!("hcomm/peer/{rank}"), &endpoint)?;
+    let host = hostname();
+    let mine: Vec<u32> = cores.iter().filter_map(|&c| u32::try_from(c).ok()).collect();
     let hello = Msg::Hello {
         rank: rank as u32,
         world: world as u32,
         pid: std::process::id() as i32,
-        host: hostname(),
+        host: host.clone(),
         probe_addr: std::ptr::from_ref(&PROBE) as u64,
         probe: nonce,
+        cores: mine.clone(),
     };
     let deadline = Instant::now() + timeout;
     let mut streams: Vec<Option<(TcpStream, Msg)>> = (0..world).map(|_| None).collect();
@@ -298,27 +317,39 @@ pub(crate) fn connect(
     // the same from it: data moves by memory reads only when both can.
     let mut ready = Vec::new();
     let mut buf = Vec::new();
+    let mut here = HostPeers {
+        index: 0,
+        count: 1,
+        same_cores: true,
+    };
     for (peer, s) in streams.into_iter().enumerate() {
         let Some((
             mut stream,
             Msg::Hello {
                 pid,
-                host,
+                host: their_host,
                 probe_addr,
                 probe,
                 world: their_world,
+                cores: theirs,
                 ..
             },
         )) = s
         else {
             continue;
         };
+        let same_host = their_host == host;
+        if same_host {
+            here.count += 1;
+            here.index += usize::from(peer < rank);
+            here.same_cores &= theirs == mine;
+        }
         if their_world as usize != world {
             return Err(Error::Config {
                 message: format!("rank {peer} runs in a world of {their_world} ranks, rank {rank} in one of {world}"),
             });
         }
-        let can_read = !force_tcp && host == hostname() && can_read(pid, probe_addr, probe);
+        let can_read = !force_tcp && same_host && can_read(pid, probe_addr, probe);
         // The ring this peer may send its control messages in (where it
         // cannot map it, they come on the connection).
         let rx = if can_read { Ring::create().ok() } else { None };
@@ -355,14 +386,15 @@ pub(crate) fn connect(
     for (peer, read_half) in readers {
         spawn_threads(&engine, peer, read_half)?;
     }
-    Ok(Arc::new(ProcBackend {
+    let backend = Arc::new(ProcBackend {
         presence: Presence::new(&liveness, rank),
         handle: Arc::new(Handle(engine)),
         group: 0,
         members: (0..world).collect(),
         rank,
         topology: topology.clone(),
-    }))
+    });
+    Ok((backend, here))
 }
 
 /// Sends our `Hello` and reads the peer's.
