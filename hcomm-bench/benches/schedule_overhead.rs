@@ -14,11 +14,16 @@ use hcomm::{schedules, Comm, CommOptions};
 
 /// The ring all-gather of `hcomm::schedules::ring_all_gather`, by hand: copy
 /// the own block into place, then `world - 1` steps that each send block
-/// `rank - s` to the right and receive block `rank - s - 1` from the left.
+/// `rank - s` to the right (the input itself in the first) and receive
+/// block `rank - s - 1` from the left.
 fn ring_all_gather_by_hand(comm: &Comm, input: &[f32], output: &mut [f32]) -> hcomm::Result<()> {
     let (w, r, n) = (comm.world(), comm.rank(), input.len());
     output[r * n..(r + 1) * n].copy_from_slice(input);
-    for s in 0..w - 1 {
+    if w > 1 {
+        let left = (r + w - 1) % w;
+        comm.send_recv(input, (r + 1) % w, &mut output[left * n..(left + 1) * n], left)?;
+    }
+    for s in 1..w - 1 {
         let send = (r + w - s) % w;
         let recv = (r + 2 * w - s - 1) % w;
         let (send, recv) = two_blocks(output, n, send, recv);

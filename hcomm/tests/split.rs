@@ -80,7 +80,7 @@ fn the_policy_choice_is_queryable_and_overridable_per_communicator() {
         // Small calls of in-process ranks go through the board.
         assert_eq!(comm.algorithm(Collective::AllReduce, 64), Algorithm::OneShot);
         assert_eq!(comm.algorithm(Collective::AllGather, 64), Algorithm::OneShot);
-        assert_eq!(comm.algorithm(Collective::AllGather, 1 << 20), Algorithm::Ring);
+        assert_eq!(comm.algorithm(Collective::AllGather, 1 << 20), Algorithm::Direct);
         comm.set_algorithm(Collective::AllReduce, Some(Algorithm::ReduceBroadcast))?;
         assert_eq!(
             comm.algorithm(Collective::AllReduce, 1 << 24),

@@ -218,11 +218,10 @@ impl Comm {
         };
         // SAFETY: forwarded from the caller.
         unsafe {
-            self.collective(&call, |c, algorithm| {
-                if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.board()) {
-                    return one_shot::all_gather(c, &board, send, recv);
-                }
-                schedules::all_gather(c, algorithm, send, recv)
+            self.collective(&call, |c, algorithm| match (algorithm, self.inner.backend.board()) {
+                (Algorithm::OneShot, Some(board)) => one_shot::all_gather(c, &board, send, recv),
+                (Algorithm::Direct, _) => direct::all_gather(c, send, recv),
+                _ => schedules::all_gather(c, algorithm, send, recv),
             })
         }
     }

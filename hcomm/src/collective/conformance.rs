@@ -218,6 +218,22 @@ mod tests {
         }
     }
 
+    #[test]
+    fn direct_all_gather_follows_its_schedule() {
+        for world in 1..=9 {
+            follows(
+                "direct all-gather",
+                world,
+                (Collective::AllGather, Algorithm::Direct),
+                None,
+                5,
+                &[5 * world],
+                &|c, i, o| c.all_gather(i, &mut o[0]),
+                &|c, i, o| schedules::direct_all_gather(c, i, &mut o[0]),
+            );
+        }
+    }
+
     /// Halving then doubling above the whole-vector threshold; recursive
     /// doubling of whole vectors below it. In place.
     #[test]

@@ -1,6 +1,6 @@
 //! Direct algorithms (every message of a collective posted in one batch):
-//! all-to-all(v), gather, scatter and all-reduce; and the dissemination
-//! barrier.
+//! all-to-all(v), all-gather, gather, scatter and all-reduce; and the
+//! dissemination barrier.
 
 use super::raw::{Ctx, RawBuf};
 use crate::element::{Element, ReduceOp};
@@ -94,6 +94,30 @@ pub(super) unsafe fn all_to_all_direct<T: Element>(
     }
     // SAFETY: forwarded from the caller.
     unsafe { x.run("direct all-to-all") }
+}
+
+/// Direct all-gather: `send` goes to every peer and every peer's input
+/// comes into its block of `recv`, all posted at once. Every message is
+/// read from the sender's input, which the call does not write, so no rank
+/// reads data another has just written (as a ring's forwarded blocks are),
+/// and no rank waits for a neighbour to have received before it can send.
+/// Its messages are those of the `direct_all_gather` schedule (checked in
+/// `conformance.rs`).
+///
+/// # Safety
+///
+/// `send` valid; `recv` valid, writable, disjoint from `send`, of length
+/// `send.len * world`, neither accessed otherwise for the whole call.
+pub(super) unsafe fn all_gather<T: Element>(c: &Ctx<'_>, send: RawBuf<T>, recv: RawBuf<T>) -> Result<()> {
+    let n = send.len;
+    // SAFETY: forwarded from the caller; the blocks of `recv` are disjoint.
+    unsafe {
+        all_to_all_direct(
+            c,
+            std::iter::repeat_n(send, c.world),
+            (0..c.world).map(|j| recv.block(j, n)),
+        )
+    }
 }
 
 /// Direct reduce-scatter of `send` (`world` nearly equal parts) into `own`

@@ -21,8 +21,8 @@ pub enum Algorithm {
     RecursiveHalving,
     /// Pairwise exchange: `world - 1` steps, one peer each way per step.
     Pairwise,
-    /// Every peer addressed directly: all-to-all, gather and scatter post
-    /// every message at once; reduce-scatter has each rank combine its own
+    /// Every peer addressed directly: all-to-all, all-gather, gather and
+    /// scatter post every message at once; reduce-scatter has each rank combine its own
     /// part of every rank's input; all-reduce does that, then fetches the
     /// other parts from their owners.
     Direct,
@@ -108,6 +108,7 @@ impl Algorithm {
                 Algorithm::Ring,
                 Algorithm::RecursiveDoubling,
                 Algorithm::Bruck,
+                Algorithm::Direct,
                 Algorithm::OneShot,
             ],
             Collective::ReduceScatter => &[
@@ -233,8 +234,10 @@ pub(crate) fn policy(
             }
         }
         Collective::AllGather => {
-            if ring_links || !small {
+            if ring_links {
                 Algorithm::Ring
+            } else if !small {
+                Algorithm::Direct
             } else if world.is_power_of_two() {
                 Algorithm::RecursiveDoubling
             } else {
@@ -289,7 +292,7 @@ mod tests {
     }
 
     #[test]
-    fn large_all_reduce_on_a_full_mesh_is_direct() {
+    fn large_all_reduces_and_all_gathers_on_a_full_mesh_are_direct() {
         let p = |topo, bytes| policy(Collective::AllReduce, &topo, 4, bytes, None);
         assert_eq!(p(Topology::FullMesh, 1 << 20), Algorithm::Direct);
         assert_eq!(p(Topology::FullMesh, 4 << 10), Algorithm::HalvingDoubling);
@@ -298,6 +301,10 @@ mod tests {
         assert_eq!(rs(Topology::FullMesh, 1 << 20), Algorithm::Direct);
         assert_eq!(rs(Topology::FullMesh, 4 << 10), Algorithm::RecursiveHalving);
         assert_eq!(rs(Topology::Ring, 1 << 20), Algorithm::Ring);
+        let ag = |topo, bytes| policy(Collective::AllGather, &topo, 4, bytes, None);
+        assert_eq!(ag(Topology::FullMesh, 1 << 20), Algorithm::Direct);
+        assert_eq!(ag(Topology::FullMesh, 4 << 10), Algorithm::RecursiveDoubling);
+        assert_eq!(ag(Topology::Ring, 1 << 20), Algorithm::Ring);
     }
 
     #[test]
