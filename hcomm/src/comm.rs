@@ -298,7 +298,7 @@ impl Comm {
         #[cfg(test)]
         crate::collective::conformance::note(ops);
         // SAFETY: forwarded from the caller.
-        unsafe { self.inner.backend.post(ops, &mut ids)? };
+        unsafe { self.inner.backend.post_to_wait(ops, &mut ids)? };
         let posted = Posted { comm: self, ids: &ids };
         let result = self.inner.backend.wait(posted.ids, self.timeout(), what);
         // `wait` released every op; only a panic out of it needs the guard.

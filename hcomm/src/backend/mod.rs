@@ -97,6 +97,20 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// anything but `Ok(false)`, or [`Backend::cancel`].
     unsafe fn post(&self, ops: &[P2pOp], ids: &mut OpIds) -> Result<()>;
 
+    /// [`Backend::post`] of ops whose [`Backend::wait`] is the caller's
+    /// next call: the backend may count the caller as waiting from now on
+    /// (the host backend then leaves a large incoming message for this
+    /// rank to copy, rather than the peer that matches it copying both
+    /// directions of an exchange).
+    ///
+    /// # Safety
+    ///
+    /// As [`Backend::post`].
+    unsafe fn post_to_wait(&self, ops: &[P2pOp], ids: &mut OpIds) -> Result<()> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.post(ops, ids) }
+    }
+
     /// Waits until every op in `ids` has completed, at most `timeout`.
     /// Every op is released when this returns, whatever it returns: on an
     /// error the ops still pending are cancelled first. `what` names the

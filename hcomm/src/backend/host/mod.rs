@@ -68,7 +68,12 @@ impl Backend for HostBackend {
 
     unsafe fn post(&self, ops: &[P2pOp], ids: &mut OpIds) -> Result<()> {
         // SAFETY: the caller upholds the buffer contract of `Backend::post`.
-        unsafe { self.fabric.post(self.rank, ops, ids) }
+        unsafe { self.fabric.post(self.rank, ops, ids, false) }
+    }
+
+    unsafe fn post_to_wait(&self, ops: &[P2pOp], ids: &mut OpIds) -> Result<()> {
+        // SAFETY: the caller upholds the buffer contract of `Backend::post`.
+        unsafe { self.fabric.post(self.rank, ops, ids, true) }
     }
 
     fn wait(&self, ids: &[OpId], timeout: Duration, what: &str) -> Result<()> {

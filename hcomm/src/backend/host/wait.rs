@@ -13,7 +13,13 @@
 //! it: enough for a busy machine to lose little, while two ranks that spin
 //! in vain once (one of them was descheduled) do not talk each other into
 //! sleeping for good, which on an idle virtual machine made a 4 KiB
-//! all-reduce ten times slower. Where the ranks sharing this host's cores
+//! all-reduce ten times slower. A rank bound to a core of its own spins
+//! up to a millisecond without yielding: it takes the core from no other
+//! rank, and a 1 MiB copy by its peer outlasts a shorter spin, after which
+//! the sleep and the wake-up (on a virtual machine, the waker's
+//! inter-processor interrupt: a quarter of the samples of a 1 MiB
+//! send-receive on 2 ranks) made 1 MiB exchanges up to eight times slower.
+//! Where the ranks sharing this host's cores
 //! (threads of this process, or processes of one job) are no more than the
 //! cores, a spinner yields the core on every round after a microsecond, so
 //! that a runnable thread on the same core goes first; where they are more,
@@ -46,10 +52,13 @@ use crate::error::{Error, Result};
 /// (registered by [`RankThreads`]).
 static RANK_THREADS: AtomicUsize = AtomicUsize::new(0);
 
-/// The longest spin, whatever the measured wake-up latency.
+/// The longest spin of a rank that is neither bound to a core of its own
+/// nor outnumbers the cores, whatever the measured wake-up latency.
 const MAX_SPIN_NS: u64 = 50_000;
 /// The spin of ranks that outnumber the cores (yielding on every round).
 const OVERSUBSCRIBED_SPIN_NS: u64 = 1_000_000;
+/// The spin of a rank bound to cores of its own.
+const OWN_CORE_SPIN_NS: u64 = 1_000_000;
 /// The wake-up latency assumed before any was measured.
 const INITIAL_WAKE_NS: u64 = 10_000;
 /// A spin that was in vain this many times in a row spins 2^-this of the
@@ -67,7 +76,7 @@ thread_local! {
 }
 
 /// Notes that the calling thread, a rank, is bound to cores of its own:
-/// its waits spin for the longest spin without yielding, since no rank it
+/// its waits spin up to a millisecond without yielding, since no rank it
 /// waits for can be waiting for these cores.
 pub(crate) fn note_own_core() {
     OWN_CORE.with(|c| c.set(true));
@@ -360,7 +369,7 @@ impl Signal {
             return Duration::from_nanos(OVERSUBSCRIBED_SPIN_NS);
         }
         if own_core() {
-            return Duration::from_nanos(MAX_SPIN_NS);
+            return Duration::from_nanos(OWN_CORE_SPIN_NS);
         }
         let wake = self.wake_ns.load(Ordering::Relaxed).min(MAX_SPIN_NS);
         Duration::from_nanos(wake >> self.backoff.load(Ordering::Relaxed))
