@@ -234,6 +234,25 @@ mod tests {
         }
     }
 
+    /// The direct all-to-all posts at once what the pairwise schedule posts
+    /// step by step: per channel, the same messages.
+    #[test]
+    fn direct_all_to_all_follows_the_pairwise_schedule() {
+        for world in 1..=9 {
+            let len = 3 * world;
+            follows(
+                "direct all-to-all",
+                world,
+                (Collective::AllToAll, Algorithm::Direct),
+                None,
+                len,
+                &[len],
+                &|c, i, o| c.all_to_all(i, &mut o[0]),
+                &|c, i, o| schedules::pairwise_all_to_all(c, i, &mut o[0]),
+            );
+        }
+    }
+
     /// Halving then doubling above the whole-vector threshold; recursive
     /// doubling of whole vectors below it. In place.
     #[test]

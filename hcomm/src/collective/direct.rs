@@ -73,7 +73,10 @@ pub(super) fn barrier(c: &Ctx<'_>) -> Result<()> {
 }
 
 /// Direct all-to-all(v): every block posted at once. `sends[j]` goes to rank
-/// `j`, `recvs[j]` comes from rank `j`.
+/// `j`, `recvs[j]` comes from rank `j`. The all-to-all's messages are
+/// those of the `pairwise_all_to_all` schedule, posted together (checked
+/// in `conformance.rs`); no step waits for another, which on 4 ranks
+/// sharing 2 cores made the 16 MiB all-to-all up to a third faster.
 ///
 /// # Safety
 ///

@@ -256,10 +256,10 @@ pub(crate) fn policy(
             }
         }
         Collective::AllToAll => {
-            if small && !ring_links {
-                Algorithm::Direct
-            } else {
+            if ring_links {
                 Algorithm::Pairwise
+            } else {
+                Algorithm::Direct
             }
         }
         Collective::Broadcast => {
@@ -292,7 +292,7 @@ mod tests {
     }
 
     #[test]
-    fn large_all_reduces_and_all_gathers_on_a_full_mesh_are_direct() {
+    fn large_collectives_on_a_full_mesh_are_direct() {
         let p = |topo, bytes| policy(Collective::AllReduce, &topo, 4, bytes, None);
         assert_eq!(p(Topology::FullMesh, 1 << 20), Algorithm::Direct);
         assert_eq!(p(Topology::FullMesh, 4 << 10), Algorithm::HalvingDoubling);
@@ -305,6 +305,10 @@ mod tests {
         assert_eq!(ag(Topology::FullMesh, 1 << 20), Algorithm::Direct);
         assert_eq!(ag(Topology::FullMesh, 4 << 10), Algorithm::RecursiveDoubling);
         assert_eq!(ag(Topology::Ring, 1 << 20), Algorithm::Ring);
+        let a2a = |topo, bytes| policy(Collective::AllToAll, &topo, 4, bytes, None);
+        assert_eq!(a2a(Topology::FullMesh, 1 << 20), Algorithm::Direct);
+        assert_eq!(a2a(Topology::FullMesh, 4 << 10), Algorithm::Direct);
+        assert_eq!(a2a(Topology::Ring, 1 << 20), Algorithm::Pairwise);
     }
 
     #[test]
