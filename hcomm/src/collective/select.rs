@@ -256,10 +256,10 @@ pub(crate) fn policy(
             }
         }
         Collective::AllToAll => {
-            if ring_links {
-                Algorithm::Pairwise
-            } else {
+            if small && !ring_links {
                 Algorithm::Direct
+            } else {
+                Algorithm::Pairwise
             }
         }
         Collective::Broadcast => {
@@ -306,7 +306,7 @@ mod tests {
         assert_eq!(ag(Topology::FullMesh, 4 << 10), Algorithm::RecursiveDoubling);
         assert_eq!(ag(Topology::Ring, 1 << 20), Algorithm::Ring);
         let a2a = |topo, bytes| policy(Collective::AllToAll, &topo, 4, bytes, None);
-        assert_eq!(a2a(Topology::FullMesh, 1 << 20), Algorithm::Direct);
+        assert_eq!(a2a(Topology::FullMesh, 1 << 20), Algorithm::Pairwise);
         assert_eq!(a2a(Topology::FullMesh, 4 << 10), Algorithm::Direct);
         assert_eq!(a2a(Topology::Ring, 1 << 20), Algorithm::Pairwise);
     }
