@@ -75,9 +75,7 @@ pub(super) fn barrier(c: &Ctx<'_>) -> Result<()> {
 /// Direct all-to-all(v): every block posted at once. `sends[j]` goes to rank
 /// `j`, `recvs[j]` comes from rank `j`. The all-to-all's messages are
 /// those of the `pairwise_all_to_all` schedule, posted together (checked
-/// in `conformance.rs`). Large all-to-alls stay pairwise: on 4 ranks
-/// sharing 2 cores posting at once saved up to a third at 16 MiB, but on
-/// 2 ranks the same messages took up to twice as long.
+/// in `conformance.rs`).
 ///
 /// # Safety
 ///

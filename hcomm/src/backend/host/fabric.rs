@@ -216,7 +216,7 @@ impl Fabric {
                 return Err(Error::Aborted { reason: reason.clone() });
             }
             if to_wait {
-                st.waiting[me] = true;
+                self.set_waiting(&mut st, me, true);
             }
             for op in ops {
                 let key = match op.dir {
