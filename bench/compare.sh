@@ -69,6 +69,29 @@ mpi_args() {  # mpi_args <ranks>: placement as described above
     printf "%s " --oversubscribe -n "$1" --bind-to none --mca mpi_yield_when_idle 1
   fi
 }
+# The memcpy ceiling of n ranks at size S is measured with min(n, cores)
+# threads, each copying S * n / threads bytes: the buffers of every rank that
+# shares its core (hcomm-bench-compare picks the closest measured size).
+to_bytes() {  # 4K -> 4096, 64M -> 67108864
+  case $1 in
+    *K) echo $((${1%K} << 10)) ;;
+    *M) echo $((${1%M} << 20)) ;;
+    *G) echo $((${1%G} << 30)) ;;
+    *) echo "$1" ;;
+  esac
+}
+CORES=$(nproc)
+MEMCPY_THREADS=1
+MEMCPY_SIZES=
+for n in $RANKS; do
+  t=$((n < CORES ? n : CORES))
+  MEMCPY_THREADS="$MEMCPY_THREADS,$t"
+  for s in ${SIZES//,/ }; do
+    MEMCPY_SIZES="$MEMCPY_SIZES,$(($(to_bytes "$s") * n / t))"
+  done
+done
+MEMCPY_THREADS=$(echo "$MEMCPY_THREADS" | tr , '\n' | sort -nu | paste -sd,)
+MEMCPY_SIZES=$(echo "${MEMCPY_SIZES#,}" | tr , '\n' | sort -nu | paste -sd,)
 MPI_OPS=$(echo "$OPS" | sed 's/all_reduce/allreduce/; s/all_gather/allgather/; s/reduce_scatter/reducescatter/; s/all_to_all/alltoall/')
 
 {
@@ -97,7 +120,7 @@ for k in $(seq 1 "$RUNS"); do
       > "$OUT/mpi_n${n}nommap_run${k}.tsv"
   done
   echo "== run $k/$RUNS: memcpy" >&2
-  "$OUT/bin/memcpy_bw" -s 64M,16M,1M -t 1,2 > "$OUT/memcpy_run${k}.tsv"
+  "$OUT/bin/memcpy_bw" -s "$MEMCPY_SIZES" -t "$MEMCPY_THREADS" > "$OUT/memcpy_run${k}.tsv"
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/machine.txt"
 

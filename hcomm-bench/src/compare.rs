@@ -167,20 +167,35 @@ impl Results {
             .map(|r| median(&r.time_us))
     }
 
-    /// The busbw no shared-memory implementation can beat on `ranks` ranks:
-    /// every byte of busbw is one byte each rank receives, so one copy, and
-    /// the ranks share the machine's copy bandwidth (measured with as many
-    /// threads as there are ranks, or as many as were measured, at the
-    /// measured buffer size closest to `bytes`).
-    pub fn ceiling(&self, ranks: usize, bytes: usize) -> Option<f64> {
+    /// The busbw no shared-memory implementation can beat for `op` on
+    /// `ranks` ranks at `bytes` (the size as hcomm-bench counts it). Every
+    /// byte of busbw is one byte each rank receives, so one copy, and the
+    /// ranks share the machine's copy bandwidth: that of as many threads
+    /// as there are ranks (or as many as were measured, fewer when the
+    /// ranks outnumber the cores), each copying the buffers of all the
+    /// ranks that share its core, so measured at the per-thread size
+    /// closest to `bytes * ranks / threads` (4 ranks on 2 cores work on
+    /// twice the memory of 2 ranks, which on a 32 MiB cache is the
+    /// difference between copying in and out of it). An all-gather and an
+    /// all-to-all also copy the rank's own block into the output, which
+    /// busbw does not count (its factor is `(n - 1) / n`): their every
+    /// byte of busbw costs `n / (n - 1)` bytes of copy.
+    pub fn ceiling(&self, op: &str, ranks: usize, bytes: usize) -> Option<f64> {
         let threads = self.memcpy.keys().map(|k| k.0).filter(|&t| t <= ranks).max()?;
+        let per_thread = bytes.saturating_mul(ranks).div_ceil(threads);
         let size = self
             .memcpy
             .keys()
             .filter(|k| k.0 == threads)
             .map(|k| k.1)
-            .min_by(|&a, &b| log_distance(a, bytes).total_cmp(&log_distance(b, bytes)))?;
-        Some(median(&self.memcpy[&(threads, size)]) / ranks as f64)
+            .min_by(|&a, &b| log_distance(a, per_thread).total_cmp(&log_distance(b, per_thread)))?;
+        let per_rank = median(&self.memcpy[&(threads, size)]) / ranks as f64;
+        let own_block = matches!(op, "all_gather" | "all_to_all") && ranks > 1;
+        Some(if own_block {
+            per_rank * (ranks - 1) as f64 / ranks as f64
+        } else {
+            per_rank
+        })
     }
 
     /// The (op, ranks, bytes) that hcomm was measured at, in order.
@@ -209,7 +224,7 @@ impl Results {
             let m = self.busbw(Source::Mpi, &op, ranks, bytes);
             let mn = self.busbw(Source::MpiNommap, &op, ranks, bytes);
             let best = m.into_iter().chain(mn).reduce(f64::max);
-            let ceiling = self.ceiling(ranks, bytes);
+            let ceiling = self.ceiling(&op, ranks, bytes);
             let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
                 (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
                 _ => "-".to_owned(),
@@ -343,14 +358,36 @@ mod tests {
             .unwrap();
         assert_eq!(r.busbw(Source::Hcomm, "all_reduce", 2, 64 << 20), Some(4.5));
         // Two ranks share 13.5 GB/s of two-thread copy bandwidth.
-        assert!((r.ceiling(2, 64 << 20).unwrap() - 6.75).abs() < 1e-9);
-        assert!((r.ceiling(2, 4096).unwrap() - 20.0).abs() < 1e-9);
+        assert!((r.ceiling("all_reduce", 2, 64 << 20).unwrap() - 6.75).abs() < 1e-9);
+        assert!((r.ceiling("all_reduce", 2, 4096).unwrap() - 20.0).abs() < 1e-9);
         let table = r.table();
         assert!(
             table.contains("| all_reduce | 2 | 64M | 4.50 | 1.0 | 0.96 | 2.00 | 2.25x | 6.75 | 67 % |"),
             "{table}"
         );
         assert!(table.contains("| all_reduce | 2 | 4K | 1.00 |"), "{table}");
+    }
+
+    /// 4 ranks on 2 threads: each thread copies for two ranks, so the
+    /// ceiling of 16 MiB per rank comes from the 32 MiB measurement; an
+    /// all-to-all's own block costs a copy that busbw does not count.
+    #[test]
+    fn the_ceiling_follows_the_working_set_and_the_own_block() {
+        let mut r = Results::default();
+        r.add_memcpy(
+            "2\t16777216\t256\t1300\t1200\t24.000\t48.000\t27.000\t54.000\n\
+             2\t33554432\t128\t4000\t3900\t12.000\t24.000\t13.000\t26.000\n\
+             1\t16777216\t256\t1300\t1200\t13.000\t26.000\t14.000\t28.000\n",
+        )
+        .unwrap();
+        let at = |op, ranks, bytes| r.ceiling(op, ranks, bytes).unwrap();
+        assert!((at("sendrecv", 2, 16 << 20) - 12.0).abs() < 1e-9);
+        assert!((at("sendrecv", 4, 16 << 20) - 3.0).abs() < 1e-9);
+        assert!((at("all_to_all", 4, 16 << 20) - 2.25).abs() < 1e-9);
+        assert!((at("all_gather", 2, 16 << 20) - 6.0).abs() < 1e-9);
+        assert!((at("reduce_scatter", 2, 16 << 20) - 12.0).abs() < 1e-9);
+        // One rank: one thread measured, nothing to receive.
+        assert!((at("all_to_all", 1, 16 << 20) - 13.0).abs() < 1e-9);
     }
 
     #[test]

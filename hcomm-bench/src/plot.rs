@@ -41,7 +41,7 @@ fn series(results: &Results, op: &str) -> Vec<Series> {
         sizes.dedup();
         let ceiling: Vec<(f64, f64)> = sizes
             .iter()
-            .filter_map(|&b| Some((b as f64, results.ceiling(n, b)?)))
+            .filter_map(|&b| Some((b as f64, results.ceiling(op, n, b)?)))
             .collect();
         if !ceiling.is_empty() {
             let style = BLACK.mix(if i == 0 { 0.8 } else { 0.4 }).stroke_width(1);
