@@ -112,6 +112,7 @@ mod error;
 mod external;
 pub mod host;
 mod launch;
+mod memcopy;
 pub mod moe;
 mod options;
 mod p2p;

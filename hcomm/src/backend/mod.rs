@@ -220,7 +220,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Both ranges valid for `bytes` bytes, `dst` writable; they may overlap.
     unsafe fn local_copy(&self, dst: *mut u8, src: *const u8, bytes: usize) -> Result<()> {
         // SAFETY: forwarded from the caller.
-        unsafe { std::ptr::copy(src, dst, bytes) };
+        unsafe { crate::memcopy::copy(src, dst, bytes) };
         Ok(())
     }
 

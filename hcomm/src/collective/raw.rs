@@ -66,7 +66,7 @@ impl<T: Element> RawBuf<T> {
         debug_assert_eq!(self.len, dst.len);
         if self.len > 0 && self.ptr != dst.ptr {
             // SAFETY: forwarded from the caller.
-            unsafe { std::ptr::copy(self.ptr, dst.ptr, self.len) };
+            unsafe { crate::memcopy::copy(self.ptr.cast(), dst.ptr.cast(), self.len * size_of::<T>()) };
         }
     }
 

@@ -643,7 +643,7 @@ unsafe fn copy_transfer(t: &Transfer) {
     // SAFETY: forwarded from the caller.
     unsafe {
         match t.recv.reduce {
-            None => std::ptr::copy_nonoverlapping(t.send.ptr, t.recv.ptr, bytes),
+            None => crate::memcopy::copy_nonoverlapping(t.send.ptr, t.recv.ptr, bytes),
             Some(op) => t.recv.dtype.reduce_raw(op, t.recv.ptr, t.send.ptr, t.send.count),
         }
     }

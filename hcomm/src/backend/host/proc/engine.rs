@@ -418,7 +418,7 @@ impl Engine {
                     // released; `pair` checked equal counts and types.
                     unsafe {
                         match reduce {
-                            None => std::ptr::copy_nonoverlapping(src, dst, bytes),
+                            None => crate::memcopy::copy_nonoverlapping(src, dst, bytes),
                             Some(op) => dtype.reduce_raw(op, dst, src, count),
                         }
                     }
