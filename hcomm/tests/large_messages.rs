@@ -118,7 +118,7 @@ fn messages_that_bypass_the_cache_arrive_intact() {
     const M: usize = (9 << 20) / 4 + 3;
     let out = hcomm::host::run_with(2, &options(), |comm| {
         let (r, peer) = (comm.rank(), 1 - comm.rank());
-        let mine: Vec<i32> = (0..M + 1).map(|i| value(r, 5, i)).collect();
+        let mine: Vec<i32> = (0..=M).map(|i| value(r, 5, i)).collect();
         let mut theirs = vec![0i32; M + 2];
         comm.send_recv(&mine[1..], peer, &mut theirs[2..], peer)?;
         let mut wrong = (0..M).filter(|&i| theirs[i + 2] != value(peer, 5, i + 1)).count();
