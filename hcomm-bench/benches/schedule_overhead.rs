@@ -11,7 +11,9 @@
 //! calls of the two variants alternated (schedule, by hand, by hand,
 //! schedule, ...) on the same world, and the median over rounds of the
 //! ratio of their times, which load that drifts over seconds cancels out
-//! of. `--profile-time` skips the paired rounds.
+//! of; then the same with the schedule's entry agreement check (which the
+//! loop by hand does not make) turned off, which separates the executor's
+//! cost from the check's. `--profile-time` skips the paired rounds.
 
 // `criterion_group!` defines an undocumented function.
 #![allow(missing_docs)]
@@ -60,11 +62,13 @@ type AllGather = fn(&Comm, &[f32], &mut [f32]) -> hcomm::Result<()>;
 const SCHEDULE: AllGather = |c, i, o| schedules::ring_all_gather(c, i, o);
 const BY_HAND: AllGather = ring_all_gather_by_hand;
 
-/// `calls` calls of `f` with `n` elements per rank, after a barrier.
+/// `calls` calls of `f` with `n` elements per rank, after a barrier, with
+/// the schedule-entry agreement check on or off.
 struct Job {
     f: AllGather,
     n: usize,
     calls: u64,
+    entry_check: bool,
 }
 
 /// A world of ranks that run jobs on request; each job's time is that of
@@ -106,11 +110,21 @@ impl World {
         }
     }
 
-    /// The slowest rank's time for `job`, run on every rank.
+    /// The slowest rank's time for `calls` calls of `f`, run on every rank.
     fn time(&self, f: AllGather, n: usize, calls: u64) -> Duration {
+        self.time_checked(f, n, calls, true)
+    }
+
+    /// [`World::time`] with the schedule-entry agreement check on or off.
+    fn time_checked(&self, f: AllGather, n: usize, calls: u64, entry_check: bool) -> Duration {
         for jobs in &self.jobs {
-            jobs.send(Job { f, n, calls })
-                .expect("a rank of the benchmark's world stopped");
+            jobs.send(Job {
+                f,
+                n,
+                calls,
+                entry_check,
+            })
+            .expect("a rank of the benchmark's world stopped");
         }
         (0..self.jobs.len())
             .map(|_| {
@@ -137,6 +151,7 @@ impl Drop for World {
 /// and a check of the result against the serial reference.
 fn run_job(comm: &Comm, job: &Job, (input, output): &mut (Vec<f32>, Vec<f32>)) -> hcomm::Result<Duration> {
     let world = comm.world();
+    hcomm::__private::set_entry_check(comm, job.entry_check);
     input.clear();
     input.resize(job.n, comm.rank() as f32);
     output.clear();
@@ -154,17 +169,19 @@ fn run_job(comm: &Comm, job: &Job, (input, output): &mut (Vec<f32>, Vec<f32>)) -
 }
 
 /// The median and quartiles over `rounds` rounds of the ratio of the
-/// schedule's time to the hand-written loop's, for `calls` calls each,
-/// alternating which runs first.
-fn paired_ratio(world: &World, n: usize, calls: u64, rounds: usize) -> [f64; 3] {
+/// schedule's time (with the entry agreement check on or off) to the
+/// hand-written loop's, for `calls` calls each, alternating which runs
+/// first.
+fn paired_ratio(world: &World, n: usize, calls: u64, rounds: usize, entry_check: bool) -> [f64; 3] {
+    let schedule = || world.time_checked(SCHEDULE, n, calls, entry_check);
     let mut ratios: Vec<f64> = (0..rounds)
         .map(|round| {
             let (s, h) = if round % 2 == 0 {
-                let s = world.time(SCHEDULE, n, calls);
+                let s = schedule();
                 (s, world.time(BY_HAND, n, calls))
             } else {
                 let h = world.time(BY_HAND, n, calls);
-                (world.time(SCHEDULE, n, calls), h)
+                (schedule(), h)
             };
             s.as_secs_f64() / h.as_secs_f64().max(1e-12)
         })
@@ -197,11 +214,13 @@ fn ring_all_gather(c: &mut Criterion) {
         // About 20 ms of calls per variant and round.
         let per_call = world.time(BY_HAND, n, 200).as_secs_f64() / 200.0;
         let calls = ((0.02 / per_call.max(1e-9)) as u64).clamp(10, 20_000);
-        let [q1, median, q3] = paired_ratio(&world, n, calls, 41);
-        println!(
-            "ring_all_gather/{bytes}: schedule / by hand, median over 41 paired rounds of {calls} calls: \
-             {median:.3} (quartiles {q1:.3} to {q3:.3})"
-        );
+        for (entry_check, what) in [(true, "schedule"), (false, "schedule without the entry check")] {
+            let [q1, median, q3] = paired_ratio(&world, n, calls, 41, entry_check);
+            println!(
+                "ring_all_gather/{bytes}: {what} / by hand, median over 41 paired rounds of {calls} calls: \
+                 {median:.3} (quartiles {q1:.3} to {q3:.3})"
+            );
+        }
     }
     group.finish();
 }
