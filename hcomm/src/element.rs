@@ -167,6 +167,14 @@ pub trait Element: sealed::Sealed + Copy + Send + Sync + PartialEq + std::fmt::D
     /// `dst[i] = dst[i] op src[i]`.
     fn reduce_into(op: ReduceOp, dst: &mut [Self], src: &[Self]);
 
+    /// `dst[i] = a[i] op b[i]`: the same bits as copying `a` into `dst`,
+    /// then `reduce_into(op, dst, b)`, in one pass.
+    fn reduce_pair(op: ReduceOp, dst: &mut [Self], a: &[Self], b: &[Self]) {
+        for ((d, &x), &y) in dst.iter_mut().zip(a).zip(b) {
+            *d = Self::combine(op, x, y);
+        }
+    }
+
     /// `a op b` for one pair.
     fn combine(op: ReduceOp, a: Self, b: Self) -> Self;
 }
@@ -183,6 +191,15 @@ macro_rules! integer_element {
                     ReduceOp::Prod => dst.iter_mut().zip(src).for_each(|(d, s)| *d = d.wrapping_mul(*s)),
                     ReduceOp::Max => dst.iter_mut().zip(src).for_each(|(d, s)| *d = (*d).max(*s)),
                     ReduceOp::Min => dst.iter_mut().zip(src).for_each(|(d, s)| *d = (*d).min(*s)),
+                }
+            }
+            fn reduce_pair(op: ReduceOp, dst: &mut [Self], a: &[Self], b: &[Self]) {
+                let pairs = dst.iter_mut().zip(a.iter().zip(b));
+                match op {
+                    ReduceOp::Sum => pairs.for_each(|(d, (x, y))| *d = x.wrapping_add(*y)),
+                    ReduceOp::Prod => pairs.for_each(|(d, (x, y))| *d = x.wrapping_mul(*y)),
+                    ReduceOp::Max => pairs.for_each(|(d, (x, y))| *d = (*x).max(*y)),
+                    ReduceOp::Min => pairs.for_each(|(d, (x, y))| *d = (*x).min(*y)),
                 }
             }
             fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
@@ -211,6 +228,15 @@ macro_rules! float_element {
                     ReduceOp::Prod => dst.iter_mut().zip(src).for_each(|(d, s)| *d *= *s),
                     ReduceOp::Max => dst.iter_mut().zip(src).for_each(|(d, s)| *d = d.max(*s)),
                     ReduceOp::Min => dst.iter_mut().zip(src).for_each(|(d, s)| *d = d.min(*s)),
+                }
+            }
+            fn reduce_pair(op: ReduceOp, dst: &mut [Self], a: &[Self], b: &[Self]) {
+                let pairs = dst.iter_mut().zip(a.iter().zip(b));
+                match op {
+                    ReduceOp::Sum => pairs.for_each(|(d, (x, y))| *d = *x + *y),
+                    ReduceOp::Prod => pairs.for_each(|(d, (x, y))| *d = *x * *y),
+                    ReduceOp::Max => pairs.for_each(|(d, (x, y))| *d = x.max(*y)),
+                    ReduceOp::Min => pairs.for_each(|(d, (x, y))| *d = x.min(*y)),
                 }
             }
             fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
@@ -287,6 +313,38 @@ mod tests {
         let mut d = [i8::MAX];
         i8::reduce_into(ReduceOp::Sum, &mut d, &[1]);
         assert_eq!(d, [i8::MIN]);
+    }
+
+    /// `reduce_pair` ends with the bits of a copy followed by
+    /// `reduce_into`, for every operator, on values whose float sums round
+    /// (so a different order of operations would show).
+    #[test]
+    fn a_pair_reduces_to_the_bits_of_copy_then_reduce() {
+        fn check<T: Element>(a: &[T], b: &[T]) {
+            for op in [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min] {
+                let mut want = a.to_vec();
+                T::reduce_into(op, &mut want, b);
+                let mut got = vec![T::ZERO; a.len()];
+                T::reduce_pair(op, &mut got, a, b);
+                assert_eq!(got, want, "{op:?} on {}", T::DTYPE);
+            }
+        }
+        let xs: Vec<f64> = (0..67).map(|i| f64::from(i) * 0.1 - 3.3).collect();
+        let ys: Vec<f64> = (0..67).map(|i| 1.0 / (f64::from(i) + 0.7)).collect();
+        check::<f64>(&xs, &ys);
+        let f = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+        check::<f32>(&f(&xs), &f(&ys));
+        let h = |v: &[f64]| v.iter().map(|&x| f16::from_f64(x)).collect::<Vec<f16>>();
+        check::<f16>(&h(&xs), &h(&ys));
+        let bh = |v: &[f64]| v.iter().map(|&x| bf16::from_f64(x)).collect::<Vec<bf16>>();
+        check::<bf16>(&bh(&xs), &bh(&ys));
+        let ints: Vec<i64> = (0..67).map(|i| i * 1_000_003 - 7).collect();
+        check::<i64>(&ints, &ints.iter().rev().copied().collect::<Vec<_>>());
+        check::<i8>(&[i8::MAX, -3, 0, 17], &[1, i8::MIN, 5, -17]);
+        check::<u8>(&[u8::MAX, 3, 0], &[1, 200, 5]);
+        check::<u32>(&[u32::MAX, 3], &[2, 7]);
+        check::<i32>(&[i32::MIN, 3], &[-1, 7]);
+        check::<u64>(&[u64::MAX, 3], &[2, 7]);
     }
 
     #[test]

@@ -74,17 +74,25 @@ unsafe fn fold<T: Element>(
     recv: RawBuf<T>,
     op: ReduceOp,
 ) -> Result<()> {
+    // Rank 0's part waits for rank 1's: `recv = x0 op x1` in one pass
+    // (the same bits as copying `x0`, then combining `x1` into it). Pages
+    // are read only inside the exchange, while their writers cannot write
+    // them again.
+    let world = c.world;
+    let mut first: Option<RawBuf<T>> = None;
     // SAFETY: `send` is valid; every rank passes the same length.
     unsafe {
         exchange(c, board, Some(send), send.len, |rank, theirs| {
             let theirs = theirs.sub(start, recv.len);
-            // SAFETY: a board page (not `recv`) holding the part; `recv` is
-            // valid and writable. `send` was copied onto the board before
-            // any write to `recv`, so an in-place call folds its own input.
-            if rank == 0 {
-                theirs.copy_to(recv);
-            } else {
-                theirs.reduce_into(recv, op);
+            // SAFETY: board pages (not `recv`) holding the part, unchanged
+            // until this rank's next exchange; `recv` is valid and
+            // writable. `send` was copied onto the board before any write
+            // to `recv`, so an in-place call folds its own input.
+            match first.take() {
+                None if rank == 0 && world > 1 => first = Some(theirs),
+                None if rank == 0 => theirs.copy_to(recv),
+                Some(x0) => x0.reduce_pair_into(theirs, recv, op),
+                None => theirs.reduce_into(recv, op),
             }
         })
     }

@@ -89,6 +89,27 @@ impl<T: Element> RawBuf<T> {
         }
     }
 
+    /// `dst = self op other`, in one pass.
+    ///
+    /// # Safety
+    ///
+    /// All three views valid, equal lengths, `dst` writable and disjoint
+    /// from both others.
+    pub(crate) unsafe fn reduce_pair_into(self, other: RawBuf<T>, dst: RawBuf<T>, op: ReduceOp) {
+        debug_assert!(self.len == dst.len && other.len == dst.len);
+        if self.len > 0 {
+            // SAFETY: forwarded from the caller.
+            unsafe {
+                T::reduce_pair(
+                    op,
+                    std::slice::from_raw_parts_mut(dst.ptr, dst.len),
+                    std::slice::from_raw_parts(self.ptr, self.len),
+                    std::slice::from_raw_parts(other.ptr, other.len),
+                );
+            }
+        }
+    }
+
     /// The view as a slice.
     ///
     /// # Safety
