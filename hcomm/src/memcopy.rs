@@ -25,7 +25,6 @@ use std::sync::OnceLock;
 /// two ranges do not overlap.
 #[inline]
 pub(crate) unsafe fn copy_nonoverlapping(src: *const u8, dst: *mut u8, bytes: usize) {
-    #[cfg(target_arch = "x86_64")]
     if bytes >= streaming_threshold() {
         // SAFETY: forwarded from the caller.
         unsafe { streaming::copy(src, dst, bytes) };
@@ -145,6 +144,20 @@ mod streaming {
         unsafe { _mm_sfence() };
         // SAFETY: the last `bytes - k` bytes of both ranges.
         unsafe { std::ptr::copy_nonoverlapping(src.add(k), dst.add(k), bytes - k) };
+    }
+}
+
+/// Elsewhere the large copies are `memcpy`'s too.
+#[cfg(not(target_arch = "x86_64"))]
+mod streaming {
+    /// `memcpy`.
+    ///
+    /// # Safety
+    ///
+    /// As [`super::copy_nonoverlapping`].
+    pub(super) unsafe fn copy(src: *const u8, dst: *mut u8, bytes: usize) {
+        // SAFETY: forwarded from the caller.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, bytes) };
     }
 }
 
