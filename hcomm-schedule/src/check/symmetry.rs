@@ -8,9 +8,11 @@
 //! not (an input read whole). The schedule is rotation-symmetric at a world
 //! size when every rank's unrolled events are the images of rank 0's under
 //! the rotation by its rank: same kinds, statements, tags, lengths,
-//! request handles and batches, with peers and regions turned. Each rank is
-//! unrolled and compared with rank 0 as it comes, and only rank 0's events
-//! are kept.
+//! request handles and batches, with peers and regions turned. When the
+//! program's shape proves it ([`super::rotation`]: branches and bounds that
+//! read no `rank`, peers `(rank + e) % world`, chunks that turn with the
+//! rank), rank 0 alone is unrolled; otherwise each rank is unrolled and
+//! compared with rank 0 as it comes, and only rank 0's events are kept.
 //!
 //! Every check of a symmetric schedule is then a check of rank 0:
 //!
@@ -45,35 +47,51 @@ use crate::lin::Lin;
 use crate::trace::{RankTrace, Reg, Unrolled};
 use crate::unroll::unroll_each;
 
-use super::{deadlock, hazards, matching, postcondition};
+use super::{deadlock, hazards, matching, postcondition, rotation};
 
 /// Whether one buffer turns with the rank (by `len / world` per rank), or
 /// `None` when not decided yet.
-type Unit = Option<bool>;
+pub(crate) type Unit = Option<bool>;
 
 /// Whether `prog` at `world` with `scalars` is rotation-symmetric and
 /// passes every check (steps 1 to 7). `false` says nothing: the full check
 /// decides.
 pub(crate) fn passes(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> bool {
-    let Ok(w) = u32::try_from(world) else {
-        return false;
-    };
+    reduced(prog, world, scalars, true).is_some()
+}
+
+/// [`passes`], with the units of the buffers it turned when it passes.
+/// `prove`: let [`rotation::units`] spare the unrolling of ranks other
+/// than 0 when the program's shape proves them rank 0's images (else every
+/// rank is unrolled and compared; the two agree).
+pub(crate) fn reduced(prog: &Prog<'_>, world: i64, scalars: &[i64], prove: bool) -> Option<Vec<Unit>> {
+    let w = u32::try_from(world).ok()?;
     if w < 2 || prog.rank_lens || !prog.s.counts.is_empty() {
-        return false;
+        return None;
     }
     if let Some(post) = &prog.post {
         if !matches!(post.kind, PostKind::AllGather { .. } | PostKind::AllToAll { .. }) {
-            return false;
+            return None;
         }
     }
+    // proven from the program: rank 0 alone is unrolled
+    let proven = if prove {
+        rotation::units(prog, world, scalars)
+    } else {
+        None
+    };
     let mut units: Vec<Unit> = Vec::new();
     let mut seen: Vec<(u32, u32)> = Vec::new();
     let mut same = true;
     let unrolled = unroll_each(prog, world, scalars, |regs, r, trace, kept| {
         if r == 0 {
             same = simple(&trace);
-            units = vec![None; trace.bufs.len()];
+            units = match &proven {
+                Some(p) => touched(&trace, regs, p),
+                None => vec![None; trace.bufs.len()],
+            };
             kept.push(trace);
+            return same && proven.is_none();
         } else if let Some(t0) = kept.first() {
             same = image(t0, &trace, regs, (r, w), &mut units, &mut seen);
         } else {
@@ -81,35 +99,44 @@ pub(crate) fn passes(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> bool {
         }
         same
     });
-    let Ok(mut un) = unrolled else {
-        return false;
-    };
-    if !same || un.ranks.len() != 1 {
-        return false;
+    let mut un = unrolled.ok()?;
+    if !same || un.ranks.len() != 1 || !pair(&mut un, w) || !matching::collective_shapes(&un).is_empty() {
+        return None;
     }
-    if !pair(&mut un, w) || !matching::collective_shapes(&un).is_empty() {
-        return false;
-    }
-    let Some(order) = deadlock::lockstep(&un) else {
-        return false;
-    };
+    let order = deadlock::lockstep(&un)?;
     if !hazards::check(&un).is_empty() {
-        return false;
+        return None;
     }
-    let Some(t0) = un.ranks.first() else {
-        return false;
-    };
+    let t0 = un.ranks.first()?;
     let mut unit = Vec::with_capacity(units.len());
     for (b, turns) in t0.bufs.iter().zip(&units) {
         unit.push(match turns {
-            Some(true) => match b.len.div_exact(i64::from(w)) {
-                Some(u) => Some(u),
-                None => return false,
-            },
+            Some(true) => Some(b.len.div_exact(i64::from(w))?),
             _ => None,
         });
     }
-    postcondition::holds_rotated(&un, &order, &unit)
+    postcondition::holds_rotated(&un, &order, &unit).then_some(units)
+}
+
+/// The units [`rotation::units`] proved, for the buffers rank 0's trace
+/// names (the others are left undecided, as comparing ranks leaves them).
+fn touched(t0: &RankTrace, regs: &[Reg], proven: &[Unit]) -> Vec<Unit> {
+    let mut units = vec![None; t0.bufs.len()];
+    let mut mark = |buf: u32| {
+        if let (Some(u), Some(&p)) = (units.get_mut(buf as usize), proven.get(buf as usize)) {
+            *u = p;
+        }
+    };
+    for o in &t0.ops {
+        if let Some(reg) = regs.get(o.reg as usize) {
+            mark(reg.buf);
+        }
+    }
+    for c in &t0.copies {
+        mark(c.src.buf);
+        mark(c.dst.buf);
+    }
+    units
 }
 
 /// Whether rank 0's trace is of the kind this reduction handles.
