@@ -81,11 +81,11 @@ pub fn init_job(kind: BackendKind, job: &JobEnv, options: &CommOptions) -> Resul
     }
 }
 
-/// This process's world on the host backend; the process is bound to
-/// cores of its own where `HCOMM_BIND` allows: with the processes of this
-/// host no more than the cores it may use, and none of them placed by
-/// their launcher, the cores are split into one block per process in rank
-/// order (see `bind.rs`).
+/// This process's world on the host backend; the process is bound where
+/// `HCOMM_BIND` allows: with none of the processes of this host placed by
+/// their launcher, the cores it may use are split into one block per
+/// process in rank order, or shared evenly by consecutive processes where
+/// they outnumber the cores (see `bind.rs`).
 fn connect_host(rendezvous: &Rendezvous, job: &JobEnv, options: &CommOptions) -> Result<Comm> {
     let binding = Binding::from_env()?;
     let cores = allowed_cores().unwrap_or_default();
@@ -99,10 +99,12 @@ fn connect_host(rendezvous: &Rendezvous, job: &JobEnv, options: &CommOptions) ->
         options.timeout,
         &cores,
     )?;
-    if let Some(block) = binding.process_cores(&cores, here) {
+    if let Some((block, shared)) = binding.process_cores(&cores, here) {
         if bind_current_thread(&block) {
-            wait::note_own_core();
-            tracing::debug!(rank = job.rank, cores = ?block, "bound");
+            if !shared {
+                wait::note_own_core();
+            }
+            tracing::debug!(rank = job.rank, cores = ?block, shared, "bound");
         }
     }
     Ok(Comm::from_backend(backend, options))

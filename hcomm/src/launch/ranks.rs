@@ -28,8 +28,8 @@ where
     let others = crate::backend::host::wait::rank_threads().saturating_sub(inputs.len());
     // Counted now, while this thread still has the process's cores.
     crate::backend::host::wait::cores();
-    let cores = Binding::from_env()?.cores(inputs.len(), others);
-    let cores = cores.as_deref();
+    let placement = Binding::from_env()?.cores(inputs.len(), others);
+    let placement = placement.as_ref();
     let results: Vec<Result<R>> = std::thread::scope(|s| {
         let threads: Vec<_> = inputs
             .into_iter()
@@ -38,8 +38,8 @@ where
                 std::thread::Builder::new()
                     .name(format!("hcomm-rank-{rank}"))
                     .spawn_scoped(s, move || {
-                        if let Some(cores) = cores {
-                            if bind_current_thread(&cores[rank]) {
+                        if let Some(p) = placement {
+                            if bind_current_thread(&p.blocks[rank]) && !p.shared {
                                 crate::backend::host::wait::note_own_core();
                             }
                         }
