@@ -276,26 +276,34 @@ impl Signal {
 
     /// The count of notifications so far: a waiter reads it before it
     /// looks at the state it waits on, then passes it to
-    /// [`Signal::wait_from`].
+    /// [`Signal::wait_until`].
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::SeqCst)
     }
 
-    /// Waits until a notification after `seen` (see [`Signal::epoch`]), or
-    /// until `deadline` passes (or spuriously); returns with `mutex` held.
-    /// Notifications may come from [`Signal::notify`] (with `mutex` held)
-    /// or from [`Signal::notify_unlocked`].
-    pub(crate) fn wait_from<'a, S>(
+    /// Waits until `done()` holds, a notification after `seen` (see
+    /// [`Signal::epoch`]) arrives, or `deadline` passes (or spuriously), for
+    /// state that waiters read without a mutex (atomics). The waiter spins
+    /// on `done` itself, so the thread that makes it true only has to wake
+    /// waiters that went to sleep: it stores what `done` reads, then, after
+    /// a sequentially consistent fence (which orders the store before its
+    /// look at the sleepers, as this waiter's look at `done` is ordered
+    /// after it counted itself asleep), calls [`Signal::wake_unlocked`]
+    /// with the same `mutex`. Returns without holding `mutex`.
+    pub(crate) fn wait_until<S>(
         &self,
         seen: u64,
-        mutex: &'a Mutex<S>,
+        done: impl Fn() -> bool,
+        mutex: &Mutex<S>,
         deadline: Option<Instant>,
-    ) -> MutexGuard<'a, S> {
-        self.wait_from_with(seen, mutex, deadline, None)
+    ) {
+        if !self.spin(seen, &done, self.spin_budget(), deadline, None) {
+            drop(self.sleep_after_spin(seen, &done, mutex, lock_spinning(mutex), deadline, None));
+        }
     }
 
-    /// As [`Signal::wait_from`], with the work of `progress` (see
-    /// [`Signal::sleep_with`]).
+    /// As [`Signal::sleep`] from the epoch `seen`, with the work of
+    /// `progress` (see [`Signal::sleep_with`]); returns with `mutex` held.
     fn wait_from_with<'a, S>(
         &self,
         seen: u64,
@@ -303,28 +311,45 @@ impl Signal {
         deadline: Option<Instant>,
         progress: Option<&dyn Progress>,
     ) -> MutexGuard<'a, S> {
-        let notified = self.spin(seen, self.spin_budget(), deadline, progress);
+        let notified = self.spin(seen, &|| false, self.spin_budget(), deadline, progress);
         let guard = lock_spinning(mutex);
         if notified {
             return guard;
         }
+        self.sleep_after_spin(seen, &|| false, mutex, guard, deadline, progress)
+    }
+
+    /// Sleeps, `guard` of `mutex` held on entry and on return, unless the
+    /// epoch moved past `seen` or `done()` holds once this waiter is
+    /// counted asleep; until a notification or `deadline`.
+    fn sleep_after_spin<'a, S>(
+        &self,
+        seen: u64,
+        done: &dyn Fn() -> bool,
+        mutex: &'a Mutex<S>,
+        guard: MutexGuard<'a, S>,
+        deadline: Option<Instant>,
+        progress: Option<&dyn Progress>,
+    ) -> MutexGuard<'a, S> {
         let left = deadline.map_or(Duration::from_secs(3600), |d| {
             d.saturating_duration_since(Instant::now())
         });
         if left.is_zero() {
             return guard;
         }
-        // Counted asleep before the last look at the epoch, both sequentially
-        // consistent: a `notify_unlocked` that bumps the epoch after this
-        // look sees the count and notifies under the mutex, which this
-        // thread holds until it waits on the condition variable.
+        // Counted asleep before the last look at the epoch and at `done`,
+        // all sequentially consistent: a `notify_unlocked` that bumps the
+        // epoch, or a store that makes `done` true followed by
+        // `wake_unlocked`, after this look sees the count and notifies
+        // under the mutex, which this thread holds until it waits on the
+        // condition variable.
         if let Some(bell) = self.doorbell.as_ref().filter(|_| progress.is_some()) {
             // Under the mutex, before the count: every notification that
             // sees this waiter counted rings after this.
             bell.drain();
         }
         self.asleep.fetch_add(1, Ordering::SeqCst);
-        if self.epoch.load(Ordering::SeqCst) != seen {
+        if self.epoch.load(Ordering::SeqCst) != seen || done() {
             self.asleep.fetch_sub(1, Ordering::SeqCst);
             return guard;
         }
@@ -353,6 +378,15 @@ impl Signal {
         guard
     }
 
+    /// Wakes the waiters of [`Signal::wait_until`] that went to sleep; see
+    /// there. Costs one load when none sleeps.
+    pub(crate) fn wake_unlocked<S>(&self, mutex: &Mutex<S>) {
+        if self.asleep.load(Ordering::SeqCst) > 0 {
+            let _guard = lock(mutex);
+            self.wake_sleepers();
+        }
+    }
+
     /// [`Signal::notify`] for state that waiters read without `mutex`
     /// (atomics): takes `mutex` only to wake a waiter that is asleep.
     pub(crate) fn notify_unlocked<S>(&self, mutex: &Mutex<S>) {
@@ -376,9 +410,17 @@ impl Signal {
     }
 
     /// Spins, doing the work of `progress` on every round, until the epoch
-    /// moves past `seen` (true) or `budget` or `deadline` runs out (false);
+    /// moves past `seen` or `done()` holds (true) or `budget` or `deadline`
+    /// runs out (false);
     /// adapts the next budget.
-    fn spin(&self, seen: u64, budget: Duration, deadline: Option<Instant>, progress: Option<&dyn Progress>) -> bool {
+    fn spin(
+        &self,
+        seen: u64,
+        done: &(impl Fn() -> bool + ?Sized),
+        budget: Duration,
+        deadline: Option<Instant>,
+        progress: Option<&dyn Progress>,
+    ) -> bool {
         let start = Instant::now();
         let limit = deadline.map_or(budget, |d| budget.min(d.saturating_duration_since(start)));
         let yield_after = if oversubscribed() {
@@ -393,7 +435,7 @@ impl Signal {
                 p.poll();
             }
             for _ in 0..32 {
-                if self.epoch.load(Ordering::Acquire) != seen {
+                if self.epoch.load(Ordering::Acquire) != seen || done() {
                     let b = self.backoff.load(Ordering::Relaxed);
                     self.backoff.store(b.saturating_sub(1), Ordering::Relaxed);
                     return true;
@@ -556,6 +598,42 @@ mod tests {
             std::thread::yield_now();
         }
         assert_eq!(waiter.join().unwrap(), (100, true));
+    }
+
+    #[test]
+    fn a_waiter_on_a_counter_is_woken_by_the_store_and_the_look_after_the_fence() {
+        // The publisher of the board: a release store, then a fenced look at
+        // the sleepers. Delays from none to well past the spin budget make
+        // the waiter find the counter while spinning, and asleep.
+        let shared = Arc::new((Mutex::new(()), Signal::default(), AtomicU64::new(0)));
+        let _ranks = RankThreads::new(2);
+        let rounds = 60u64;
+        let waiter = {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || {
+                let (m, s, counter) = &*shared;
+                let start = Instant::now();
+                let deadline = start + Duration::from_secs(20);
+                for k in 1..=rounds {
+                    while counter.load(Ordering::Acquire) < k && Instant::now() < deadline {
+                        let seen = s.epoch();
+                        s.wait_until(seen, || counter.load(Ordering::SeqCst) >= k, m, Some(deadline));
+                    }
+                }
+                (counter.load(Ordering::Acquire), start.elapsed())
+            })
+        };
+        let (m, s, counter) = &*shared;
+        for k in 1..=rounds {
+            std::thread::sleep(Duration::from_micros((k % 4) * 700));
+            counter.store(k, Ordering::Release);
+            std::sync::atomic::fence(Ordering::SeqCst);
+            s.wake_unlocked(m);
+        }
+        let (seen, took) = waiter.join().unwrap();
+        assert_eq!(seen, rounds);
+        // About 60 ms of delays; a missed wake-up would cost the 20 s deadline.
+        assert!(took < Duration::from_secs(10), "{took:?}");
     }
 
     #[test]
