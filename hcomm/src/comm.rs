@@ -28,6 +28,13 @@ pub struct Comm {
     pub(crate) traffic: Option<CollHeader>,
 }
 
+/// What the last call of one collective chose and ran.
+#[derive(Default)]
+struct LastCall {
+    chosen: Option<Algorithm>,
+    ran: crate::collective::Ran,
+}
+
 pub(crate) struct Inner {
     pub(crate) backend: Arc<dyn Backend>,
     /// The backend's rank and group size, which never change: read on every
@@ -36,9 +43,9 @@ pub(crate) struct Inner {
     world: usize,
     timeout_nanos: AtomicU64,
     algorithms: RwLock<AlgorithmTable>,
-    last_algorithm: Mutex<[Option<Algorithm>; Collective::ALL.len()]>,
-    /// What the last call of each collective ran (see `last_algorithms`).
-    last_run: Mutex<[crate::collective::Ran; Collective::ALL.len()]>,
+    /// What the last call of each collective chose and ran (see
+    /// `last_algorithm` and `last_algorithms`).
+    last: Mutex<[LastCall; Collective::ALL.len()]>,
     segment_bytes: usize,
     coll_seq: AtomicU64,
     split_seq: AtomicU64,
@@ -103,8 +110,7 @@ impl Comm {
                 backend,
                 timeout_nanos: AtomicU64::new(duration_nanos(options.timeout)),
                 algorithms: RwLock::new(options.algorithms.clone()),
-                last_algorithm: Mutex::new([None; Collective::ALL.len()]),
-                last_run: Mutex::new(Default::default()),
+                last: Mutex::new(Default::default()),
                 segment_bytes: options.segment_bytes,
                 coll_seq: AtomicU64::new(0),
                 split_seq: AtomicU64::new(0),
@@ -216,17 +222,7 @@ impl Comm {
 
     /// The algorithm the last call of `collective` on this communicator used.
     pub fn last_algorithm(&self, collective: Collective) -> Option<Algorithm> {
-        self.inner
-            .last_algorithm
-            .lock()
-            .ok()
-            .and_then(|l| l[collective.index()])
-    }
-
-    pub(crate) fn record_algorithm(&self, collective: Collective, algorithm: Algorithm) {
-        if let Ok(mut l) = self.inner.last_algorithm.lock() {
-            l[collective.index()] = Some(algorithm);
-        }
+        self.inner.last.lock().ok().and_then(|l| l[collective.index()].chosen)
     }
 
     /// The algorithms the last call of `collective` on this communicator
@@ -238,15 +234,22 @@ impl Comm {
     /// `[RecursiveDoubling]`. Empty before the first call.
     pub fn last_algorithms(&self, collective: Collective) -> Vec<Algorithm> {
         self.inner
-            .last_run
+            .last
             .lock()
-            .map(|l| l[collective.index()].to_vec())
+            .map(|l| l[collective.index()].ran.to_vec())
             .unwrap_or_default()
     }
 
-    pub(crate) fn record_run(&self, collective: Collective, ran: crate::collective::Ran) {
-        if let Ok(mut l) = self.inner.last_run.lock() {
-            l[collective.index()] = ran;
+    /// Records the algorithm a call of `collective` chose and, where it
+    /// completed, what it ran (a failed call leaves the last completed
+    /// call's).
+    pub(crate) fn record_call(&self, collective: Collective, chosen: Algorithm, ran: Option<crate::collective::Ran>) {
+        if let Ok(mut l) = self.inner.last.lock() {
+            let last = &mut l[collective.index()];
+            last.chosen = Some(chosen);
+            if let Some(ran) = ran {
+                last.ran = ran;
+            }
         }
     }
 

@@ -54,7 +54,6 @@ impl Comm {
     ) -> Result<()> {
         let header = self.enter_collective(call.kind, call.dtype, call.count, call.op, call.root)?;
         let algorithm = self.algorithm(call.kind, call.bytes);
-        self.record_algorithm(call.kind, algorithm);
         let span = tracing::debug_span!(
             "collective",
             op = call.kind.name(),
@@ -75,12 +74,15 @@ impl Comm {
             Some(r) => r,
             None => generic(&ctx, algorithm),
         };
-        result?;
+        if let Err(e) = result {
+            self.record_call(call.kind, algorithm, None);
+            return Err(e);
+        }
         let mut ran = ctx.ran.take();
         if ran.is_empty() {
             ran.push(algorithm);
         }
-        self.record_run(call.kind, ran);
+        self.record_call(call.kind, algorithm, Some(ran));
         if algorithm == Algorithm::OneShot {
             // Every rank's contribution was read, and its header compared:
             // every rank entered this collective and agreed on it.
