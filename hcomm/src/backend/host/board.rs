@@ -258,6 +258,13 @@ impl Board {
         let start = *first_wait.get_or_insert_with(Instant::now);
         let deadline = start.checked_add(x.timeout);
         let signal = &self.sides[x.me].signal;
+        let done = || published.load(Ordering::SeqCst) >= k;
+        // A spin first, before the look at failures (which takes the
+        // group's lock): a peer that fails wakes this rank's signal, and
+        // the look comes before any sleep.
+        if signal.spin_until(signal.epoch(), &done, deadline) && done() {
+            return Ok(());
+        }
         loop {
             let seen = signal.epoch();
             if published.load(Ordering::Acquire) >= k {
@@ -282,7 +289,7 @@ impl Board {
                     limit: x.timeout,
                 });
             }
-            signal.wait_until(seen, || published.load(Ordering::SeqCst) >= k, &self.sleep, deadline);
+            signal.wait_until(seen, done, &self.sleep, deadline);
         }
     }
 }

@@ -297,9 +297,16 @@ impl Signal {
         mutex: &Mutex<S>,
         deadline: Option<Instant>,
     ) {
-        if !self.spin(seen, &done, self.spin_budget(), deadline, None) {
+        if !self.spin_until(seen, &done, deadline) {
             drop(self.sleep_after_spin(seen, &done, mutex, lock_spinning(mutex), deadline, None));
         }
+    }
+
+    /// The spin of [`Signal::wait_until`] alone: whether `done()` held or
+    /// a notification after `seen` arrived before the spin budget or
+    /// `deadline` ran out.
+    pub(crate) fn spin_until(&self, seen: u64, done: &impl Fn() -> bool, deadline: Option<Instant>) -> bool {
+        self.spin(seen, done, self.spin_budget(), deadline, None)
     }
 
     /// As [`Signal::sleep`] from the epoch `seen`, with the work of
@@ -436,8 +443,12 @@ impl Signal {
             }
             for _ in 0..32 {
                 if self.epoch.load(Ordering::Acquire) != seen || done() {
+                    // Written only when it changes: peers read the cache
+                    // line of this signal (`asleep`) on every publication.
                     let b = self.backoff.load(Ordering::Relaxed);
-                    self.backoff.store(b.saturating_sub(1), Ordering::Relaxed);
+                    if b > 0 {
+                        self.backoff.store(b - 1, Ordering::Relaxed);
+                    }
                     return true;
                 }
                 std::hint::spin_loop();
@@ -445,7 +456,9 @@ impl Signal {
             let spun = start.elapsed();
             if spun >= limit {
                 let b = self.backoff.load(Ordering::Relaxed);
-                self.backoff.store((b + 1).min(MAX_BACKOFF), Ordering::Relaxed);
+                if b < MAX_BACKOFF {
+                    self.backoff.store(b + 1, Ordering::Relaxed);
+                }
                 return false;
             }
             if spun >= yield_after {
