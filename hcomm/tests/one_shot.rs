@@ -26,7 +26,7 @@ fn long_runs_of_calls_are_exact() {
                 }
                 let n = [0, 1, 3, 64, 1000, 16 << 10][call % 6];
                 let send: Vec<i32> = (0..n).map(|i| (r * 1000 + i + call) as i32).collect();
-                match call % 4 {
+                match call % 6 {
                     0 => {
                         let mut recv = vec![0i32; n];
                         comm.all_reduce(&send, &mut recv, ReduceOp::Sum)?;
@@ -45,6 +45,32 @@ fn long_runs_of_calls_are_exact() {
                         assert_eq!(recv, expected, "call {call}, rank {r}");
                     }
                     2 => comm.barrier()?,
+                    3 => {
+                        // Rank r's block j is (r, j, i); rank r ends with
+                        // every rank's block r, in rank order.
+                        let block = n.div_ceil(world).min(64 << 10 >> 2 >> 3);
+                        let send: Vec<i32> = (0..block * world)
+                            .map(|x| (r * 1_000_000 + (x / block) * 1000 + x % block + call) as i32)
+                            .collect();
+                        let mut recv = vec![0i32; block * world];
+                        comm.all_to_all(&send, &mut recv)?;
+                        assert_eq!(comm.last_algorithm(Collective::AllToAll), Some(Algorithm::OneShot));
+                        let expected: Vec<i32> = (0..block * world)
+                            .map(|x| ((x / block) * 1_000_000 + r * 1000 + x % block + call) as i32)
+                            .collect();
+                        assert_eq!(recv, expected, "all-to-all, call {call}, rank {r}");
+                    }
+                    4 => {
+                        let chunk = n.div_ceil(world).min(64 << 10 >> 2 >> 3);
+                        let send: Vec<i32> = (0..chunk * world).map(|x| (r * 7 + x + call) as i32).collect();
+                        let mut recv = vec![0i32; chunk];
+                        comm.reduce_scatter(&send, &mut recv, ReduceOp::Sum)?;
+                        assert_eq!(comm.last_algorithm(Collective::ReduceScatter), Some(Algorithm::OneShot));
+                        let expected: Vec<i32> = (0..chunk)
+                            .map(|i| (0..world).map(|q| (q * 7 + r * chunk + i + call) as i32).sum())
+                            .collect();
+                        assert_eq!(recv, expected, "reduce-scatter, call {call}, rank {r}");
+                    }
                     _ => {
                         // On messages: larger than the board takes.
                         let big = vec![r as i64; 20_000];

@@ -3,7 +3,9 @@
 //! peer reads it, and takes what it needs from every rank's in rank order.
 //! One step and no messages, so the latency of a small collective is one
 //! copy in, one read per peer and one counter store, not a message per peer
-//! and step.
+//! and step. The part of a contribution that only its own rank reads (its
+//! block of an all-to-all, its part of a reduce-scatter) is read from its
+//! input and not copied onto the board.
 //!
 //! The all-reduce folds the ranks' vectors in rank order (`x0 op x1 op ...`),
 //! so every rank ends with the same bits, as with the other algorithms.
@@ -21,31 +23,48 @@ use crate::error::Result;
 /// rank's contribution of `len` elements, in rank order, this rank's
 /// included (as copied onto the board).
 ///
+/// With `own = Some((start, n))`, elements `start..start + n` of `mine`,
+/// which only this rank reads, are not copied onto the board, and this
+/// rank's `take` gets `mine` itself instead of its page.
+///
 /// # Safety
 ///
 /// `mine` valid until this returns; every rank that contributes passes the
 /// same `len` (the collective's header, which the board compares, fixes it).
+/// With `own`, the part is in bounds, no peer's `take` reads it, and
+/// nothing this rank's `take` writes overlaps `mine`.
 unsafe fn exchange<T: Element>(
     c: &Ctx<'_>,
     board: &HostBoard<'_>,
     mine: Option<RawBuf<T>>,
     len: usize,
+    own: Option<(usize, usize)>,
     mut take: impl FnMut(usize, RawBuf<T>),
 ) -> Result<()> {
     let bytes = mine.map_or(0, |m| m.len * size_of::<T>());
+    let me = c.rank;
     board.exchange(
         &c.header,
         bytes,
         c.comm.timeout(),
         |page| {
             if let Some(m) = mine {
+                let (start, n) = own.unwrap_or((m.len, 0));
+                let (head, tail) = (start * size_of::<T>(), (start + n) * size_of::<T>());
                 // SAFETY: `m` is valid for its length, the page is as long
-                // and a different allocation (the board's).
-                unsafe { std::ptr::copy_nonoverlapping(m.ptr.cast::<u8>(), page.as_mut_ptr(), page.len()) };
+                // and a different allocation (the board's); `start + n <=
+                // m.len` (the caller's contract), so both pieces are in
+                // bounds of both.
+                unsafe {
+                    let src = m.ptr.cast::<u8>();
+                    std::ptr::copy_nonoverlapping(src, page.as_mut_ptr(), head);
+                    std::ptr::copy_nonoverlapping(src.add(tail), page.as_mut_ptr().add(tail), page.len() - tail);
+                }
             }
         },
-        |rank, page| {
-            if page.len() == len * size_of::<T>() {
+        |rank, page| match mine {
+            Some(m) if rank == me && own.is_some() => take(rank, m),
+            _ if page.len() == len * size_of::<T>() => {
                 // Board pages are 8-aligned, as every element type needs.
                 take(
                     rank,
@@ -55,6 +74,7 @@ unsafe fn exchange<T: Element>(
                     },
                 );
             }
+            _ => {}
         },
     )
 }
@@ -73,6 +93,7 @@ unsafe fn fold<T: Element>(
     start: usize,
     recv: RawBuf<T>,
     op: ReduceOp,
+    disjoint: bool,
 ) -> Result<()> {
     // Rank 0's part waits for rank 1's: `recv = x0 op x1` in one pass
     // (the same bits as copying `x0`, then combining `x1` into it). Pages
@@ -80,9 +101,14 @@ unsafe fn fold<T: Element>(
     // them again.
     let world = c.world;
     let mut first: Option<RawBuf<T>> = None;
-    // SAFETY: `send` is valid; every rank passes the same length.
+    // Where `recv` is disjoint from `send`, this rank's own part is read
+    // from `send` and not copied onto the board: no peer reads it.
+    let own = (disjoint && world > 1).then_some((start, recv.len));
+    // SAFETY: `send` is valid; every rank passes the same length; peers read
+    // only their own parts; `take` writes only `recv`, disjoint from `send`
+    // where `own` is set.
     unsafe {
-        exchange(c, board, Some(send), send.len, |rank, theirs| {
+        exchange(c, board, Some(send), send.len, own, |rank, theirs| {
             let theirs = theirs.sub(start, recv.len);
             // SAFETY: board pages (not `recv`) holding the part, unchanged
             // until this rank's next exchange; `recv` is valid and
@@ -111,8 +137,9 @@ pub(super) unsafe fn all_reduce<T: Element>(
     recv: RawBuf<T>,
     op: ReduceOp,
 ) -> Result<()> {
-    // SAFETY: forwarded from the caller; the part is the whole of `send`.
-    unsafe { fold(c, board, send, 0, recv, op) }
+    // SAFETY: forwarded from the caller; the part is the whole of `send`,
+    // which `recv` may be.
+    unsafe { fold(c, board, send, 0, recv, op, false) }
 }
 
 /// Rank `r` ends with chunk `r` of every rank's `send` folded in rank order.
@@ -128,8 +155,9 @@ pub(super) unsafe fn reduce_scatter<T: Element>(
     recv: RawBuf<T>,
     op: ReduceOp,
 ) -> Result<()> {
-    // SAFETY: forwarded from the caller; chunk `rank` is in bounds.
-    unsafe { fold(c, board, send, c.rank * recv.len, recv, op) }
+    // SAFETY: forwarded from the caller; chunk `rank` is in bounds, and
+    // `recv` is disjoint from `send`.
+    unsafe { fold(c, board, send, c.rank * recv.len, recv, op, true) }
 }
 
 /// Block `r` of `recv` = rank `r`'s `send`, on every rank.
@@ -148,7 +176,7 @@ pub(super) unsafe fn all_gather<T: Element>(
     // SAFETY: `send` is valid; every rank passes the same length. Block
     // `rank` of `recv` is in bounds, writable and not the board page.
     unsafe {
-        exchange(c, board, Some(send), n, |rank, theirs| {
+        exchange(c, board, Some(send), n, None, |rank, theirs| {
             theirs.copy_to(recv.block(rank, n));
         })
     }
@@ -169,11 +197,19 @@ pub(super) unsafe fn all_to_all<T: Element>(
     let (block, me) = (send.len / c.world, c.rank);
     // SAFETY: `send` is valid; every rank passes the same length. Block `me`
     // of a page and block `rank` of `recv` are in bounds; `recv` is
-    // writable and not the page.
+    // writable, not the page, and disjoint from `send`, whose block `me`
+    // (read by this rank alone) stays off the board.
     unsafe {
-        exchange(c, board, Some(send), send.len, |rank, theirs| {
-            theirs.block(me, block).copy_to(recv.block(rank, block));
-        })
+        exchange(
+            c,
+            board,
+            Some(send),
+            send.len,
+            Some((me * block, block)),
+            |rank, theirs| {
+                theirs.block(me, block).copy_to(recv.block(rank, block));
+            },
+        )
     }
 }
 
@@ -192,7 +228,7 @@ pub(super) unsafe fn broadcast<T: Element>(
     // SAFETY: `buf` is valid; only the root contributes, `buf.len` elements
     // as on every rank. `buf` is writable and not the root's page.
     unsafe {
-        exchange(c, board, (me == root).then_some(buf), buf.len, |rank, theirs| {
+        exchange(c, board, (me == root).then_some(buf), buf.len, None, |rank, theirs| {
             if rank == root && me != root {
                 theirs.copy_to(buf);
             }
