@@ -241,8 +241,8 @@ impl Board {
     }
 
     /// Waits until `peer` published call `k` or a later one; the call's
-    /// deadline runs from `first_wait` (set by the first wait that has to
-    /// wait).
+    /// deadline runs from `first_wait` (set by the first wait that spun in
+    /// vain).
     fn wait_published(
         &self,
         x: &Exchange<'_>,
@@ -255,16 +255,17 @@ impl Board {
         if published.load(Ordering::Acquire) >= k {
             return Ok(());
         }
-        let start = *first_wait.get_or_insert_with(Instant::now);
-        let deadline = start.checked_add(x.timeout);
         let signal = &self.sides[x.me].signal;
         let done = || published.load(Ordering::SeqCst) >= k;
         // A spin first, before the look at failures (which takes the
-        // group's lock): a peer that fails wakes this rank's signal, and
-        // the look comes before any sleep.
-        if signal.spin_until(signal.epoch(), &done, deadline) && done() {
+        // group's lock) and before the clock is read for the deadline (the
+        // spin is bounded by its budget): a peer that fails wakes this
+        // rank's signal, and the look comes before any sleep.
+        if signal.spin_until(signal.epoch(), &done, None) && done() {
             return Ok(());
         }
+        let start = *first_wait.get_or_insert_with(Instant::now);
+        let deadline = start.checked_add(x.timeout);
         loop {
             let seen = signal.epoch();
             if published.load(Ordering::Acquire) >= k {

@@ -428,8 +428,10 @@ impl Signal {
         deadline: Option<Instant>,
         progress: Option<&dyn Progress>,
     ) -> bool {
-        let start = Instant::now();
-        let limit = deadline.map_or(budget, |d| budget.min(d.saturating_duration_since(start)));
+        // The clock is read from the end of the first round on: most waits
+        // of a collective end within it, and a read of the clock costs as
+        // much as a round of looks.
+        let mut clock: Option<(Instant, Duration)> = None;
         let yield_after = if oversubscribed() {
             Duration::ZERO
         } else if own_core() {
@@ -453,6 +455,13 @@ impl Signal {
                 }
                 std::hint::spin_loop();
             }
+            let (start, limit) = *clock.get_or_insert_with(|| {
+                let now = Instant::now();
+                (
+                    now,
+                    deadline.map_or(budget, |d| budget.min(d.saturating_duration_since(now))),
+                )
+            });
             let spun = start.elapsed();
             if spun >= limit {
                 let b = self.backoff.load(Ordering::Relaxed);
