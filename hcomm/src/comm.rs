@@ -1,8 +1,8 @@
 //! The communicator handle.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::backend::{Backend, OpId, OpIds, P2pOp};
@@ -42,7 +42,9 @@ pub(crate) struct Inner {
     rank: usize,
     world: usize,
     timeout_nanos: AtomicU64,
-    algorithms: RwLock<AlgorithmTable>,
+    /// The algorithm forced for each collective (as [`encode`] writes
+    /// it): read on every call without a lock.
+    forced: [AtomicU8; Collective::ALL.len()],
     /// What the last call of each collective chose and ran (see
     /// `last_algorithm` and `last_algorithms`).
     last: Mutex<[LastCall; Collective::ALL.len()]>,
@@ -109,7 +111,7 @@ impl Comm {
                 world: backend.world(),
                 backend,
                 timeout_nanos: AtomicU64::new(duration_nanos(options.timeout)),
-                algorithms: RwLock::new(options.algorithms.clone()),
+                forced: std::array::from_fn(|i| AtomicU8::new(encode(options.algorithms.get(Collective::ALL[i])))),
                 last: Mutex::new(Default::default()),
                 segment_bytes: options.segment_bytes,
                 coll_seq: AtomicU64::new(0),
@@ -126,7 +128,13 @@ impl Comm {
     fn options(&self) -> CommOptions {
         CommOptions {
             timeout: self.timeout(),
-            algorithms: self.inner.algorithms.read().map(|t| t.clone()).unwrap_or_default(),
+            algorithms: {
+                let mut table = AlgorithmTable::default();
+                for c in Collective::ALL {
+                    table.set(c, self.forced(c));
+                }
+                table
+            },
             topology: self.topology(),
             segment_bytes: self.inner.segment_bytes,
         }
@@ -172,6 +180,11 @@ impl Comm {
             .store(duration_nanos(timeout), Ordering::Relaxed);
     }
 
+    /// The algorithm forced for `collective`, if any.
+    fn forced(&self, collective: Collective) -> Option<Algorithm> {
+        decode(self.inner.forced[collective.index()].load(Ordering::Relaxed))
+    }
+
     /// Forces `algorithm` for `collective` on this communicator, or with
     /// `None` returns the choice to the selection policy.
     ///
@@ -185,9 +198,7 @@ impl Comm {
                 });
             }
         }
-        if let Ok(mut table) = self.inner.algorithms.write() {
-            table.set(collective, algorithm);
-        }
+        self.inner.forced[collective.index()].store(encode(algorithm), Ordering::Relaxed);
         Ok(())
     }
 
@@ -198,7 +209,7 @@ impl Comm {
         if self.inner.backend.native_collectives() {
             return Algorithm::Library;
         }
-        let forced = self.inner.algorithms.read().ok().and_then(|t| t.get(collective));
+        let forced = self.forced(collective);
         let world = self.world();
         let board = self.inner.backend.board().map(|_| crate::backend::host::BOARD_BYTES);
         let chosen = || policy_for(collective, &self.topology(), world, bytes, board);
@@ -437,5 +448,33 @@ struct Posted<'a> {
 impl Drop for Posted<'_> {
     fn drop(&mut self) {
         self.comm.cancel_ids(self.ids);
+    }
+}
+
+/// A forced algorithm as one byte: 0 for none, `i + 1` for
+/// `Algorithm::ALL[i]`.
+fn encode(algorithm: Option<Algorithm>) -> u8 {
+    algorithm
+        .and_then(|a| Algorithm::ALL.iter().position(|&b| b == a))
+        .map_or(0, |i| u8::try_from(i + 1).unwrap_or(0))
+}
+
+/// The inverse of [`encode`].
+fn decode(byte: u8) -> Option<Algorithm> {
+    Algorithm::ALL.get(usize::from(byte).checked_sub(1)?).copied()
+}
+
+#[cfg(test)]
+mod forced_tests {
+    use super::*;
+
+    #[test]
+    fn every_forced_algorithm_survives_its_byte() {
+        assert_eq!(decode(encode(None)), None);
+        for a in Algorithm::ALL {
+            assert_ne!(encode(Some(a)), 0);
+            assert_eq!(decode(encode(Some(a))), Some(a));
+        }
+        assert_eq!(decode(u8::MAX), None);
     }
 }
