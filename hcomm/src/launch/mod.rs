@@ -5,6 +5,7 @@
 //! variables), [`store`] (the rendezvous store), `process.rs`
 //! ([`init_from_env`]).
 
+pub mod auth;
 pub(crate) mod bind;
 mod device;
 pub(crate) mod env;

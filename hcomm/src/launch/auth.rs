@@ -1,0 +1,209 @@
+//! The job's secret and what proves knowledge of it.
+//!
+//! Every process of a job started by `hcomm-run` gets the same fresh secret
+//! in `HCOMM_JOB_SECRET`; a process that knows it can answer a challenge
+//! ([`JobSecret::tag`], HMAC-SHA-256 over a label and the parts of the
+//! message, each length-prefixed so that no two part lists encode alike)
+//! and derive the keys of the job's connections ([`JobSecret::derive`]).
+//! The secret itself never travels. A job started without a secret still
+//! runs, with the all-zero key, and says once that it is unauthenticated:
+//! its connections are then protected against accidents (a second job on
+//! the same port, a corrupted stream), not against a process that reads
+//! the library's source.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// The variable the secret is read from.
+pub const SECRET_VAR: &str = "HCOMM_JOB_SECRET";
+
+/// The fewest bytes a secret may have.
+const MIN_SECRET: usize = 16;
+
+/// The length of a key, a tag and a nonce.
+pub(crate) const KEY_BYTES: usize = 32;
+
+/// A key, tag or nonce.
+pub(crate) type Key = [u8; KEY_BYTES];
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Set once the unauthenticated warning was given.
+static WARNED: AtomicBool = AtomicBool::new(false);
+
+/// The secret every process of one job shares.
+#[derive(Clone, PartialEq, Eq)]
+pub struct JobSecret {
+    key: Key,
+    authenticated: bool,
+}
+
+impl std::fmt::Debug for JobSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        f.debug_struct("JobSecret")
+            .field("authenticated", &self.authenticated)
+            .field("job_id", &format_args!("{:016x}", self.job_id()))
+            .finish()
+    }
+}
+
+impl JobSecret {
+    /// The secret `text` stands for (at least 16 bytes; `hcomm-run` gives
+    /// 64 hexadecimal digits).
+    pub fn new(text: &str) -> Result<JobSecret> {
+        if text.len() < MIN_SECRET {
+            return Err(Error::Config {
+                message: format!(
+                    "`{SECRET_VAR}` has {} bytes, fewer than {MIN_SECRET}; hint: let `hcomm-run` make one, or use 64 \
+                     random hexadecimal digits",
+                    text.len()
+                ),
+            });
+        }
+        let mut h = Sha256::new();
+        h.update(b"hcomm job secret\0");
+        h.update(text.as_bytes());
+        Ok(JobSecret {
+            key: h.finalize().into(),
+            authenticated: true,
+        })
+    }
+
+    /// The secret of a job started without one: everybody knows it.
+    pub fn unauthenticated() -> JobSecret {
+        JobSecret {
+            key: [0; KEY_BYTES],
+            authenticated: false,
+        }
+    }
+
+    /// `HCOMM_JOB_SECRET`, or an unauthenticated job (said once, as a
+    /// `tracing` warning) when it is unset or empty.
+    pub fn from_env() -> Result<JobSecret> {
+        let secret = JobSecret::from_value(std::env::var_os(SECRET_VAR).as_deref())?;
+        if !secret.authenticated && !WARNED.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "`{SECRET_VAR}` is not set: this job is unauthenticated, so any local process can join it; hint: start \
+                 it with `hcomm-run`, which makes a secret per job"
+            );
+        }
+        Ok(secret)
+    }
+
+    /// The secret a variable's value gives (`None`: unset).
+    pub(crate) fn from_value(value: Option<&std::ffi::OsStr>) -> Result<JobSecret> {
+        match value {
+            None => Ok(JobSecret::unauthenticated()),
+            Some(v) => match v.to_str() {
+                Some(t) if t.trim().is_empty() => Ok(JobSecret::unauthenticated()),
+                Some(t) => JobSecret::new(t.trim()),
+                None => Err(Error::Config {
+                    message: format!("`{SECRET_VAR}` is not valid UTF-8"),
+                }),
+            },
+        }
+    }
+
+    /// Whether the job has a secret of its own.
+    pub fn is_authenticated(&self) -> bool {
+        self.authenticated
+    }
+
+    /// A number that names the job without revealing the secret (two jobs
+    /// with different secrets have different ids).
+    pub fn job_id(&self) -> u64 {
+        let t = self.tag(b"job id", &[]);
+        u64::from_le_bytes([t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]])
+    }
+
+    /// The HMAC of `parts` under this secret, for the purpose `label`.
+    pub(crate) fn tag(&self, label: &[u8], parts: &[&[u8]]) -> Key {
+        let mut mac = <HmacSha256 as KeyInit>::new_from_slice(&self.key).unwrap_or_else(|_| {
+            // HMAC takes keys of any length; this branch cannot run.
+            <HmacSha256 as KeyInit>::new(&Default::default())
+        });
+        for part in std::iter::once(label).chain(parts.iter().copied()) {
+            mac.update(&(part.len() as u64).to_le_bytes());
+            mac.update(part);
+        }
+        mac.finalize().into_bytes().into()
+    }
+
+    /// Whether `tag` is [`JobSecret::tag`] of the same message, compared in
+    /// constant time.
+    pub(crate) fn verify(&self, label: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
+        let expected = self.tag(label, parts);
+        tag.len() == expected.len() && expected.iter().zip(tag).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    }
+
+    /// A key for the purpose `label` bound to `parts` (a connection's
+    /// nonces and ends), which only holders of the secret can compute.
+    pub(crate) fn derive(&self, label: &[u8], parts: &[&[u8]]) -> Key {
+        self.tag(label, parts)
+    }
+}
+
+/// Fresh random bytes (a challenge, a secret).
+pub(crate) fn nonce() -> Result<Key> {
+    let mut n = [0u8; KEY_BYTES];
+    getrandom::fill(&mut n).map_err(|e| Error::Backend {
+        backend: "host",
+        message: format!("the system's random source failed: {e}"),
+    })?;
+    Ok(n)
+}
+
+/// A fresh secret in the form `hcomm-run` hands its ranks: 64 hexadecimal
+/// digits.
+pub fn generate_secret() -> Result<String> {
+    Ok(nonce()?.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+
+    use super::*;
+
+    #[test]
+    fn tags_depend_on_key_label_and_every_part() {
+        let a = JobSecret::new("0123456789abcdef-a").unwrap();
+        let b = JobSecret::new("0123456789abcdef-b").unwrap();
+        let t = a.tag(b"hello", &[b"x", b"yz"]);
+        assert!(a.verify(b"hello", &[b"x", b"yz"], &t));
+        assert!(!b.verify(b"hello", &[b"x", b"yz"], &t));
+        assert!(!a.verify(b"hellO", &[b"x", b"yz"], &t));
+        // Length prefixes: the same bytes split differently are another message.
+        assert!(!a.verify(b"hello", &[b"xy", b"z"], &t));
+        assert!(!a.verify(b"hello", &[b"x", b"yz"], &t[..31]));
+        assert_ne!(a.job_id(), b.job_id());
+        assert_eq!(a.job_id(), JobSecret::new("0123456789abcdef-a").unwrap().job_id());
+        assert_ne!(a.derive(b"link", &[b"1"]), a.derive(b"link", &[b"2"]));
+    }
+
+    #[test]
+    fn the_variable_is_read_with_clear_errors() {
+        assert!(!JobSecret::from_value(None).unwrap().is_authenticated());
+        assert!(!JobSecret::from_value(Some(OsStr::new("  ")))
+            .unwrap()
+            .is_authenticated());
+        let s = generate_secret().unwrap();
+        assert_eq!(s.len(), 64);
+        assert_ne!(s, generate_secret().unwrap());
+        assert!(JobSecret::from_value(Some(OsStr::new(&s))).unwrap().is_authenticated());
+        let short = JobSecret::from_value(Some(OsStr::new("short"))).unwrap_err();
+        assert!(short.to_string().contains("HCOMM_JOB_SECRET"), "{short}");
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let bad = JobSecret::from_value(Some(OsStr::from_bytes(&[0xff; 20]))).unwrap_err();
+            assert!(bad.to_string().contains("not valid UTF-8"), "{bad}");
+        }
+        assert!(!format!("{:?}", JobSecret::new(&s).unwrap()).contains(&s));
+    }
+}
