@@ -462,6 +462,16 @@ fn rejections_surface_as_clear_errors() {
         let r = comm.rank();
         // a device buffer of another communicator's device
         let other = hccl().init_rank(1, 0, &hccl().root_info(5)?, 5, &options())?;
+        // a device the process cannot see (a `LOCAL_RANK` past the devices)
+        let visible = hccl().device_count()?;
+        let err = hccl()
+            .init_rank(1, 0, &hccl().root_info(5)?, visible as i32, &options())
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::Config { message }
+                if message.contains(&format!("asks for device {visible}, but {visible} device(s) are visible"))),
+            "{err}"
+        );
         let foreign = DeviceBuffer::from_host(&other, &[1.0f32; 2])?;
         assert_eq!(foreign.device(), 5);
         let mut out = [0f32; 2];

@@ -75,6 +75,16 @@ pub(crate) fn init_rank<L: DeviceLibrary>(
             "rank {rank} is out of range for a world of {world}"
         )));
     }
+    let visible = lib.devices()?;
+    if usize::try_from(device).map_or(true, |d| d >= visible) {
+        return Err(Error::Config {
+            message: format!(
+                "rank {rank} asks for device {device}, but {visible} device(s) are visible to this process; hint: \
+                 `LOCAL_RANK` picks each process's device, so start at most {visible} process(es) per host, or make \
+                 more devices visible"
+            ),
+        });
+    }
     let raw = lib.join(world, id, rank, device, options)?;
     world_comm(lib, raw, world, rank, device, options, None)
 }
