@@ -120,8 +120,15 @@ pub(crate) fn run(job: &Job<'_>) -> Result<u8, String> {
         }
         (reaper, listener) => {
             group.signal(Signal::SIGKILL);
-            let e = [reaper.err(), listener.err()].into_iter().flatten().next();
-            Err(format!("cannot start the threads that watch the ranks: {e:?}"))
+            let why: Vec<String> = [reaper.err(), listener.err()]
+                .into_iter()
+                .flatten()
+                .map(|e| e.to_string())
+                .collect();
+            Err(format!(
+                "cannot start the threads that watch the ranks: {}",
+                why.join("; ")
+            ))
         }
     };
     let deadline = Instant::now() + CLEANUP;
