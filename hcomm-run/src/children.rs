@@ -58,6 +58,8 @@ pub(crate) struct Job<'a> {
 enum Event {
     /// Processes that ended together.
     Round(Vec<Reaped>),
+    /// This process has no child left.
+    NoChildLeft,
     /// A signal sent to hcomm-run.
     Signal(i32),
 }
@@ -108,7 +110,10 @@ pub(crate) fn run(job: &Job<'_>) -> Result<u8, String> {
         });
         thread.map(|t| (t, handle))
     };
-    let reaper = reap::start(move |round| events.send(Event::Round(round)).is_ok());
+    let reaper = reap::start(move |round| {
+        let event = round.map_or(Event::NoChildLeft, Event::Round);
+        events.send(event).is_ok()
+    });
     let outcome = match (reaper, listener) {
         (Ok(reaper), Ok((listener, handle))) => {
             let outcome = Watch::new(pids, group, job.grace, cause).run(&heard);
@@ -238,6 +243,13 @@ impl Watch {
             };
             match event {
                 Ok(Event::Round(round)) => self.ended(&round),
+                Ok(Event::NoChildLeft) => {
+                    let left: Vec<String> = self.still_running().map(|r| r.to_string()).collect();
+                    return Err(format!(
+                        "lost track of ranks {}: the kernel reports no child process left",
+                        left.join(", ")
+                    ));
+                }
                 Ok(Event::Signal(sig)) => {
                     self.forwarded = Some(sig);
                     if let Ok(s) = Signal::try_from(sig) {
@@ -260,7 +272,7 @@ impl Watch {
                     ));
                 }
                 Err(RecvTimeoutError::Disconnected) => {
-                    return Err("lost track of the ranks: the thread that waits for them ended".into());
+                    return Err("lost track of the ranks: the threads that watch them ended".into());
                 }
             }
         }

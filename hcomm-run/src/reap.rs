@@ -57,18 +57,22 @@ pub(crate) struct Reaped {
     pub(crate) ending: Ending,
 }
 
-/// Starts the reaping thread: it passes each round to `report` and ends
-/// when this process has no child left or `report` returns `false`.
+/// Starts the reaping thread: it passes each round to `report`, and `None`
+/// when this process has no child left, then ends; it ends too when
+/// `report` returns `false`.
 pub(crate) fn start(
-    mut report: impl FnMut(Vec<Reaped>) -> bool + Send + 'static,
+    mut report: impl FnMut(Option<Vec<Reaped>>) -> bool + Send + 'static,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new().name("reaper".into()).spawn(move || loop {
-        let Some(first) = wait(true) else { return };
+        let Some(first) = wait(true) else {
+            report(None);
+            return;
+        };
         let mut round = vec![first];
         while let Some(more) = wait(false) {
             round.push(more);
         }
-        if !report(round) {
+        if !report(Some(round)) {
             return;
         }
     })
