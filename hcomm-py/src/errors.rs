@@ -1,0 +1,59 @@
+//! `hcomm::Error` as Python exceptions: the classes live in
+//! `hcomm._errors` (pure Python, so `Precondition` can also be a
+//! `ValueError`); every variant maps to one class and the message is the
+//! Rust error's text.
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+
+/// The Python exception for `e`.
+pub(crate) fn to_py(e: &hcomm::Error) -> PyErr {
+    Python::attach(|py| build(py, e).unwrap_or_else(|fail| fail))
+}
+
+fn build(py: Python<'_>, e: &hcomm::Error) -> PyResult<PyErr> {
+    let errors = py.import("hcomm._errors")?;
+    let message = e.to_string();
+    let exc = match e {
+        hcomm::Error::PeerFailed { rank, .. } => errors.getattr("PeerFailed")?.call1((message, *rank))?,
+        hcomm::Error::Schedule { schedule, .. } => {
+            errors
+                .getattr("ScheduleError")?
+                .call1((message, Vec::<Py<PyAny>>::new(), schedule.clone()))?
+        }
+        other => errors.getattr(class_name(other))?.call1((message,))?,
+    };
+    Ok(PyErr::from_value(exc))
+}
+
+/// The class of every variant but those with attributes.
+fn class_name(e: &hcomm::Error) -> &'static str {
+    match e {
+        hcomm::Error::BufferLength { .. } => "BufferLength",
+        hcomm::Error::Precondition { .. } => "Precondition",
+        hcomm::Error::Evaluation { .. } => "EvaluationError",
+        hcomm::Error::Timeout { .. } => "Timeout",
+        hcomm::Error::Mismatch { .. } => "Mismatch",
+        hcomm::Error::Aborted { .. } => "Aborted",
+        hcomm::Error::Panicked { .. } => "Panicked",
+        hcomm::Error::Backend { .. } => "BackendError",
+        hcomm::Error::Config { .. } => "ConfigError",
+        hcomm::Error::PeerFailed { .. } | hcomm::Error::Schedule { .. } => "Error",
+        // `hcomm::Error` is non-exhaustive: a variant added later is still
+        // an `hcomm.Error`.
+        _ => "Error",
+    }
+}
+
+/// `hcomm.Precondition(message)`.
+pub(crate) fn precondition(message: impl Into<String>) -> PyErr {
+    to_py(&hcomm::Error::Precondition {
+        message: message.into(),
+    })
+}
+
+/// An internal failure that is not an `hcomm::Error` (a lock poisoned by
+/// a panic).
+pub(crate) fn internal(message: &str) -> PyErr {
+    PyRuntimeError::new_err(format!("hcomm internal error: {message}"))
+}

@@ -1,0 +1,43 @@
+//! The `hcomm` Python package's native module, `hcomm._native`: PyO3
+//! bindings of the hcomm runtime on numpy arrays. The pure-Python part of
+//! the package (`python/hcomm/`) builds the documented API on top.
+
+mod array;
+mod comm;
+mod errors;
+mod exec;
+mod ops;
+mod request;
+
+use pyo3::prelude::*;
+
+use crate::comm::Comm;
+use crate::errors::to_py;
+
+/// Joins the job this process belongs to, as the launcher's variables
+/// (hcomm-run's or torchrun's) describe it, on `backend` (`None`:
+/// `HCOMM_BACKEND`, else `"host"`).
+#[pyfunction]
+#[pyo3(signature = (backend=None))]
+fn init(py: Python<'_>, backend: Option<&str>) -> PyResult<Comm> {
+    let kind = match backend {
+        None => hcomm::BackendKind::from_env(),
+        Some(name) => hcomm::BackendKind::parse(name).ok_or_else(|| hcomm::Error::Config {
+            message: format!("`backend={name:?}` is not a backend; hint: use \"host\", \"hccl\" or \"nccl\""),
+        }),
+    }
+    .map_err(|e| to_py(&e))?;
+    let job = hcomm::JobEnv::from_env().map_err(|e| to_py(&e))?;
+    let options = hcomm::CommOptions::from_env().map_err(|e| to_py(&e))?;
+    let comm = exec::run(py, None, Vec::new(), move |_| hcomm::init_job(kind, &job, &options))?;
+    Ok(Comm::wrap(comm))
+}
+
+/// The native module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Comm>()?;
+    m.add_class::<request::Request>()?;
+    m.add_function(wrap_pyfunction!(init, m)?)?;
+    Ok(())
+}
