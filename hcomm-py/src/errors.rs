@@ -16,6 +16,11 @@ fn build(py: Python<'_>, e: &hcomm::Error) -> PyResult<PyErr> {
     let message = e.to_string();
     let exc = match e {
         hcomm::Error::PeerFailed { rank, .. } => errors.getattr("PeerFailed")?.call1((message, *rank))?,
+        // A rank interrupted by Ctrl-C aborts the communicator: to the
+        // others that rank failed.
+        hcomm::Error::Aborted { reason } if interrupted_rank(reason).is_some() => errors
+            .getattr("PeerFailed")?
+            .call1((format!("peer failed: {reason}"), interrupted_rank(reason)))?,
         hcomm::Error::Schedule { schedule, .. } => {
             errors
                 .getattr("ScheduleError")?
@@ -24,6 +29,18 @@ fn build(py: Python<'_>, e: &hcomm::Error) -> PyResult<PyErr> {
         other => errors.getattr(class_name(other))?.call1((message,))?,
     };
     Ok(PyErr::from_value(exc))
+}
+
+const INTERRUPTED: &str = " was interrupted by a signal (Ctrl-C) during a blocking call";
+
+/// The reason a rank interrupted during a call aborts its communicator with.
+pub(crate) fn interrupted_reason(rank: usize) -> String {
+    format!("rank {rank}{INTERRUPTED}")
+}
+
+/// The rank an abort reason of [`interrupted_reason`] names.
+fn interrupted_rank(reason: &str) -> Option<usize> {
+    reason.strip_suffix(INTERRUPTED)?.strip_prefix("rank ")?.parse().ok()
 }
 
 /// The class of every variant but those with attributes.

@@ -191,7 +191,7 @@ pub(crate) fn wait(py: Python<'_>, started: &Started, limit: Option<Duration>) -
         }
         if let Err(interrupt) = py.check_signals() {
             if let Some(comm) = &started.comm {
-                comm.abort("interrupted by a signal (Ctrl-C) during a blocking call");
+                comm.abort(&crate::errors::interrupted_reason(comm.rank()));
             }
             // The aborted call fails promptly; its arrays stay referenced
             // by the orphan list should it not.
