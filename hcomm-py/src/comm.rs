@@ -67,7 +67,7 @@ impl Comm {
         Ok(result.unwrap_or_else(|| py.None()))
     }
 
-    fn dim0(&self, lent: &Lent, what: &str) -> PyResult<usize> {
+    fn dim0(lent: &Lent, what: &str) -> PyResult<usize> {
         lent.shape.first().copied().ok_or_else(|| {
             precondition(format!(
                 "{what}: a 0-d array has no dimension 0 to split or concatenate along"
@@ -83,7 +83,7 @@ impl Comm {
     }
 
     fn split_rows(&self, lent: &Lent, what: &str) -> PyResult<usize> {
-        let rows = self.dim0(lent, what)?;
+        let rows = Self::dim0(lent, what)?;
         let w = self.inner.world();
         if rows % w != 0 {
             return Err(precondition(format!(
@@ -98,51 +98,49 @@ impl Comm {
 /// Runs `$body` (an `hcomm::Result<()>`) with `$T` the Rust type of `$dt`,
 /// inside jobs.
 macro_rules! typed {
-    ($dt:expr, $T:ident => $body:expr) => {
-        (|| -> hcomm::Result<()> {
-            match $dt {
-                hcomm::DataType::F16 => {
-                    type $T = half::f16;
-                    $body
-                }
-                hcomm::DataType::F32 => {
-                    type $T = f32;
-                    $body
-                }
-                hcomm::DataType::F64 => {
-                    type $T = f64;
-                    $body
-                }
-                hcomm::DataType::I8 => {
-                    type $T = i8;
-                    $body
-                }
-                hcomm::DataType::U8 => {
-                    type $T = u8;
-                    $body
-                }
-                hcomm::DataType::I32 => {
-                    type $T = i32;
-                    $body
-                }
-                hcomm::DataType::U32 => {
-                    type $T = u32;
-                    $body
-                }
-                hcomm::DataType::I64 => {
-                    type $T = i64;
-                    $body
-                }
-                hcomm::DataType::U64 => {
-                    type $T = u64;
-                    $body
-                }
-                other => Err(hcomm::Error::Precondition {
-                    message: format!("element type {} is not supported", other.name()),
-                }),
+    ($dt:expr, $T:ident => $body:expr) => {{
+        match $dt {
+            hcomm::DataType::F16 => {
+                type $T = half::f16;
+                $body
             }
-        })()
-    };
+            hcomm::DataType::F32 => {
+                type $T = f32;
+                $body
+            }
+            hcomm::DataType::F64 => {
+                type $T = f64;
+                $body
+            }
+            hcomm::DataType::I8 => {
+                type $T = i8;
+                $body
+            }
+            hcomm::DataType::U8 => {
+                type $T = u8;
+                $body
+            }
+            hcomm::DataType::I32 => {
+                type $T = i32;
+                $body
+            }
+            hcomm::DataType::U32 => {
+                type $T = u32;
+                $body
+            }
+            hcomm::DataType::I64 => {
+                type $T = i64;
+                $body
+            }
+            hcomm::DataType::U64 => {
+                type $T = u64;
+                $body
+            }
+            other => Err(hcomm::Error::Precondition {
+                message: format!("element type {} is not supported", other.name()),
+            }),
+        }
+    }};
 }
 
 /// Posts a send of `raw` (inside a scope, so a send to this rank itself can
@@ -192,6 +190,7 @@ impl Comm {
     /// The communicator of `ranks` (index = new rank), or `None` on a rank
     /// not among them. Every member calls it with the same list; no message
     /// is exchanged.
+    #[allow(clippy::needless_pass_by_value, reason = "PyO3 passes extracted arguments by value")]
     fn subgroup(&self, ranks: Vec<i64>) -> PyResult<Option<Comm>> {
         let w = self.inner.world();
         let members = ranks
@@ -343,7 +342,7 @@ impl Comm {
     #[pyo3(signature = (tensor, async_op=false))]
     fn all_gather(&self, py: Python<'_>, tensor: &Bound<'_, PyAny>, async_op: bool) -> PyResult<Py<PyAny>> {
         let lent = lend(tensor, false, "tensor")?;
-        let rows = self.dim0(&lent, "all_gather")?;
+        let rows = Self::dim0(&lent, "all_gather")?;
         let out = Self::with_rows(py, &lent, rows * self.inner.world())?;
         let out_lent = lend(&out, true, "output")?;
         let lends = vec![(lent, false), (out_lent, true)];
@@ -411,9 +410,10 @@ impl Comm {
 
     /// `send_counts[j]` rows of `tensor` (in rank order) go to rank `j`; the
     /// result holds the rows every rank sent here, in rank order.
+    #[allow(clippy::needless_pass_by_value, reason = "PyO3 passes extracted arguments by value")]
     fn all_to_all_v(&self, py: Python<'_>, tensor: &Bound<'_, PyAny>, send_counts: Vec<i64>) -> PyResult<Py<PyAny>> {
         let lent = lend(tensor, false, "tensor")?;
-        let rows = self.dim0(&lent, "all_to_all_v")?;
+        let rows = Self::dim0(&lent, "all_to_all_v")?;
         let w = self.inner.world();
         if send_counts.len() != w || send_counts.iter().any(|&n| n < 0) {
             return Err(precondition(format!(

@@ -55,9 +55,8 @@ fn class_name(e: &hcomm::Error) -> &'static str {
         hcomm::Error::Panicked { .. } => "Panicked",
         hcomm::Error::Backend { .. } => "BackendError",
         hcomm::Error::Config { .. } => "ConfigError",
-        hcomm::Error::PeerFailed { .. } | hcomm::Error::Schedule { .. } => "Error",
-        // `hcomm::Error` is non-exhaustive: a variant added later is still
-        // an `hcomm.Error`.
+        // `PeerFailed` and `Schedule` are built by `build`; `hcomm::Error` is
+        // non-exhaustive: a variant added later is still an `hcomm.Error`.
         _ => "Error",
     }
 }

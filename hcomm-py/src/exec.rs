@@ -109,7 +109,10 @@ fn unregister(op: u64) {
 /// Operations whose Python request was dropped before they finished: their
 /// arrays stay referenced here until they have, and are released (which
 /// needs the GIL) by the next call that starts an operation.
-static ORPHANS: Mutex<Vec<(Arc<Slot>, Vec<Py<PyAny>>)>> = Mutex::new(Vec::new());
+static ORPHANS: Mutex<Vec<Orphan>> = Mutex::new(Vec::new());
+
+/// An unfinished operation and the arrays it uses.
+type Orphan = (Arc<Slot>, Vec<Py<PyAny>>);
 
 pub(crate) fn orphan(slot: Arc<Slot>, keep: Vec<Py<PyAny>>) {
     lock(&ORPHANS).push((slot, keep));

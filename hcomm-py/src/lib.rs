@@ -1,4 +1,4 @@
-//! The `hcomm` Python package's native module, `hcomm._native`: PyO3
+//! The `hcomm` Python package's native module, `hcomm._native`: `PyO3`
 //! bindings of the hcomm runtime on numpy arrays. The pure-Python part of
 //! the package (`python/hcomm/`) builds the documented API on top.
 
