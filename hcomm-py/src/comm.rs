@@ -142,6 +142,7 @@ macro_rules! typed {
         }
     }};
 }
+pub(crate) use typed;
 
 /// Posts a send of `raw` (inside a scope, so a send to this rank itself can
 /// complete) and waits for it.

@@ -8,6 +8,7 @@ mod errors;
 mod exec;
 mod ops;
 mod request;
+mod schedules;
 
 use pyo3::prelude::*;
 
@@ -39,5 +40,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Comm>()?;
     m.add_class::<request::Request>()?;
     m.add_function(wrap_pyfunction!(init, m)?)?;
+    m.add_function(wrap_pyfunction!(schedules::run_schedule, m)?)?;
+    m.add_function(wrap_pyfunction!(schedules::schedule_names, m)?)?;
     Ok(())
 }
