@@ -7,6 +7,7 @@ mod comm;
 mod errors;
 mod exec;
 mod ops;
+mod parallel;
 mod request;
 mod schedules;
 
@@ -40,6 +41,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Comm>()?;
     m.add_class::<request::Request>()?;
     m.add_function(wrap_pyfunction!(init, m)?)?;
+    m.add_class::<parallel::Context>()?;
+    m.add_function(wrap_pyfunction!(parallel::make_context, m)?)?;
+    m.add_function(wrap_pyfunction!(parallel::tp_op, m)?)?;
+    m.add_function(wrap_pyfunction!(parallel::pp_op, m)?)?;
     m.add_function(wrap_pyfunction!(schedules::run_schedule, m)?)?;
     m.add_function(wrap_pyfunction!(schedules::schedule_names, m)?)?;
     Ok(())

@@ -28,11 +28,12 @@ from ._errors import (
     ScheduleError,
     Timeout,
 )
-from ._native import Comm, Request
+from ._native import Comm, Context, Request
 from . import _native
 
 _lock = threading.Lock()
 _world: Optional[Comm] = None
+_context: Optional[Context] = None
 
 
 def init(backend: Optional[str] = None) -> Comm:
@@ -71,6 +72,60 @@ def get_rank() -> int:
 def get_world_size() -> int:
     """The number of ranks of the communicator :func:`init` returned."""
     return _comm().size()
+
+
+def init_context(tp_size: int = 1, pp_size: int = 1, dp_size: int = 1, ep_size: int = 1,
+                 backend: Optional[str] = None) -> Context:
+    """Lays out the job's ranks in tensor-, pipeline-, data- and expert-parallel groups.
+
+    Megatron-LM's layout: ``rank = tp_i + tp * (dp_i + dp * pp_i)``; expert groups are
+    carved out of the data-parallel axis. Collective over the job (calls :func:`init`
+    when it was not called). ``tp * pp * dp`` different from the number of ranks, a
+    size of 0, or an ``ep`` that does not divide ``dp`` is ``hcomm.Precondition`` on
+    every rank; ranks passing different sizes get ``hcomm.Mismatch``.
+    """
+    global _context
+    ctx = _native.make_context(init(backend), tp_size, pp_size, dp_size, ep_size)
+    _context = ctx
+    return ctx
+
+
+def get_context() -> Optional[Context]:
+    """The context :func:`init_context` built last, or ``None``."""
+    return _context
+
+
+def _group(group: Optional[Comm], axis: str) -> Comm:
+    """``group``, or the ``axis`` group of the context."""
+    if group is not None:
+        return group
+    if _context is None:
+        raise Precondition(
+            f"precondition: group=None means the context's {axis} group, but no context was built; "
+            "hint: call hcomm.init_context(...) or pass group="
+        )
+    return getattr(_context, axis)
+
+
+def init_tensor_parallel_group(tp_size: int, tp_rank: Optional[int] = None) -> Comm:
+    """The tensor-parallel group of this rank: contiguous blocks of ``tp_size`` ranks.
+
+    ``tp_rank``, when given, must be this rank's index in its group. No message is
+    exchanged (calls :func:`init` when it was not called).
+    """
+    world = init()
+    w, r = world.size(), world.rank()
+    if tp_size < 1 or w % tp_size:
+        raise Precondition(
+            f"precondition: tp_size {tp_size} does not divide the {w} ranks of the job")
+    if tp_rank is not None and tp_rank != r % tp_size:
+        raise Precondition(
+            f"precondition: tp_rank {tp_rank} given, but rank {r} is index {r % tp_size} of its "
+            f"tensor-parallel group of {tp_size}")
+    start = r - r % tp_size
+    group = world.subgroup(list(range(start, start + tp_size)))
+    assert group is not None  # this rank is in its own block
+    return group
 
 
 class P2POp:
@@ -133,6 +188,7 @@ __all__ = [
     "BackendError",
     "BufferLength",
     "Comm",
+    "Context",
     "ConfigError",
     "Diagnostic",
     "Error",
@@ -146,9 +202,12 @@ __all__ = [
     "ScheduleError",
     "Timeout",
     "batch_isend_irecv",
+    "get_context",
     "get_rank",
     "get_world_size",
     "init",
+    "init_context",
+    "init_tensor_parallel_group",
     "irecv",
     "isend",
     "recv",
