@@ -6,6 +6,7 @@ mod array;
 mod comm;
 mod errors;
 mod exec;
+mod moe;
 mod ops;
 mod parallel;
 mod request;
@@ -41,6 +42,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Comm>()?;
     m.add_class::<request::Request>()?;
     m.add_function(wrap_pyfunction!(init, m)?)?;
+    m.add_class::<moe::Dispatch>()?;
+    m.add_function(wrap_pyfunction!(moe::moe_dispatch, m)?)?;
+    m.add_function(wrap_pyfunction!(moe::moe_combine, m)?)?;
     m.add_class::<parallel::Context>()?;
     m.add_function(wrap_pyfunction!(parallel::make_context, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::tp_op, m)?)?;
