@@ -1,4 +1,5 @@
 //! How Python calls run: every communicating call runs on a helper thread
+//! (of [`crate::pool`])
 //! that owns raw views of the lent arrays, while the calling thread waits
 //! with the GIL released, in slices of at most 100 ms between which it
 //! checks for signals. The runtime's blocking waits cannot be interrupted,
@@ -152,7 +153,7 @@ where
     let slot = Slot::new();
     let done = Arc::clone(&slot);
     let views: Vec<Raw> = raws.iter().map(|(r, _)| *r).collect();
-    let spawned = std::thread::Builder::new().name("hcomm-py-op".into()).spawn(move || {
+    let spawned = crate::pool::submit(Box::new(move || {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&views))).unwrap_or_else(|p| {
             Err(hcomm::Error::Backend {
                 backend: "hcomm-py",
@@ -167,7 +168,7 @@ where
         });
         unregister(op);
         done.finish(result);
-    });
+    }));
     if let Err(e) = spawned {
         unregister(op);
         return Err(internal(&format!("cannot start a thread: {e}")));

@@ -9,6 +9,7 @@ mod exec;
 mod moe;
 mod ops;
 mod parallel;
+mod pool;
 mod request;
 mod schedules;
 
