@@ -36,18 +36,26 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct Slot {
     done: Mutex<Option<hcomm::Result<()>>>,
     cv: Condvar,
+    /// Set once `done` is filled: what the waiter spins on.
+    finished: std::sync::atomic::AtomicBool,
 }
+
+/// How long a waiter spins (yielding) before it sleeps: short calls then
+/// cost no wake-up.
+const SPIN: Duration = Duration::from_micros(50);
 
 impl Slot {
     fn new() -> Arc<Slot> {
         Arc::new(Slot {
             done: Mutex::new(None),
             cv: Condvar::new(),
+            finished: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
     fn finish(&self, result: hcomm::Result<()>) {
         *lock(&self.done) = Some(result);
+        self.finished.store(true, std::sync::atomic::Ordering::Release);
         self.cv.notify_all();
     }
 
@@ -58,6 +66,13 @@ impl Slot {
 
     /// Waits up to `limit` for the outcome.
     fn wait_for(&self, limit: Duration) -> Option<hcomm::Result<()>> {
+        let begun = Instant::now();
+        while begun.elapsed() < SPIN.min(limit) {
+            if self.finished.load(std::sync::atomic::Ordering::Acquire) {
+                return self.outcome();
+            }
+            std::thread::yield_now();
+        }
         let guard = lock(&self.done);
         let (guard, _) = self
             .cv
