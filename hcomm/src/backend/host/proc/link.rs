@@ -11,7 +11,7 @@
 //! and its end still tells that the peer's process is gone.
 
 use std::collections::VecDeque;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +24,7 @@ use crate::backend::liveness::lock;
 use crate::backend::Context;
 use crate::collective::CollHeader;
 use crate::element::DataType;
+use crate::launch::auth::Key;
 use crate::wire::write_frame;
 
 use super::ring::Ring;
@@ -68,6 +69,12 @@ pub(super) enum Msg {
         count: u64,
         dtype: DataType,
         header: Option<CollHeader>,
+        /// Address of the sender's withdrawal counter and its value when
+        /// the send was offered: a receiver that reads the buffer from the
+        /// sender's memory reads the counter after the data, and fails the
+        /// receive if it moved (the sender may have given the buffer back).
+        lease: u64,
+        epoch: u64,
     },
     /// The receiver has the data of `send`.
     Done { send: WireOp },
@@ -171,6 +178,10 @@ pub(super) struct Link {
     /// Whether the connection may hold something to read (the waiting
     /// thread saw it readable).
     kicked: AtomicBool,
+    /// The keys of the integrity tags of what this process writes and what
+    /// it reads (links whose data travels on the connection).
+    tx_key: Key,
+    rx_key: Key,
 }
 
 /// Bytes received on a connection, not yet handled.
@@ -216,16 +227,24 @@ const RING_FULL_PAUSE: std::time::Duration = std::time::Duration::from_micros(50
 const HOLD_LIMIT: usize = 32;
 
 impl Link {
+    /// A link on `stream`; `mac_key` is the key both ends share, `lower`
+    /// whether this process has the lower rank of the two (each direction
+    /// gets a key of its own, derived from `mac_key`).
     pub(super) fn new(
         pid: i32,
         cma: bool,
         stream: TcpStream,
-        rx: Option<Ring>,
-        tx: Option<Ring>,
+        rings: (Option<Ring>, Option<Ring>),
+        mac_key: Key,
+        lower: bool,
     ) -> io::Result<Arc<Link>> {
+        let (rx, tx) = rings;
         if cma {
             stream.set_write_timeout(Some(DIRECT_WRITE_LIMIT))?;
         }
+        let up = direction_key(&mac_key, b"lower to higher");
+        let down = direction_key(&mac_key, b"higher to lower");
+        let (tx_key, rx_key) = if lower { (up, down) } else { (down, up) };
         Ok(Arc::new(Link {
             pid,
             cma,
@@ -242,7 +261,22 @@ impl Link {
             rx,
             tx,
             kicked: AtomicBool::new(false),
+            tx_key,
+            rx_key,
         }))
+    }
+
+    /// The reader of the connection's frames and data, checking their
+    /// integrity tags (links whose data travels on the connection).
+    pub(super) fn reader<R: Read>(&self, inner: R) -> TagReader<R> {
+        TagReader {
+            inner,
+            key: self.rx_key,
+            seq: 0,
+            data_left: 0,
+            block_left: 0,
+            hasher: blake3::Hasher::new_keyed(&self.rx_key),
+        }
     }
 
     /// Handles, in order, the messages that arrived on this connection (one
@@ -576,6 +610,7 @@ impl Link {
     pub(super) fn write_loop(&self) -> io::Result<()> {
         let mut w = BufWriter::with_capacity(64 << 10, self.stream.try_clone()?);
         let mut buf = Vec::with_capacity(256);
+        let mut seq = 0u64;
         loop {
             let item = {
                 let mut q = lock(&self.queue);
@@ -600,16 +635,22 @@ impl Link {
                 return Ok(());
             };
             match item {
-                Out::Msg(m) => write_frame(&mut w, &m, &mut buf)?,
+                Out::Msg(m) => {
+                    write_frame(&mut io::sink(), &m, &mut buf)?;
+                    write_tagged(&mut w, &self.tx_key, &mut seq, &buf)?;
+                }
                 Out::Stream { recv, ptr, len, done } => {
                     let result = (|| {
-                        write_frame(&mut w, &Msg::Data { recv, len: len as u64 }, &mut buf)?;
+                        write_frame(&mut io::sink(), &Msg::Data { recv, len: len as u64 }, &mut buf)?;
+                        write_tagged(&mut w, &self.tx_key, &mut seq, &buf)?;
                         if len > 0 {
                             // SAFETY: the send this stream belongs to stays
                             // claimed, its buffer valid and unchanged, until
                             // `done` runs below.
                             let data = unsafe { std::slice::from_raw_parts(ptr, len) };
-                            w.write_all(data)?;
+                            for block in data.chunks(TAG_BLOCK) {
+                                write_tagged(&mut w, &self.tx_key, &mut seq, block)?;
+                            }
                         }
                         w.flush()
                     })();
@@ -635,6 +676,133 @@ impl Link {
                 done(Err(io::Error::new(io::ErrorKind::BrokenPipe, "connection closed")));
             }
         }
+    }
+}
+
+/// Streamed data carries an integrity tag after every this many bytes.
+const TAG_BLOCK: usize = 256 << 10;
+/// The bytes of an integrity tag.
+const TAG_BYTES: usize = 32;
+/// The longest frame a connection that carries data accepts.
+const MAX_DATA_LINK_FRAME: usize = 1 << 24;
+
+/// The key of one direction of a connection.
+fn direction_key(key: &Key, direction: &[u8]) -> Key {
+    let mut h = blake3::Hasher::new_keyed(key);
+    h.update(b"hcomm link direction\0");
+    h.update(direction);
+    *h.finalize().as_bytes()
+}
+
+/// The integrity tag of the `seq`-th unit (frame or data block) of one
+/// direction: keyed BLAKE3 over the sequence number and the bytes, so
+/// that an altered, dropped, reordered or replayed unit fails the check.
+fn tag(key: &Key, seq: u64, bytes: &[u8]) -> blake3::Hash {
+    let mut h = blake3::Hasher::new_keyed(key);
+    h.update(&seq.to_le_bytes());
+    h.update(bytes);
+    h.finalize()
+}
+
+/// Writes `bytes` and their tag as the `seq`-th unit, and counts it.
+fn write_tagged(w: &mut impl Write, key: &Key, seq: &mut u64, bytes: &[u8]) -> io::Result<()> {
+    let t = tag(key, *seq, bytes);
+    *seq += 1;
+    w.write_all(bytes)?;
+    w.write_all(t.as_bytes())
+}
+
+/// The error of a unit whose tag does not match.
+fn integrity_error(seq: u64, what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("integrity check failed on {what} {seq} of the connection (altered, dropped, reordered or replayed bytes)"),
+    )
+}
+
+/// Reads the frames of a connection that carries data, and the data after
+/// each `Data` frame (through its `Read`), checking every unit's tag.
+pub(super) struct TagReader<R> {
+    inner: R,
+    key: Key,
+    /// The sequence number of the next unit.
+    seq: u64,
+    /// Data bytes of the current `Data` frame not yet read.
+    data_left: u64,
+    /// Bytes of the current data block not yet read.
+    block_left: usize,
+    /// The tag of the current data block so far.
+    hasher: blake3::Hasher,
+}
+
+impl<R: Read> TagReader<R> {
+    /// The next frame, decoded, once its tag checked; after a `Data` frame
+    /// its data must be read (through `Read`) before the next frame.
+    pub(super) fn next_msg(&mut self, buf: &mut Vec<u8>) -> io::Result<Msg> {
+        if self.data_left > 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the data of the last frame was not read",
+            ));
+        }
+        buf.clear();
+        buf.resize(4, 0);
+        self.inner.read_exact(&mut buf[..4])?;
+        let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+        if len > MAX_DATA_LINK_FRAME {
+            // Checked before the tag, so a corrupt length cannot make this
+            // process wait for bytes that never come: still an integrity
+            // failure (nothing this process writes is that long).
+            return Err(integrity_error(self.seq, "frame"));
+        }
+        buf.resize(4 + len + TAG_BYTES, 0);
+        self.inner.read_exact(&mut buf[4..])?;
+        let (frame, got) = buf.split_at(4 + len);
+        let mut want = [0u8; TAG_BYTES];
+        want.copy_from_slice(got);
+        if tag(&self.key, self.seq, frame) != blake3::Hash::from_bytes(want) {
+            return Err(integrity_error(self.seq, "frame"));
+        }
+        self.seq += 1;
+        let msg = postcard::from_bytes::<Msg>(&frame[4..])
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("a corrupt message: {e}")))?;
+        if let Msg::Data { len, .. } = &msg {
+            self.data_left = *len;
+        }
+        Ok(msg)
+    }
+}
+
+impl<R: Read> Read for TagReader<R> {
+    /// Reads data of the current `Data` frame; each block's tag is checked
+    /// once the block is read (a failed check fails the read: the receive
+    /// it was for fails, whatever it holds).
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if self.data_left == 0 || out.is_empty() {
+            return Ok(0);
+        }
+        if self.block_left == 0 {
+            self.block_left = usize::try_from(self.data_left).map_or(TAG_BLOCK, |l| l.min(TAG_BLOCK));
+            self.hasher = blake3::Hasher::new_keyed(&self.key);
+            self.hasher.update(&self.seq.to_le_bytes());
+        }
+        let want = out.len().min(self.block_left);
+        let n = self.inner.read(&mut out[..want])?;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed"));
+        }
+        self.hasher.update(&out[..n]);
+        self.block_left -= n;
+        self.data_left -= n as u64;
+        if self.block_left == 0 {
+            let mut got = [0u8; TAG_BYTES];
+            self.inner.read_exact(&mut got)?;
+            if self.hasher.finalize() != blake3::Hash::from_bytes(got) {
+                return Err(integrity_error(self.seq, "data block"));
+            }
+            self.seq += 1;
+        }
+        Ok(n)
     }
 }
 

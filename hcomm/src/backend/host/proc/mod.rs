@@ -377,7 +377,10 @@ pub(crate) fn connect(
         stream.set_nodelay(true).map_err(io)?;
         stream.set_read_timeout(None).map_err(io)?;
         let read_half = stream.try_clone().map_err(io)?;
-        links[peer] = Some(Link::new(pid, cma, stream, rx, tx).map_err(io)?);
+        let (lo, hi) = (rank.min(peer), rank.max(peer));
+        let mac_key = crate::launch::auth::JobSecret::unauthenticated()
+            .derive(b"hcomm link", &[&(lo as u64).to_le_bytes(), &(hi as u64).to_le_bytes()]);
+        links[peer] = Some(Link::new(pid, cma, stream, (rx, tx), mac_key, rank < peer).map_err(io)?);
         readers.push((peer, read_half));
     }
     let liveness = Liveness::new(world);
@@ -467,10 +470,10 @@ fn spawn_threads(engine: &Arc<Engine>, peer: usize, read_half: TcpStream) -> Res
     }
     reader
         .spawn(move || {
-            let mut r = BufReader::with_capacity(64 << 10, read_half);
+            let mut r = link.reader(BufReader::with_capacity(64 << 10, read_half));
             let mut buf = Vec::with_capacity(256);
             let why = loop {
-                match read_frame::<Msg>(&mut r, &mut buf) {
+                match r.next_msg(&mut buf) {
                     Ok(msg) => {
                         if let Err(err) = e.handle(peer, msg, &mut r) {
                             break err.to_string();
