@@ -862,3 +862,122 @@ pub(super) fn allow_peer_reads() {
         libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: Key = [7; 32];
+
+    /// The bytes one direction of a link writes: a `Wake`, a `Data` frame
+    /// with `data`, then another `Wake`.
+    fn stream(data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        let mut seq = 0;
+        let mut frame = |m: &Msg, out: &mut Vec<u8>, seq: &mut u64| {
+            write_frame(&mut io::sink(), m, &mut buf).unwrap();
+            write_tagged(out, &KEY, seq, &buf).unwrap();
+        };
+        frame(&Msg::Wake, &mut out, &mut seq);
+        let recv = WireOp { slot: 1, generation: 2 };
+        frame(
+            &Msg::Data {
+                recv,
+                len: data.len() as u64,
+            },
+            &mut out,
+            &mut seq,
+        );
+        for block in data.chunks(TAG_BLOCK) {
+            write_tagged(&mut out, &KEY, &mut seq, block).unwrap();
+        }
+        frame(&Msg::Wake, &mut out, &mut seq);
+        out
+    }
+
+    fn reader(bytes: &[u8]) -> TagReader<&[u8]> {
+        TagReader {
+            inner: bytes,
+            key: KEY,
+            seq: 0,
+            data_left: 0,
+            block_left: 0,
+            hasher: blake3::Hasher::new_keyed(&KEY),
+        }
+    }
+
+    /// Reads the whole stream: the data, or the first error.
+    fn read_all(bytes: &[u8], len: usize) -> io::Result<Vec<u8>> {
+        let mut r = reader(bytes);
+        let mut buf = Vec::new();
+        assert!(matches!(r.next_msg(&mut buf)?, Msg::Wake));
+        assert!(matches!(r.next_msg(&mut buf)?, Msg::Data { len: l, .. } if l == len as u64));
+        let mut data = vec![0; len];
+        r.read_exact(&mut data)?;
+        assert!(matches!(r.next_msg(&mut buf)?, Msg::Wake));
+        Ok(data)
+    }
+
+    fn data(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 31 % 251) as u8).collect()
+    }
+
+    #[test]
+    fn an_intact_stream_reads_back_exactly() {
+        let d = data(2 * TAG_BLOCK + 1000);
+        assert_eq!(read_all(&stream(&d), d.len()).unwrap(), d);
+    }
+
+    #[test]
+    fn every_altered_byte_fails_the_check() {
+        let d = data(TAG_BLOCK + 10);
+        let s = stream(&d);
+        // Every byte of the frames and tags, and a sample of the data.
+        let positions = (0..s.len()).filter(|&i| i < 200 || i + 200 > s.len() || i % 4093 == 0);
+        for at in positions {
+            let mut bad = s.clone();
+            bad[at] ^= 0x40;
+            let e = read_all(&bad, d.len()).expect_err("an altered byte must fail the stream");
+            assert!(
+                e.to_string().contains("integrity check failed") || e.kind() == io::ErrorKind::UnexpectedEof,
+                "byte {at}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_dropped_or_replayed_frame_fails_the_check() {
+        let mut buf = Vec::new();
+        let mut one = Vec::new();
+        let mut seq = 0;
+        write_frame(&mut io::sink(), &Msg::Wake, &mut buf).unwrap();
+        write_tagged(&mut one, &KEY, &mut seq, &buf).unwrap();
+        let mut two = one.clone();
+        write_tagged(&mut two, &KEY, &mut seq, &buf).unwrap();
+        // The first frame twice (a replay, or the second dropped and the
+        // first sent again).
+        let replay = [&one[..], &one[..]].concat();
+        let mut r = reader(&replay);
+        assert!(matches!(r.next_msg(&mut buf), Ok(Msg::Wake)));
+        let e = r.next_msg(&mut buf).expect_err("a replayed frame must fail");
+        assert!(e.to_string().contains("integrity check failed on frame 1"), "{e}");
+        // The second frame alone (the first dropped).
+        let mut r = reader(&two[one.len()..]);
+        let e = r.next_msg(&mut buf).expect_err("a frame out of sequence must fail");
+        assert!(e.to_string().contains("integrity check failed on frame 0"), "{e}");
+        // Intact: both read.
+        let mut r = reader(&two);
+        assert!(matches!(r.next_msg(&mut buf), Ok(Msg::Wake)));
+        assert!(matches!(r.next_msg(&mut buf), Ok(Msg::Wake)));
+    }
+
+    #[test]
+    fn the_two_directions_have_different_keys() {
+        let key = [3; 32];
+        assert_ne!(
+            direction_key(&key, b"lower to higher"),
+            direction_key(&key, b"higher to lower")
+        );
+    }
+}
