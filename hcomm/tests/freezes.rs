@@ -16,8 +16,8 @@
 //! kills both.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -79,7 +79,8 @@ fn freeze_rank() {
         match comm.all_reduce(&send, &mut recv, ReduceOp::Sum) {
             Ok(()) => {
                 let wrong = (0..n)
-                    .filter(|&i| recv[i] != (0..w).map(|q| value(q, k, i)).sum::<f32>())
+                    // Exact: the values are small integers.
+                    .filter(|&i| recv[i].to_bits() != (0..w).map(|q| value(q, k, i)).sum::<f32>().to_bits())
                     .count();
                 say(&format!("ok {k} {wrong}"));
             }
@@ -115,7 +116,14 @@ fn spawn_rank(rank: usize, port: u16, elements: usize, tcp: bool) -> Child {
         .env("HCOMM_BIND", "none")
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    for k in ["RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "HCOMM_BACKEND", "HCOMM_TRANSPORT"] {
+    for k in [
+        "RANK",
+        "WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "HCOMM_BACKEND",
+        "HCOMM_TRANSPORT",
+    ] {
         cmd.env_remove(k);
     }
     if tcp {
@@ -202,7 +210,11 @@ fn pump(mut from: TcpStream, mut to: TcpStream, mode: &AtomicU8, alters: bool) {
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
             Err(_) => break,
         };
-        if alters && mode.compare_exchange(ALTER, ALTERED, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+        if alters
+            && mode
+                .compare_exchange(ALTER, ALTERED, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        {
             buf[n / 2] ^= 0x10;
         }
         if to.write_all(&buf[..n]).is_err() {
@@ -230,9 +242,7 @@ fn spawn_with_relay(port: u16, elements: usize, tcp: bool) -> (Vec<Child>, Relay
         ip: relay.addr.ip(),
         port: relay.addr.port(),
     };
-    store
-        .set("hcomm/peer/0", &postcard::to_stdvec(&via).unwrap())
-        .unwrap();
+    store.set("hcomm/peer/0", &postcard::to_stdvec(&via).unwrap()).unwrap();
     drop(store);
     let one = spawn_rank(1, port, elements, tcp);
     (vec![zero, one], relay)
@@ -369,7 +379,9 @@ fn frozen_rank_during_a_small_all_reduce_on_the_default_transport() {
 fn a_relay_that_alters_one_byte_fails_the_integrity_check() {
     let lines = check(LARGE, true, Fault::Alter);
     assert!(
-        lines.iter().any(|l| l.starts_with("peer-failed 1 ") && l.contains("integrity check failed")),
+        lines
+            .iter()
+            .any(|l| l.starts_with("peer-failed 1 ") && l.contains("integrity check failed")),
         "rank 0 must name rank 1 and the failed integrity check: {lines:?}"
     );
 }

@@ -913,7 +913,10 @@ impl Engine {
             "it sent or took no bytes of a transfer in progress until the timeout ran out (stopped, frozen or \
              unreachable; rank {peer_rank} of the communicator)"
         );
-        tracing::warn!(peer, "cutting the connection to a peer that stalled a transfer past the timeout");
+        tracing::warn!(
+            peer,
+            "cutting the connection to a peer that stalled a transfer past the timeout"
+        );
         if self.liveness.state(peer) == RankState::Running {
             self.liveness.set_failed(peer, reason, false);
         }

@@ -716,7 +716,9 @@ fn write_tagged(w: &mut impl Write, key: &Key, seq: &mut u64, bytes: &[u8]) -> i
 fn integrity_error(seq: u64, what: &str) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
-        format!("integrity check failed on {what} {seq} of the connection (altered, dropped, reordered or replayed bytes)"),
+        format!(
+            "integrity check failed on {what} {seq} of the connection (altered, dropped, reordered or replayed bytes)"
+        ),
     )
 }
 
