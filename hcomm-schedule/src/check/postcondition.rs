@@ -188,13 +188,20 @@ pub(crate) fn check_located(un: &Unrolled<'_, '_>, order: &[u32]) -> (Vec<Diagno
     if let Some(d) = shapes(un, post) {
         return (vec![d], None);
     }
-    if let Some(d) = counts_undecided(un, post) {
-        return (vec![d], None);
-    }
-    let points = match points(un) {
+    let cut = counts_undecided(un, post);
+    let mut points = match points(un) {
         Ok(p) => p,
         Err(d) => return (vec![d], None),
     };
+    if cut.is_some() {
+        // count entries at samples 1 and 2 (see `counts::Values`): a wrong
+        // element there is the better message
+        for sample in 1..=2 {
+            let mut p: Vec<i64> = (0..MAX_LEN_VARS as i64).map(|i| i + 2).collect();
+            p.push(sample);
+            points.push(p);
+        }
+    }
     for point in &points {
         match run_tracked(un, post, point, order, false) {
             Ok(None) => {}
@@ -209,7 +216,7 @@ pub(crate) fn check_located(un: &Unrolled<'_, '_>, order: &[u32]) -> (Vec<Diagno
             Err(no) => return (vec![not_run(un, post, point, &no)], None),
         }
     }
-    (Vec::new(), None)
+    (cut.into_iter().collect(), None)
 }
 
 /// At most this many values of a length variable are run (the crossing
@@ -230,9 +237,6 @@ const MAX_POINTS: i64 = 64;
 /// * With several variables, each variable over its own crossing points
 ///   (the others at 1), then variable `i` at `i + 2` (swapped variables
 ///   show there).
-/// * Count entries at samples 1 and 2 (see `counts::Values`) when the run at
-///   1 does not decide every value (then [`counts_undecided`] has already
-///   reported).
 fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
     let nvars = un.prog.len_names.len();
     let mut points = vec![vec![1_i64; nvars]];

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use crate::ir::*;
 
 mod eval_props;
+mod exact;
 mod fail;
 mod lockstep;
 mod modules;
