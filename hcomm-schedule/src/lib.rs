@@ -67,22 +67,30 @@
 //! * **Collective mismatch lengths.** Members of one collective must agree on
 //!   the input length (and output length, except for `reduce`).
 //! * **Overlap.** Regions overlap when they share an element for some value
-//!   of the length variables: exact with one length variable, decided on
-//!   sample points with several (see `lin.rs`). Other length facts (bounds,
-//!   even chunks, equal lengths) are exact for every value `>= 1`.
+//!   of the length variables: exact with one length variable (an interval),
+//!   and with several by integer Fourier-Motzkin elimination (`lin.rs`;
+//!   eliminations with a unit coefficient only, else "overlap"). Other
+//!   length facts (bounds, even chunks, equal lengths) are exact for every
+//!   value `>= 1`.
 //! * **Deadlock report.** One diagnostic on the first blocking step of the
 //!   cycle (starting from its lowest rank), listing up to six ranks; each
 //!   other blocking statement of the cycle is a note with the same wording.
-//! * **Postcondition.** Symbolic execution at length variables all 1, then
-//!   at `2, 3, ..` (variable `i` at `i + 2`) — the second run is skipped when
-//!   the only length variable scales every length and bound (no constant
-//!   terms), since the run at `n = k` is then the run at `n = 1` with each
-//!   element split in `k`; multisets compared by count and
+//! * **Postcondition.** Symbolic execution at length variables all 1, and
+//!   (unless the only length variable scales every length and bound, with
+//!   no constant terms: the run at `n = k` is then the run at `n = 1` with
+//!   each element split in `k`) at every value of each variable up to one
+//!   past the last crossing point of two bound forms (at least 3; past 63 an
+//!   `evaluation error`), then at `2, 3, ..` (variable `i` at `i + 2`).
+//!   Each run moves groups of the lengths' common factor as one symbol.
+//!   Multisets compared by count and
 //!   two 64-bit additive fingerprints (for `max` and `min`, which are
 //!   idempotent, a contribution may arrive more than once: their distinct
 //!   contributions are compared). A reduction's operator must be the
 //!   declared one; mixing operators or scratch data that was never written
-//!   fails. Runs with more than 2^26 elements in all are skipped.
+//!   fails. A run needing more than 2^26 symbols, or one that cannot replay
+//!   the events, is an `evaluation error` naming the world size (never a
+//!   silent pass); so is a postcondition over counts whose regions are not
+//!   whole parts, once the sampled counts pass.
 //!   Messages say `block` for `all_gather`/`all_to_all`/`reduce_scatter` blocks and
 //!   `element` otherwise, as in "rank 1 ends with output block 2 = rank 0's
 //!   input block 0, expected rank 2's input".

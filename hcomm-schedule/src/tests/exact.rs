@@ -191,3 +191,49 @@ fn bounds_that_cross_far_out_are_reported_not_sampled() {
     }
     assert!(verify(&s).is_empty());
 }
+
+#[test]
+fn a_peer_out_of_range_gets_the_hint_its_shape_calls_for() {
+    let exchange = |s: S| {
+        s.input("input", n())
+            .output("output", n())
+            .world_list(&[3])
+            .body(vec![batch(vec![
+                send(p(0, "input"), rank() ^ 1),
+                recv(p(1, "output"), rank() ^ 1),
+            ])])
+    };
+    // a partner that world = 3 does not give rank 2: a guard or a
+    // `#[requires]`, not `% world` (which would pair rank 2 with rank 0,
+    // whose partner is rank 1)
+    let d = verify(&exchange(S::new("pairs")));
+    assert_eq!(d[0].kind, DiagKind::RankOutOfRange);
+    assert_eq!(
+        d[0].hint.as_deref(),
+        Some(
+            "rank 2 has no partner `rank ^ 1` at world = 3: guard the statement (`if rank ^ 1 < world { .. }`), \
+             or limit the world sizes with `#[requires(..)]` (e.g. `#[requires(is_pow2(world))]`)"
+        )
+    );
+    // the schedule's own `#[requires]` lets 3 through
+    let d = verify(&exchange(S::new("pairs").requires(ge(world(), 2))));
+    assert_eq!(
+        d[0].hint.as_deref(),
+        Some(
+            "rank 2 has no partner `rank ^ 1` at world = 3: guard the statement (`if rank ^ 1 < world { .. }`), \
+             or tighten the schedule's `#[requires]`, which lets world = 3 through"
+        )
+    );
+    // a ring's neighbour: wrap it
+    let s = S::new("ring")
+        .input("input", n())
+        .output("output", n())
+        .world_list(&[3])
+        .body(vec![batch(vec![send(p(0, "input"), rank() + 1), recv(p(1, "output"), left())])]);
+    let d = verify(&s);
+    assert_eq!(d[0].kind, DiagKind::RankOutOfRange);
+    assert_eq!(
+        d[0].hint.as_deref(),
+        Some("wrap the peer with `% world` (`%` is Euclidean, so `(rank - 1) % world` wraps too)")
+    );
+}
