@@ -579,18 +579,31 @@ mod tests {
         // none of the old sample points (all 1, all 2, one at 1024) hit
         let (m1, m2, n1, n2) = (lin(&[0, 0, 1]), lin(&[1, 0, 1]), lin(&[-1, 1]), lin(&[0, 1]));
         assert!(overlaps(&m1, &m2, &n1, &n2));
-        assert_eq!(positive_at(&[
-            m2.sub(&m1).unwrap(),
-            n2.sub(&n1).unwrap(),
-            n2.sub(&m1).unwrap(),
-            m2.sub(&n1).unwrap()
-        ]), Some(vec![2, 1]));
+        assert_eq!(
+            positive_at(&[
+                m2.sub(&m1).unwrap(),
+                n2.sub(&n1).unwrap(),
+                n2.sub(&m1).unwrap(),
+                m2.sub(&n1).unwrap()
+            ]),
+            Some(vec![2, 1])
+        );
         // [2n, 2n + 1) and [2m + 1, 2m + 2): an even and an odd element, never
-        assert!(!overlaps(&lin(&[0, 2]), &lin(&[1, 2]), &lin(&[1, 0, 2]), &lin(&[2, 0, 2])));
+        assert!(!overlaps(
+            &lin(&[0, 2]),
+            &lin(&[1, 2]),
+            &lin(&[1, 0, 2]),
+            &lin(&[2, 0, 2])
+        ));
         // [0, n) and [2m + 3n, 2m + 3n + 1): never, for any size
         assert!(!overlaps(&lin(&[0]), &lin(&[0, 1]), &lin(&[0, 3, 2]), &lin(&[1, 3, 2])));
         // only past the witness box: [1000, 1001) and [n + m, n + m + 1)
-        assert!(overlaps(&lin(&[1000]), &lin(&[1001]), &lin(&[0, 1, 1]), &lin(&[1, 1, 1])));
+        assert!(overlaps(
+            &lin(&[1000]),
+            &lin(&[1001]),
+            &lin(&[0, 1, 1]),
+            &lin(&[1, 1, 1])
+        ));
     }
 
     proptest::proptest! {

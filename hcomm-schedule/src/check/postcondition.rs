@@ -257,7 +257,9 @@ fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
                     last - 1
                 ),
             )
-            .with_hint("keep the constants in lengths and region bounds small next to the length variable's coefficients"));
+            .with_hint(
+                "keep the constants in lengths and region bounds small next to the length variable's coefficients",
+            ));
         }
         for x in 2..=last {
             let mut p = vec![1_i64; nvars];
@@ -719,8 +721,16 @@ fn grain(un: &Unrolled<'_, '_>, point: &[i64], turn: Option<&[(usize, usize)]>) 
     }
     if let (Some(post), Some(t0)) = (un.prog.post.as_ref(), un.ranks.first()) {
         if matches!(post.kind, PostKind::AllToAll { .. }) {
-            let len = t0.bufs.get(post.output as usize).and_then(|b| b.len.eval_at(point)).unwrap_or(1);
-            add(&Lin::constant(if un.world > 0 && len % un.world == 0 { len / un.world } else { 1 }));
+            let len = t0
+                .bufs
+                .get(post.output as usize)
+                .and_then(|b| b.len.eval_at(point))
+                .unwrap_or(1);
+            add(&Lin::constant(if un.world > 0 && len % un.world == 0 {
+                len / un.world
+            } else {
+                1
+            }));
         }
     }
     for &(l, u) in turn.unwrap_or(&[]) {
@@ -886,7 +896,12 @@ impl Exec<'_, '_, '_> {
     /// rank `r`'s buffer.
     #[inline]
     fn op_range(&self, r: u32, reg: u32) -> Result<(usize, usize), Skip> {
-        let (b, s, e) = self.op_ranges.get(reg as usize).copied().flatten().ok_or(Skip::Stopped)?;
+        let (b, s, e) = self
+            .op_ranges
+            .get(reg as usize)
+            .copied()
+            .flatten()
+            .ok_or(Skip::Stopped)?;
         let (off, len) = self.buf(r, b).unwrap_or((0, 0));
         if e > len {
             return Err(Skip::Stopped);

@@ -85,7 +85,10 @@ fn a_run_past_the_element_limit_is_an_error_naming_it() {
     assert_eq!(one(&at_run_time, DiagKind::EvaluationError).message, d.message);
     let cache = crate::VerifyCache::new();
     let e = cache.check(&s, 64, &[]).unwrap_err();
-    assert!(e.starts_with("evaluation error: with world = 64, the postcondition is not decided"), "{e}");
+    assert!(
+        e.starts_with("evaluation error: with world = 64, the postcondition is not decided"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -133,10 +136,12 @@ fn a_length_variable_is_run_past_the_crossings_of_the_bounds() {
 fn overlaps_with_two_length_variables_are_exact() {
     // c[m..m + 1] and c[n - 1..n] share an element when n = m + 1, which no
     // sample point of the old check hit
-    let m = || ex(ExprKind::Name(Name {
-        kind: NameKind::LenVar(1),
-        text: "m".to_owned(),
-    }));
+    let m = || {
+        ex(ExprKind::Name(Name {
+            kind: NameKind::LenVar(1),
+            text: "m".to_owned(),
+        }))
+    };
     let c = || p(2, "c");
     let mut b = S::new("two")
         .input("a", n())
@@ -151,7 +156,10 @@ fn overlaps_with_two_length_variables_are_exact() {
         recv(c().slice(n() - 1, n()), right()),
     ])]);
     let d = verify(&s);
-    assert!(!d.is_empty() && d.iter().all(|x| x.kind == DiagKind::BufferHazard), "{d:#?}");
+    assert!(
+        !d.is_empty() && d.iter().all(|x| x.kind == DiagKind::BufferHazard),
+        "{d:#?}"
+    );
     assert!(d[0].message.contains("when n = 2, m = 1"), "{}", d[0].message);
 }
 
@@ -229,7 +237,10 @@ fn a_peer_out_of_range_gets_the_hint_its_shape_calls_for() {
         .input("input", n())
         .output("output", n())
         .world_list(&[3])
-        .body(vec![batch(vec![send(p(0, "input"), rank() + 1), recv(p(1, "output"), left())])]);
+        .body(vec![batch(vec![
+            send(p(0, "input"), rank() + 1),
+            recv(p(1, "output"), left()),
+        ])]);
     let d = verify(&s);
     assert_eq!(d[0].kind, DiagKind::RankOutOfRange);
     assert_eq!(
