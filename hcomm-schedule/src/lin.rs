@@ -217,7 +217,12 @@ impl Lin {
 /// Whether some assignment of the length variables (each `>= 1`) makes every
 /// form strictly positive, decided exactly (see [`positive_at`]).
 pub(crate) fn exists_positive(forms: &[Lin]) -> bool {
-    positive_at(forms).is_some()
+    let width = forms.iter().map(Lin::width).max().unwrap_or(0);
+    if width < 2 || forms.iter().any(|f| !f.count_free()) {
+        return positive_at(forms).is_some();
+    }
+    // no witness needed: the elimination alone (not decided: "yes")
+    feasible(forms, width).unwrap_or(true)
 }
 
 /// With count terms: whether `[a1, b1)` and `[a2, b2)` are disjoint for
@@ -274,17 +279,12 @@ pub(crate) fn positive_at(forms: &[Lin]) -> Option<Vec<i64>> {
             }
             (lo <= hi).then(|| vec![i64::try_from(lo).unwrap_or(i64::MAX)])
         }
-        w => {
-            let found = box_point(forms, w);
-            if found.is_some() {
-                return found;
-            }
-            match feasible(forms, w) {
-                Some(false) => None,
-                // positive somewhere past the box, or not decided
-                Some(true) | None => Some(Vec::new()),
-            }
-        }
+        w => match feasible(forms, w) {
+            Some(false) => None,
+            // the witness from the box, else none named (positive past it,
+            // or not decided)
+            Some(true) | None => box_point(forms, w).or_else(|| Some(Vec::new())),
+        },
     }
 }
 

@@ -277,20 +277,20 @@ fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
 /// lengths, region bounds) in variable `v` (the others at 1) cross or
 /// meet, rounded up; 1 when none does.
 fn crossing(un: &Unrolled<'_, '_>, v: usize) -> i64 {
-    let mut forms: Vec<(i64, i64)> = Vec::new();
+    // per slope, the least and the greatest constant: the last crossing of
+    // two slopes is that of the greatest gap between their constants
+    let mut slopes: crate::fxhash::FxHashMap<i64, (i64, i64)> = crate::fxhash::FxHashMap::default();
     let mut add = |l: &Lin| {
-        let mut p = vec![1_i64; MAX_LEN_VARS];
+        let mut p = [1_i64; MAX_LEN_VARS];
         p[v] = 0;
-        let (Some(c), Some(a1)) = (l.eval_at(&p), {
-            p[v] = 1;
-            l.eval_at(&p)
-        }) else {
+        let c = l.eval_at(&p);
+        p[v] = 1;
+        let (Some(c), Some(a1)) = (c, l.eval_at(&p)) else {
             return;
         };
-        let f = (a1 - c, c);
-        if !forms.contains(&f) {
-            forms.push(f);
-        }
+        let e = slopes.entry(a1 - c).or_insert((c, c));
+        e.0 = e.0.min(c);
+        e.1 = e.1.max(c);
     };
     for r in &un.regs {
         add(&r.start);
@@ -314,12 +314,12 @@ fn crossing(un: &Unrolled<'_, '_>, v: usize) -> i64 {
         }
     }
     let mut last = 1_i64;
-    for (i, &(a, c)) in forms.iter().enumerate() {
-        for &(b, d) in &forms[i + 1..] {
-            // a n + c = b n + d  at  n = (d - c) / (a - b)
-            if a != b {
-                let (num, den) = (i128::from(d) - i128::from(c), i128::from(a) - i128::from(b));
-                let (num, den) = if den < 0 { (-num, -den) } else { (num, den) };
+    for (&a, &(a_lo, _)) in &slopes {
+        for (&b, &(_, b_hi)) in &slopes {
+            // a n + c = b n + d at n = (d - c) / (a - b), for a > b; the
+            // latest with the greatest d - c
+            if a > b {
+                let (num, den) = (i128::from(b_hi) - i128::from(a_lo), i128::from(a) - i128::from(b));
                 let up = num.div_euclid(den) + i128::from(num.rem_euclid(den) != 0);
                 last = last.max(i64::try_from(up).unwrap_or(i64::MAX));
             }
