@@ -80,7 +80,8 @@
 //!   no constant terms: the run at `n = k` is then the run at `n = 1` with
 //!   each element split in `k`) at every value of each variable up to one
 //!   past the last crossing point of two bound forms (at least 3; past 63 an
-//!   `evaluation error`), then at `2, 3, ..` (variable `i` at `i + 2`).
+//!   `evaluation error`; with several variables their combinations when at
+//!   most 64), then at `2, 3, ..` (variable `i` at `i + 2`).
 //!   Each run moves groups of the lengths' common factor as one symbol.
 //!   Multisets compared by count and
 //!   two 64-bit additive fingerprints (for `max` and `min`, which are

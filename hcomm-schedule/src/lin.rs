@@ -348,7 +348,9 @@ fn gcd(a: i128, b: i128) -> i128 {
 /// integers when `a = 1` or `b = 1` for every pair (then `x = L` or
 /// `x = floor(U / b)` is an integer witness). A variable bounded on one
 /// side only drops out with its constraints. When no variable can be
-/// eliminated exactly, the answer is `None`.
+/// eliminated exactly, one is eliminated over the rationals: a
+/// contradiction still proves that no point exists, but a system that
+/// survives is `None` (not decided).
 fn feasible(forms: &[Lin], w: usize) -> Option<bool> {
     let mut rows: Vec<Row> = Vec::with_capacity(forms.len() + w);
     for f in forms {
@@ -365,6 +367,8 @@ fn feasible(forms: &[Lin], w: usize) -> Option<bool> {
         r[v] = 1;
         rows.push(r);
     }
+    // whether every elimination so far was exact over the integers
+    let mut exact_all = true;
     // at most one elimination per variable
     for _ in 0..=MAX_LEN_VARS {
         let mut kept = Vec::with_capacity(rows.len());
@@ -388,10 +392,12 @@ fn feasible(forms: &[Lin], w: usize) -> Option<bool> {
         }
         rows = kept;
         if rows.is_empty() {
-            return Some(true);
+            return exact_all.then_some(true);
         }
         // a variable that is eliminated exactly, with the fewest pairs
+        // (else the fewest pairs: the rational shadow still refutes)
         let mut best: Option<(usize, usize)> = None;
+        let mut fallback: Option<(usize, usize)> = None;
         for v in 1..=MAX_LEN_VARS {
             let lows = rows.iter().filter(|r| r[v] > 0);
             let ups = rows.iter().filter(|r| r[v] < 0);
@@ -403,8 +409,17 @@ fn feasible(forms: &[Lin], w: usize) -> Option<bool> {
             if exact && best.is_none_or(|(_, n)| nl * nu < n) {
                 best = Some((v, nl * nu));
             }
+            if fallback.is_none_or(|(_, n)| nl * nu < n) {
+                fallback = Some((v, nl * nu));
+            }
         }
-        let (v, _) = best?;
+        let (v, _) = match best {
+            Some(b) => b,
+            None => {
+                exact_all = false;
+                fallback?
+            }
+        };
         let (with, mut rest): (Vec<Row>, Vec<Row>) = rows.into_iter().partition(|r| r[v] != 0);
         for l in with.iter().filter(|r| r[v] > 0) {
             for u in with.iter().filter(|r| r[v] < 0) {

@@ -234,15 +234,17 @@ const MAX_POINTS: i64 = 64;
 ///   region bounds (at least 1, 2, 3): past that point every bound keeps
 ///   its order with every other, so the regions have the same layout at
 ///   every larger `n`, each growing region longer.
-/// * With several variables, each variable over its own crossing points
-///   (the others at 1), then variable `i` at `i + 2` (swapped variables
-///   show there).
+/// * With several variables, each variable up to one past its own last
+///   crossing (the others at 1): every combination when there are at most
+///   [`MAX_POINTS`], else each variable alone; then variable `i` at `i + 2`
+///   (swapped variables show there).
 fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
     let nvars = un.prog.len_names.len();
     let mut points = vec![vec![1_i64; nvars]];
     if nvars == 0 || nvars == 1 && homogeneous(un) {
         return Ok(points);
     }
+    let mut lasts = Vec::with_capacity(nvars);
     for v in 0..nvars.min(MAX_LEN_VARS) {
         let last = crossing(un, v).max(2) + 1;
         if last > MAX_POINTS {
@@ -261,10 +263,33 @@ fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
                 "keep the constants in lengths and region bounds small next to the length variable's coefficients",
             ));
         }
-        for x in 2..=last {
-            let mut p = vec![1_i64; nvars];
-            p[v] = x;
-            points.push(p);
+        lasts.push(last);
+    }
+    let grid: i64 = lasts.iter().product();
+    if nvars > 1 && grid <= MAX_POINTS {
+        // every combination, smallest sums first
+        let mut all = vec![Vec::new()];
+        for &last in &lasts {
+            all = all
+                .into_iter()
+                .flat_map(|p: Vec<i64>| {
+                    (1..=last).map(move |x| {
+                        let mut q = p.clone();
+                        q.push(x);
+                        q
+                    })
+                })
+                .collect();
+        }
+        all.sort_by_key(|p| (p.iter().sum::<i64>(), p.clone()));
+        points = all;
+    } else {
+        for (v, &last) in lasts.iter().enumerate() {
+            for x in 2..=last {
+                let mut p = vec![1_i64; nvars];
+                p[v] = x;
+                points.push(p);
+            }
         }
     }
     if nvars > 1 {
