@@ -413,12 +413,11 @@ fn feasible(forms: &[Lin], w: usize) -> Option<bool> {
                 fallback = Some((v, nl * nu));
             }
         }
-        let (v, _) = match best {
-            Some(b) => b,
-            None => {
-                exact_all = false;
-                fallback?
-            }
+        let (v, _) = if let Some(b) = best {
+            b
+        } else {
+            exact_all = false;
+            fallback?
         };
         let (with, mut rest): (Vec<Row>, Vec<Row>) = rows.into_iter().partition(|r| r[v] != 0);
         for l in with.iter().filter(|r| r[v] > 0) {
