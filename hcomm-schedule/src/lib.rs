@@ -78,10 +78,13 @@
 //! * **Postcondition.** Symbolic execution at length variables all 1, and
 //!   (unless the only length variable scales every length and bound, with
 //!   no constant terms: the run at `n = k` is then the run at `n = 1` with
-//!   each element split in `k`) at every value of each variable up to one
-//!   past the last crossing point of two bound forms (at least 3; past 63 an
-//!   `evaluation error`; with several variables their combinations when at
-//!   most 64), then at `2, 3, ..` (variable `i` at `i + 2`).
+//!   each element split in `k`): with one variable at every `n` up to
+//!   `2 max(C + D, E) + 3` (constants of bounds, of the moves' shifts and
+//!   of the expected blocks; the reference, section 7, gives the argument
+//!   that this decides every `n`; past 64 an `evaluation error`); with
+//!   several, at the values up to one past each variable's last crossing of
+//!   two bound forms (their combinations when at most 64, a sample), then
+//!   at `2, 3, ..` (variable `i` at `i + 2`).
 //!   Each run moves groups of the lengths' common factor as one symbol.
 //!   Multisets compared by count and
 //!   two 64-bit additive fingerprints (for `max` and `min`, which are

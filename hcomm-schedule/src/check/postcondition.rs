@@ -229,15 +229,12 @@ const MAX_POINTS: i64 = 64;
 /// * One variable `n` that scales every length and bound (no constant
 ///   terms): `n = 1` alone, since the run at `n = k` is the run at `n = 1`
 ///   with every element split in `k`.
-/// * Otherwise, for one variable, every `n` from 1 to one past the largest
-///   crossing point of two distinct forms among the buffer lengths and
-///   region bounds (at least 1, 2, 3): past that point every bound keeps
-///   its order with every other, so the regions have the same layout at
-///   every larger `n`, each growing region longer.
+/// * Otherwise, for one variable, every `n` up to [`one_var_bound`], which
+///   decides every `n`.
 /// * With several variables, each variable up to one past its own last
-///   crossing (the others at 1): every combination when there are at most
-///   [`MAX_POINTS`], else each variable alone; then variable `i` at `i + 2`
-///   (swapped variables show there).
+///   crossing of two bound forms (the others at 1): every combination when
+///   there are at most [`MAX_POINTS`], else each variable alone; then
+///   variable `i` at `i + 2` (swapped variables show there). A sample.
 fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
     let nvars = un.prog.len_names.len();
     let mut points = vec![vec![1_i64; nvars]];
@@ -246,7 +243,11 @@ fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
     }
     let mut lasts = Vec::with_capacity(nvars);
     for v in 0..nvars.min(MAX_LEN_VARS) {
-        let last = crossing(un, v).max(2) + 1;
+        let last = if nvars == 1 {
+            one_var_bound(un)
+        } else {
+            crossing(un, v).max(2) + 1
+        };
         if last > MAX_POINTS {
             let sit = crate::situation::Situation::plain(un.prog, un.world, &un.scalars);
             let name = &un.prog.len_names[v];
@@ -254,9 +255,8 @@ fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
                 DiagKind::EvaluationError,
                 un.prog.post.as_ref().map_or(un.prog.s.span, |p| p.span),
                 format!(
-                    "{sit}, the postcondition is not decided: the bounds of the regions cross up to `{name} = {}`, \
-                     and the checker runs the postcondition at no more than {MAX_POINTS} values of `{name}`",
-                    last - 1
+                    "{sit}, the postcondition is not decided: deciding every value of `{name}` takes a run at \
+                     each `{name}` up to {last}, and the checker runs at most {MAX_POINTS}"
                 ),
             )
             .with_hint(
@@ -296,6 +296,85 @@ fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
         points.push((0..nvars as i64).map(|i| i + 2).collect());
     }
     Ok(points)
+}
+
+/// For one length variable `n`: a value up to which running every `n`
+/// decides every `n` (see the reference, section 7, "For every length").
+///
+/// An output element's final value comes through a chain of data moves
+/// (copies, messages, collectives); for a fixed chain, the values of `n` at
+/// which some element takes it and ends wrong form intervals whose ends are
+/// where two linear forms cross: region bounds and buffer lengths shifted
+/// by the chain's partial sum of shifts (destination start minus source
+/// start), and the expected layout's block bounds. With `C` the largest
+/// constant term of a bound or length, `D` the sum of the constant terms
+/// of every move's shift (a bound on any partial sum) and `E` the largest
+/// constant term of an expected block bound (the world size times the
+/// block length's for `all_gather` and `reduce_scatter`, the length's for
+/// `all_to_all`, 0 for the element-wise postconditions), every such crossing lies at or below `2 max(C + D, E) + 1`,
+/// so running every `n` up to two past it meets every wrong interval.
+fn one_var_bound(un: &Unrolled<'_, '_>) -> i64 {
+    let k = |l: &Lin| i128::from(l.eval_at(&[0]).unwrap_or(i64::MAX).unsigned_abs().min(1 << 62));
+    let mut c: i128 = 0;
+    let mut d: i128 = 0;
+    let w = i128::from(un.world);
+    for r in &un.regs {
+        c = c.max(k(&r.start)).max(k(&r.end));
+    }
+    for t in &un.ranks {
+        for b in &t.bufs {
+            c = c.max(k(&b.len));
+        }
+        for cp in &t.copies {
+            c = c
+                .max(k(&cp.src.start))
+                .max(k(&cp.src.end))
+                .max(k(&cp.dst.start))
+                .max(k(&cp.dst.end));
+            d += cp.dst.start.sub(&cp.src.start).map_or(1 << 62, |x| k(&x));
+        }
+        for o in t.ops.iter().filter(|o| !o.send) {
+            let (q, j) = o.partner;
+            let sent = un.ranks.get(q as usize).and_then(|t| t.ops.get(j as usize));
+            if let (Some(a), Some(b)) = (
+                un.regs.get(o.reg as usize),
+                sent.and_then(|x| un.regs.get(x.reg as usize)),
+            ) {
+                d += a.start.sub(&b.start).map_or(1 << 62, |x| k(&x));
+            }
+        }
+        for cl in &t.colls {
+            for r in cl.src.iter().chain(cl.dst.iter()) {
+                c = c.max(k(&r.start)).max(k(&r.end));
+            }
+            // where the data lands against where it was: the regions'
+            // starts, and block j of a blocked collective j blocks on
+            let (Some(src), dst) = (cl.src.as_ref(), cl.dst.as_ref()) else {
+                continue;
+            };
+            let to = dst.unwrap_or(src);
+            d += to.start.sub(&src.start).map_or(1 << 62, |x| k(&x));
+            d += match cl.kind {
+                CollKind::AllGather | CollKind::AllGatherV => w * k(&src.len()),
+                CollKind::ReduceScatter => w * k(&to.len()),
+                CollKind::AllToAll | CollKind::AllToAllV => k(&src.len()) + k(&to.len()),
+                _ => 0,
+            };
+        }
+    }
+    let mut e: i128 = 0;
+    if let (Some(post), Some(t0)) = (un.prog.post.as_ref(), un.ranks.first()) {
+        // the expected blocks start at multiples of a block length
+        let len = |b: u32| t0.bufs.get(b as usize).map_or(0, |x| k(&x.len));
+        e = match post.kind {
+            PostKind::AllGather { .. } => w * len(post.input),
+            PostKind::ReduceScatter { .. } => w * len(post.output),
+            PostKind::AllToAll { .. } => len(post.output),
+            _ => 0,
+        };
+    }
+    let bound = 2 * (c + d).max(e) + 3;
+    i64::try_from(bound.max(3)).unwrap_or(i64::MAX)
 }
 
 /// The largest `n` at which two distinct forms of the schedule (buffer

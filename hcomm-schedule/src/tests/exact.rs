@@ -189,10 +189,10 @@ fn bounds_that_cross_far_out_are_reported_not_sampled() {
     let d = one(&d, DiagKind::EvaluationError);
     assert_eq!(
         d.message,
-        "with world = 2, the postcondition is not decided: the bounds of the regions cross up to `n = 100`, \
-         and the checker runs the postcondition at no more than 64 values of `n`"
+        "with world = 2, the postcondition is not decided: deciding every value of `n` takes a run at each `n` \
+         up to 203, and the checker runs at most 64"
     );
-    // 90 more elements cross at n = 10: run at 1..=11, and right
+    // 10 more elements: run at every n up to 2 * 10 + 3, and right
     let mut s = s;
     if let StmtKind::Scratch { len, .. } = &mut s.body[0].kind {
         *len = n() + 10;
