@@ -1635,9 +1635,13 @@ pub(crate) fn holds_rotated(un: &Unrolled<'_, '_>, order: &[u32], units: &[Optio
     let Some(post) = un.prog.post.as_ref() else {
         return true;
     };
+    // the bound on the values of a length variable reads every rank's
+    // moves, which rank 0 alone does not hold: homogeneous schedules only
+    // (their single run at 1 needs no bound), the others take the full check
     if !matches!(post.kind, PostKind::AllGather { .. } | PostKind::AllToAll { .. })
         || has_counts(un)
         || shapes(un, post).is_some()
+        || !(un.prog.len_names.is_empty() || un.prog.len_names.len() == 1 && homogeneous(un))
     {
         return false;
     }
