@@ -128,7 +128,9 @@
 //!   kept, and matching, hazards and the postcondition's replay run on rank
 //!   0 (what a peer sends is rank 0's own data, turned). It is tried
 //!   without collectives, count parameters, reductions or scratch buffers,
-//!   for an `all_gather` or `all_to_all` postcondition (or none); anything
+//!   for an `all_gather` or `all_to_all` postcondition (or none; with a
+//!   postcondition, only when no length variable or one that scales every
+//!   length, since the bound on other values reads every rank); anything
 //!   else, or anything it finds wrong, runs the full check, whose verdict
 //!   and diagnostics are the answer. [`verify`] spreads large verify sets (24 sizes or more)
 //!   over the available cores; the result is the same as checking the sizes
