@@ -138,7 +138,7 @@ pub use hcomm_macros::comm_schedule;
 /// run-time verification (e.g. `checker::check_world(&NAME::SCHEDULE, 384, &[])`
 /// to check a production world size in a test).
 pub use hcomm_schedule as checker;
-pub use launch::{auth, hccl, init_from_env, init_job, nccl, run, run_on, store, BackendKind, JobEnv};
+pub use launch::{auth, hccl, init_from_env, init_job, init_job_with, nccl, run, run_on, store, BackendKind, JobEnv};
 pub use ndarray;
 pub use options::{CommOptions, DEFAULT_SEGMENT_BYTES, DEFAULT_TIMEOUT};
 pub use p2p::Tag;

@@ -16,7 +16,7 @@ pub(crate) mod ranks;
 pub mod store;
 
 pub use env::JobEnv;
-pub use process::{init_from_env, init_job};
+pub use process::{init_from_env, init_job, init_job_with};
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};
