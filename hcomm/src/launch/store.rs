@@ -179,7 +179,9 @@ impl Sealed {
         };
         let (body, tag) = buf.split_at(split);
         if !mac_verify(&self.key, self.labels.1, &[&self.received.to_le_bytes(), body], tag) {
-            return Err(invalid("a frame whose MAC does not verify (altered, replayed or reordered)"));
+            return Err(invalid(
+                "a frame whose MAC does not verify (altered, replayed or reordered)",
+            ));
         }
         self.received += 1;
         postcard::from_bytes(body).map_err(invalid)
@@ -774,6 +776,44 @@ mod tests {
         });
         drop(client);
         assert!(server.wait_for_clients_to_leave(Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn a_relay_can_neither_alter_nor_replay_nor_reorder_frames() {
+        let secret = JobSecret::new("0123456789abcdef-store").unwrap();
+        let (sn, cn) = ([1u8; KEY_BYTES], [2u8; KEY_BYTES]);
+        let mut client = Sealed::new(&secret, &sn, &cn, true);
+        let mut server = Sealed::new(&secret, &sn, &cn, false);
+        let mut buf = Vec::new();
+        let mut wire = Vec::new();
+        let first = Request::Delete { key: "a".into() };
+        client.send(&mut wire, &first, &mut buf).unwrap();
+        let one = wire.clone();
+        client
+            .send(&mut wire, &Request::Delete { key: "b".into() }, &mut buf)
+            .unwrap();
+        let two = wire[one.len()..].to_vec();
+        // Reordered: the second frame first.
+        let mut fresh = Sealed::new(&secret, &sn, &cn, false);
+        let e = fresh.receive::<Request>(&mut &two[..], &mut buf).unwrap_err();
+        assert!(e.to_string().contains("MAC"), "{e}");
+        // In order: both.
+        let mut r = &wire[..];
+        assert!(matches!(server.receive(&mut r, &mut buf).unwrap(), Request::Delete { key } if key == "a"));
+        assert!(matches!(server.receive(&mut r, &mut buf).unwrap(), Request::Delete { key } if key == "b"));
+        // Replayed: the first frame again.
+        assert!(server.receive::<Request>(&mut &one[..], &mut buf).is_err());
+        // Altered: one bit of the key.
+        let mut altered = one.clone();
+        altered[6] ^= 1;
+        let mut fresh = Sealed::new(&secret, &sn, &cn, false);
+        assert!(fresh.receive::<Request>(&mut &altered[..], &mut buf).is_err());
+        // A reply is not a request: the directions have their own labels.
+        let mut back = Vec::new();
+        let mut fresh = Sealed::new(&secret, &sn, &cn, true);
+        fresh.send(&mut back, &first, &mut buf).unwrap();
+        let mut as_reply = Sealed::new(&secret, &sn, &cn, true);
+        assert!(as_reply.receive::<Request>(&mut &back[..], &mut buf).is_err());
     }
 
     #[test]

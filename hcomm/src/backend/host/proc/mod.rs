@@ -33,8 +33,8 @@ use crate::backend::{Backend, OpId, OpIds, P2pOp};
 use crate::buffer::Memory;
 use crate::collective::CollHeader;
 use crate::error::{Error, Result};
-use crate::topology::Topology;
 use crate::launch::auth::{self, JobSecret, Key, KEY_BYTES, SECRET_VAR};
+use crate::topology::Topology;
 use crate::wire::{read_frame, read_frame_within, write_frame};
 
 /// Read by peers to test whether they can read this process's memory.
@@ -396,7 +396,10 @@ pub(crate) fn connect(
         let read_half = stream.try_clone().map_err(io)?;
         // The connection's key, for the frames' MACs.
         let link_key: Key = link_key;
-        debug_assert!(link_key != [0; KEY_BYTES], "rank {rank}: the key of the link to rank {peer} is unset");
+        debug_assert!(
+            link_key != [0; KEY_BYTES],
+            "rank {rank}: the key of the link to rank {peer} is unset"
+        );
         links[peer] = Some(Link::new(pid, cma, stream, rx, tx).map_err(io)?);
         readers.push((peer, read_half));
     }
@@ -450,12 +453,10 @@ fn accept_peers(
                     pending += 1;
                     let me = Arc::clone(me);
                     let done = done_tx.clone();
-                    let spawned = std::thread::Builder::new()
-                        .name("hcomm-hello".into())
-                        .spawn(move || {
-                            let result = handshake(&mut stream, &me, None, HANDSHAKE_WAIT);
-                            let _ = done.send((stream, result));
-                        });
+                    let spawned = std::thread::Builder::new().name("hcomm-hello".into()).spawn(move || {
+                        let result = handshake(&mut stream, &me, None, HANDSHAKE_WAIT);
+                        let _ = done.send((stream, result));
+                    });
                     if let Err(e) = spawned {
                         pending -= 1;
                         tracing::warn!(rank, %e, "cannot check a peer connection; closed it");
@@ -475,7 +476,11 @@ fn accept_peers(
                     accepted += 1;
                 }
                 Ok(peer) => {
-                    tracing::warn!(rank, claimed = peer.rank, "a second connection claimed a rank; dropped it");
+                    tracing::warn!(
+                        rank,
+                        claimed = peer.rank,
+                        "a second connection claimed a rank; dropped it"
+                    );
                 }
                 Err(why) => {
                     let from = stream.peer_addr().ok();
@@ -505,7 +510,8 @@ fn accept_peers(
     Ok(())
 }
 
-/// Both ends send a `Hello` with a fresh nonce, then a `Proof`: the HMAC
+/// Both ends send a `Hello` with a fresh nonce, then a `Proof` (the
+/// dialling end first): the HMAC
 /// under the job's secret of the sender's nonce, the receiver's, the
 /// sender's rank, the receiver's and the job id. `expect`: the rank this
 /// end dialled; `None` on the accepting end, which takes any rank above
@@ -563,14 +569,24 @@ fn handshake(
     let mine = (me.rank as u64).to_le_bytes();
     let their = (r as u64).to_le_bytes();
     let job = me.job.to_le_bytes();
-    let tag = me.secret.tag(b"hcomm hello", &[&nonce, &their_nonce, &mine, &their, &job]);
-    write_frame(stream, &Proof { tag }, &mut buf).map_err(io)?;
+    let tag = me
+        .secret
+        .tag(b"hcomm hello", &[&nonce, &their_nonce, &mine, &their, &job]);
+    // The dialling end proves itself first (it reached the address the
+    // store published); the accepting end answers only a peer that did,
+    // so a stranger learns no proof of it.
+    if expect.is_some() {
+        write_frame(stream, &Proof { tag }, &mut buf).map_err(io)?;
+    }
     let proof: Proof = read_frame_within(stream, &mut buf, HANDSHAKE_FRAME).map_err(io)?;
     if !me
         .secret
         .verify(b"hcomm hello", &[&their_nonce, &nonce, &their, &mine, &job], &proof.tag)
     {
         return Err(format!("its proof for rank {r} does not verify (a wrong secret)"));
+    }
+    if expect.is_none() {
+        write_frame(stream, &Proof { tag }, &mut buf).map_err(io)?;
     }
     let (lo, hi) = if r < me.rank {
         ((&their_nonce, &their), (&nonce, &mine))
@@ -708,5 +724,145 @@ fn os_error(what: &str, e: &dyn std::fmt::Display) -> Error {
     Error::Backend {
         backend: "host",
         message: format!("{what}: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::{Condvar, Mutex};
+
+    use super::*;
+    use crate::backend::liveness::lock;
+
+    /// The store of a job, in memory.
+    #[derive(Default)]
+    struct Board {
+        map: Mutex<HashMap<String, Vec<u8>>>,
+        changed: Condvar,
+    }
+
+    impl Directory for Board {
+        fn publish(&self, key: &str, value: &[u8]) -> Result<()> {
+            lock(&self.map).insert(key.to_owned(), value.to_vec());
+            self.changed.notify_all();
+            Ok(())
+        }
+
+        fn lookup(&self, key: &str, deadline: Instant) -> Result<Vec<u8>> {
+            let mut map = lock(&self.map);
+            loop {
+                if let Some(v) = map.get(key) {
+                    return Ok(v.clone());
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(Error::Timeout {
+                        operation: format!("waiting for `{key}`"),
+                        rank: 0,
+                        waited: left,
+                        limit: left,
+                    });
+                }
+                map = self
+                    .changed
+                    .wait_timeout(map, left)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .0;
+            }
+        }
+
+        fn local_ip(&self) -> IpAddr {
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        }
+
+        fn gave_up(&self) -> Option<Error> {
+            None
+        }
+    }
+
+    fn me(rank: usize, secret: &JobSecret) -> Me {
+        Me {
+            rank,
+            world: 2,
+            job: secret.job_id(),
+            pid: std::process::id() as i32,
+            host: hostname(),
+            probe_addr: 0,
+            probe: 1,
+            cores: Vec::new(),
+            secret: secret.clone(),
+        }
+    }
+
+    #[test]
+    fn both_ends_of_a_handshake_derive_the_same_link_key() {
+        let secret = JobSecret::new("0123456789abcdef-link").unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (a, b) = std::thread::scope(|s| {
+            let dialer = s.spawn(|| {
+                let mut stream = TcpStream::connect(addr).unwrap();
+                handshake(&mut stream, &me(1, &secret), Some(0), HANDSHAKE_WAIT).unwrap()
+            });
+            let (mut stream, _) = listener.accept().unwrap();
+            let b = handshake(&mut stream, &me(0, &secret), None, HANDSHAKE_WAIT).unwrap();
+            (dialer.join().unwrap(), b)
+        });
+        assert_eq!((a.rank, b.rank), (0, 1));
+        let link_key: Key = a.link_key;
+        assert_eq!(link_key, b.link_key);
+        assert_ne!(link_key, [0; KEY_BYTES]);
+        assert_ne!(link_key, secret.derive(b"hcomm link", &[]));
+    }
+
+    #[test]
+    fn a_fake_hello_claiming_rank_1_is_dropped_and_the_real_rank_1_joins() {
+        let secret = JobSecret::new("0123456789abcdef-job").unwrap();
+        let board = Board::default();
+        let cores = [0usize];
+        std::thread::scope(|s| {
+            let rank0 = s.spawn(|| {
+                connect(
+                    &board,
+                    0,
+                    2,
+                    &Topology::FullMesh,
+                    Duration::from_secs(20),
+                    &cores,
+                    &secret,
+                )
+            });
+            // Right job id, right format, claiming rank 1, wrong secret.
+            let bytes = board
+                .lookup("hcomm/peer/0", Instant::now() + Duration::from_secs(10))
+                .unwrap();
+            let ep: Endpoint = postcard::from_bytes(&bytes).unwrap();
+            let mut fake = TcpStream::connect(SocketAddr::new(ep.ip, ep.port)).unwrap();
+            let mut intruder = me(1, &JobSecret::new("0123456789abcdef-evil").unwrap());
+            intruder.job = secret.job_id();
+            let why = handshake(&mut fake, &intruder, Some(0), HANDSHAKE_WAIT).err();
+            // Rank 0 closes the connection after the intruder's proof:
+            // the intruder reads its end, or rank 0's proof it cannot check.
+            assert!(why.is_some(), "the intruder's handshake succeeded");
+            let start = Instant::now();
+            let rank1 = s.spawn(|| {
+                connect(
+                    &board,
+                    1,
+                    2,
+                    &Topology::FullMesh,
+                    Duration::from_secs(20),
+                    &cores,
+                    &secret,
+                )
+            });
+            let (r0, r1) = (rank0.join().unwrap(), rank1.join().unwrap());
+            assert!(r0.is_ok() && r1.is_ok(), "{:?} {:?}", r0.err(), r1.err());
+            assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+            let (b0, b1) = (r0.unwrap().0, r1.unwrap().0);
+            assert_eq!((b0.rank(), b1.rank(), b0.world()), (0, 1, 2));
+            drop(fake);
+        });
     }
 }
