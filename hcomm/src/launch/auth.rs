@@ -56,7 +56,7 @@ impl std::fmt::Debug for JobSecret {
         f.debug_struct("JobSecret")
             .field("authenticated", &self.authenticated)
             .field("job_id", &format_args!("{:016x}", self.job_id()))
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -171,10 +171,12 @@ impl JobSecret {
 
 /// HMAC-SHA-256 under `key` of `label` and `parts`, each length-prefixed.
 pub(crate) fn mac(key: &Key, label: &[u8], parts: &[&[u8]]) -> Key {
-    let mut mac = <HmacSha256 as KeyInit>::new_from_slice(key).unwrap_or_else(|_| {
-        // HMAC takes keys of any length; this branch cannot run.
-        <HmacSha256 as KeyInit>::new(&Default::default())
-    });
+    // HMAC pads a key shorter than SHA-256's 64-byte block with zeros
+    // (RFC 2104); padded here, it fits the block-sized constructor, which
+    // cannot fail.
+    let mut block = [0u8; 64];
+    block[..KEY_BYTES].copy_from_slice(key);
+    let mut mac = <HmacSha256 as KeyInit>::new(&block.into());
     for part in std::iter::once(label).chain(parts.iter().copied()) {
         mac.update(&(part.len() as u64).to_le_bytes());
         mac.update(part);
@@ -201,7 +203,11 @@ pub(crate) fn nonce() -> Result<Key> {
 /// A fresh secret in the form `hcomm-run` hands its ranks: 64 hexadecimal
 /// digits.
 pub fn generate_secret() -> Result<String> {
-    Ok(nonce()?.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(nonce()?.iter().fold(String::with_capacity(2 * KEY_BYTES), |mut s, b| {
+        use std::fmt::Write;
+        let _ = write!(s, "{b:02x}");
+        s
+    }))
 }
 
 #[cfg(test)]
@@ -224,6 +230,15 @@ mod tests {
         assert_ne!(a.job_id(), b.job_id());
         assert_eq!(a.job_id(), JobSecret::new("0123456789abcdef-a").unwrap().job_id());
         assert_ne!(a.derive(b"link", &[b"1"]), a.derive(b"link", &[b"2"]));
+        // The padded key gives what HMAC's own padding of the key does.
+        let mut jefe = [0u8; KEY_BYTES];
+        jefe[..4].copy_from_slice(b"Jefe");
+        let mut plain = <HmacSha256 as KeyInit>::new_from_slice(&jefe).unwrap();
+        for part in [&b"l"[..], b"p"] {
+            plain.update(&(part.len() as u64).to_le_bytes());
+            plain.update(part);
+        }
+        assert_eq!(mac(&jefe, b"l", &[b"p"]), <Key>::from(plain.finalize().into_bytes()));
     }
 
     #[test]
