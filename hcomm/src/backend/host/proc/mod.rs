@@ -377,7 +377,15 @@ pub(crate) fn connect(
     let mut links: Vec<Option<Arc<Link>>> = (0..world).map(|_| None).collect();
     let mut readers = Vec::new();
     for (peer, mut stream, pid, can_read, rx, link_key) in ready {
-        let theirs: Msg = read_frame_within(&mut stream, &mut buf, HANDSHAKE_FRAME)
+        // The peer answers once it has accepted its own peers: up to the
+        // deadline (a connection accepted here kept the short wait of its
+        // handshake until now).
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_secs(1));
+        let theirs: Msg = stream
+            .set_read_timeout(Some(left))
+            .and_then(|()| read_frame_within(&mut stream, &mut buf, HANDSHAKE_FRAME))
             .map_err(|e| os_error("handshake with a peer", &e))?;
         let (cma, their_ring) = match theirs {
             Msg::Ready { can_read: true, ring } => (can_read, ring),
@@ -516,8 +524,7 @@ fn accept_peers(
 /// sender's rank, the receiver's and the job id. `expect`: the rank this
 /// end dialled; `None` on the accepting end, which takes any rank above
 /// its own. Each read waits at most `wait`; the error says why the peer
-/// failed. On success the read timeout is `wait`, for the `Ready` that
-/// follows.
+/// failed.
 fn handshake(
     stream: &mut TcpStream,
     me: &Me,
