@@ -259,7 +259,12 @@ impl Store {
                 Ok(addrs) => {
                     for a in addrs {
                         match TcpStream::connect_timeout(&a, RETRY.max(Duration::from_millis(200))) {
-                            Ok(stream) => return Store::over(addr, stream, secret),
+                            Ok(stream) => match Store::over(addr, stream, secret)? {
+                                Ok(store) => return Ok(store),
+                                // No hello (a store at its connection limit
+                                // closes new ones): try again.
+                                Err(why) => last = why,
+                            },
                             Err(e) => last = e.to_string(),
                         }
                     }
@@ -278,12 +283,17 @@ impl Store {
         }
     }
 
-    fn over(addr: &str, mut stream: TcpStream, secret: &JobSecret) -> Result<Store> {
+    /// The client over `stream`; `Ok(Err(why))` when no store hello came
+    /// (worth another try).
+    fn over(addr: &str, mut stream: TcpStream, secret: &JobSecret) -> Result<std::result::Result<Store, String>> {
         let io_err = |e: &io::Error| os_error(&format!("rendezvous store at {addr}"), e);
         stream.set_nodelay(true).map_err(|e| io_err(&e))?;
-        let sealed = client_handshake(addr, &mut stream, secret)?;
+        let sealed = match client_handshake(addr, &mut stream, secret)? {
+            Ok(sealed) => sealed,
+            Err(why) => return Ok(Err(why)),
+        };
         let reader = BufReader::new(stream.try_clone().map_err(|e| io_err(&e))?);
-        Ok(Store {
+        Ok(Ok(Store {
             addr: addr.to_owned(),
             conn: Mutex::new(Conn {
                 reader,
@@ -292,7 +302,7 @@ impl Store {
                 sealed,
             }),
             server: None,
-        })
+        }))
     }
 
     /// The address this client is connected to.
@@ -452,8 +462,13 @@ impl Store {
     }
 }
 
-/// The client's half of the handshake (see the module's documentation).
-fn client_handshake(addr: &str, stream: &mut TcpStream, secret: &JobSecret) -> Result<Sealed> {
+/// The client's half of the handshake (see the module's documentation);
+/// `Ok(Err(why))` when the server sent no hello.
+fn client_handshake(
+    addr: &str,
+    stream: &mut TcpStream,
+    secret: &JobSecret,
+) -> Result<std::result::Result<Sealed, String>> {
     let job = secret.job_id().to_le_bytes();
     let other_job = || Error::Config {
         message: format!(
@@ -463,16 +478,14 @@ fn client_handshake(addr: &str, stream: &mut TcpStream, secret: &JobSecret) -> R
         ),
     };
     let mut buf = Vec::new();
-    let hello: ServerHello = (|| {
+    let hello: io::Result<ServerHello> = (|| {
         stream.set_read_timeout(Some(HANDSHAKE_WAIT))?;
         read_frame_within(stream, &mut buf, HANDSHAKE_FRAME)
-    })()
-    .map_err(|e| {
-        os_error(
-            &format!("rendezvous store at {addr}: no store handshake (is something else listening there?)"),
-            &e,
-        )
-    })?;
+    })();
+    let hello = match hello {
+        Ok(hello) => hello,
+        Err(e) => return Ok(Err(format!("no store hello ({e}); is something else listening there?"))),
+    };
     if hello.magic != MAGIC {
         return Err(Error::Config {
             message: format!("{addr} is not a rendezvous store of this library (it answered something else)"),
@@ -504,7 +517,7 @@ fn client_handshake(addr: &str, stream: &mut TcpStream, secret: &JobSecret) -> R
     stream
         .set_read_timeout(None)
         .map_err(|e| os_error(&format!("rendezvous store at {addr}"), &e))?;
-    Ok(Sealed::new(secret, &hello.nonce, &cn, true))
+    Ok(Ok(Sealed::new(secret, &hello.nonce, &cn, true)))
 }
 
 /// The server's half of the handshake; `None` when the peer failed it.
@@ -826,6 +839,36 @@ mod tests {
             matches!(&e, Error::Timeout { operation, .. } if operation.contains(&addr)),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_listener_that_sends_no_hello_is_tried_again_until_the_deadline() {
+        // What a store at its connection limit does: accept, then close.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        listener.set_nonblocking(true).unwrap();
+        let stop = AtomicBool::new(false);
+        let accepted = std::thread::scope(|s| {
+            let closer = s.spawn(|| {
+                let mut n = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    if let Ok((c, _)) = listener.accept() {
+                        drop(c);
+                        n += 1;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                n
+            });
+            let e = Store::connect_with(&addr, Duration::from_millis(400), &JobSecret::unauthenticated()).unwrap_err();
+            stop.store(true, Ordering::SeqCst);
+            assert!(
+                matches!(&e, Error::Timeout { operation, .. } if operation.contains(&addr) && operation.contains("no store hello")),
+                "{e}"
+            );
+            closer.join().unwrap()
+        });
+        assert!(accepted >= 2, "tried {accepted} times");
     }
 
     #[test]
