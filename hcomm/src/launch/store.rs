@@ -521,8 +521,8 @@ fn client_handshake(
 }
 
 /// The server's half of the handshake; `None` when the peer failed it.
-fn server_handshake(stream: &mut TcpStream, secret: &JobSecret) -> io::Result<Option<Sealed>> {
-    let job = secret.job_id().to_le_bytes();
+fn server_handshake(stream: &mut TcpStream, secret: &JobSecret, job: u64) -> io::Result<Option<Sealed>> {
+    let job = job.to_le_bytes();
     let sn = nonce().map_err(|e| io::Error::other(e.to_string()))?;
     let mut buf = Vec::new();
     stream.set_read_timeout(Some(HANDSHAKE_WAIT))?;
@@ -557,6 +557,8 @@ struct Server {
 
 struct Shared {
     secret: JobSecret,
+    /// `secret.job_id()`, computed once.
+    job: u64,
     map: Mutex<HashMap<String, Vec<u8>>>,
     changed: Condvar,
     stopping: AtomicBool,
@@ -573,6 +575,7 @@ impl Server {
     fn start(listener: TcpListener, secret: JobSecret) -> Result<Server> {
         let addr = listener.local_addr().map_err(|e| os_error("rendezvous store", &e))?;
         let shared = Arc::new(Shared {
+            job: secret.job_id(),
             secret,
             map: Mutex::default(),
             changed: Condvar::new(),
@@ -668,7 +671,7 @@ impl Drop for Client<'_> {
 
 fn serve_conn(mut stream: TcpStream, shared: &Shared) -> io::Result<()> {
     stream.set_nodelay(true)?;
-    let Some(mut sealed) = server_handshake(&mut stream, &shared.secret)? else {
+    let Some(mut sealed) = server_handshake(&mut stream, &shared.secret, shared.job)? else {
         tracing::warn!(
             peer = ?stream.peer_addr().ok(),
             "rendezvous store: a connection failed the handshake (another job, or a wrong secret); closed it"
