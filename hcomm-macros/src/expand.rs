@@ -11,18 +11,16 @@
 //! was checked by the phases before it.
 
 use hcomm_schedule::ir;
-use hcomm_schedule::resolve::LenBinding;
+use hcomm_schedule::syntax::{self, Front, Input, Item, Param, ParamKind, SpanTable};
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 
-use crate::errors::{self, Errors};
-use crate::lower::{self, Lowered, SpanTable};
-use crate::parse::{Item, Param, ParamKind, Schedule};
+use crate::errors;
 use crate::quote_ir::quote_schedule;
 
 /// Every item of the invocation: its function and static, or its errors and
 /// the fallback item.
-pub(crate) fn schedule(ast: &Schedule) -> TokenStream {
+pub(crate) fn schedule(ast: &Input) -> TokenStream {
     ast.items
         .iter()
         .map(|item| compile(item).unwrap_or_else(|e| errors::fallback(item, &e)))
@@ -40,33 +38,12 @@ pub(crate) fn compile(item: &Item) -> syn::Result<TokenStream> {
     })
 }
 
-/// Parse the body and attributes, lower, check, expand.
+/// Parse the body and attributes, lower, resolve, check (all in
+/// `hcomm_schedule::syntax`), expand.
 pub(crate) fn phases(item: &Item) -> syn::Result<TokenStream> {
-    let mut errors = Errors::new();
-    let (attrs, attr_errors) = item.attrs();
-    for e in attr_errors {
-        errors.push(e);
-    }
-    let body = item.body().unwrap_or_else(|e| {
-        errors.push(e);
-        Vec::new()
-    });
-    errors.propagate()?;
-
-    let mut diags = Vec::new();
-    let mut lowered = lower::lower(item, &attrs, &body, &mut diags);
-    errors.diagnostics(&diags, &lowered.spans);
-    errors.propagate()?;
-    let resolution = hcomm_schedule::resolve::resolve(&mut lowered.ir);
-    errors.diagnostics(&resolution.diagnostics, &lowered.spans);
-    errors.propagate()?;
-
-    errors.diagnostics(&hcomm_schedule::check_static(&lowered.ir), &lowered.spans);
-    errors.propagate()?;
-    errors.diagnostics(&hcomm_schedule::verify(&lowered.ir), &lowered.spans);
-    errors.propagate()?;
-
-    Ok(expand(item, &attrs.passthrough, &lowered, &resolution.len_bindings))
+    let front = syntax::front(item).map_err(|r| r.to_syn())?;
+    syntax::check(&front).map_err(|r| r.to_syn())?;
+    Ok(expand(item, &front))
 }
 
 /// `VIS fn NAME<T: Element>(comm: &Comm, a: &[T], ..) -> Result<()>`.
@@ -76,8 +53,8 @@ pub(crate) fn signature(item: &Item) -> TokenStream {
     let params = item.params.iter().map(|p| {
         let name = &p.name;
         match p.kind {
-            ParamKind::Buffer { mutable: true, .. } => quote!(#name: &mut (impl ::hcomm::BufferMut<Elem = T> + ?Sized)),
-            ParamKind::Buffer { mutable: false, .. } => quote!(#name: &(impl ::hcomm::Buffer<Elem = T> + ?Sized)),
+            ParamKind::Buffer { mutable: true } => quote!(#name: &mut (impl ::hcomm::BufferMut<Elem = T> + ?Sized)),
+            ParamKind::Buffer { mutable: false } => quote!(#name: &(impl ::hcomm::Buffer<Elem = T> + ?Sized)),
             ParamKind::Scalar => quote!(#name: usize),
             ParamKind::Op => quote!(#name: ::hcomm::ReduceOp),
             ParamKind::Counts { .. } => quote!(#name: &[usize]),
@@ -106,8 +83,8 @@ pub(crate) fn schedule_module(item: &Item, init: &TokenStream) -> TokenStream {
     }
 }
 
-fn expand(item: &Item, docs: &[syn::Attribute], lowered: &Lowered, len_bindings: &[LenBinding]) -> TokenStream {
-    let ir = &lowered.ir;
+fn expand(item: &Item, front: &Front) -> TokenStream {
+    let (ir, docs, len_bindings) = (&front.ir, &front.passthrough, &front.len_bindings);
     let name = &item.name;
     let signature = signature(item);
     // Scalars as i64 (for `#[requires]` and lengths); an operator parameter
@@ -127,7 +104,7 @@ fn expand(item: &Item, docs: &[syn::Attribute], lowered: &Lowered, len_bindings:
         }
     });
     let mut cx = Expander {
-        spans: &lowered.spans,
+        spans: &front.spans,
         handles: vec![Vec::new()],
         sites: 0,
         scalar_params: scalar_params.iter().map(|p| p.name.clone()).collect(),

@@ -2,9 +2,9 @@
 //! time with `hcomm-schedule`, and expand it into calls on
 //! `::hcomm::__private`. Use it through `hcomm::comm_schedule`.
 //!
-//! Phases: `parse` (syntax → AST) → `lower` (AST → IR, names as text) →
-//! `hcomm_schedule::resolve` (names, linearity, length binding) → the checker
-//! of `hcomm-schedule` → `expand` (IR → Rust). Errors of any phase
+//! Phases: `hcomm_schedule::syntax` (parse, lower into the IR, resolve
+//! names, check; shared with `hcomm::checker`, which reads schedules from
+//! text) → `expand` (IR → Rust). Errors of any phase
 //! become `compile_error!`s on the user's tokens (`errors`), plus a fallback
 //! item with the function's signature so that callers see one error, not a
 //! cascade.
@@ -12,8 +12,6 @@
 
 mod errors;
 mod expand;
-mod lower;
-mod parse;
 mod quote_ir;
 #[cfg(test)]
 mod tests;
@@ -124,6 +122,6 @@ mod tests;
 ///   (`a: &[T; n + m]` alone) are a `non-linear length` error.
 #[proc_macro]
 pub fn comm_schedule(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
-    let ast = syn::parse_macro_input!(input as parse::Schedule);
+    let ast = syn::parse_macro_input!(input as hcomm_schedule::syntax::Input);
     expand::schedule(&ast).into()
 }

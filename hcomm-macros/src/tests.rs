@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use quote::quote;
 
 use crate::expand;
-use crate::parse::Schedule;
+use hcomm_schedule::syntax::Input as Schedule;
 
 mod fuzz;
 

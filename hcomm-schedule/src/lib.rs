@@ -158,6 +158,7 @@ mod print;
 mod ranges;
 pub mod resolve;
 mod situation;
+pub mod syntax;
 mod trace;
 mod unroll;
 mod verify;
