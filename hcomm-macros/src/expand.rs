@@ -16,7 +16,6 @@ use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 
 use crate::errors;
-use crate::quote_ir::quote_schedule;
 
 /// Every item of the invocation: its function and static, or its errors and
 /// the fallback item.
@@ -70,11 +69,17 @@ pub(crate) fn schedule_module(item: &Item, init: &TokenStream) -> TokenStream {
     let vis = &item.vis;
     let name = &item.name;
     let mod_doc = format!("The checked schedule of `{name}`.");
-    let static_doc =
-        format!("The IR of `{name}`, as checked at compile time; used for run-time verification, tracing and drawing.");
+    let static_doc = format!(
+        "The IR of `{name}`, as checked at compile time (parsed from [`SOURCE`] at first use); used for run-time verification, tracing and drawing."
+    );
+    let source_doc = format!("The source text of `{name}`, which `hcomm::checker::parse_schedules` reads too.");
+    let source = item.source();
     quote! {
         #[doc = #mod_doc]
         #vis mod #name {
+            #[doc = #source_doc]
+            #[allow(dead_code)]
+            pub const SOURCE: &str = #source;
             #[doc = #static_doc]
             #[allow(dead_code)]
             pub static SCHEDULE: ::std::sync::LazyLock<::hcomm::__private::hcomm_schedule::ir::Schedule> =
@@ -212,7 +217,9 @@ fn expand(item: &Item, front: &Front) -> TokenStream {
         });
 
     let body = cx.block(&ir.body, false);
-    let init = quote_schedule(ir);
+    // The item's own text (`NAME::SOURCE`), parsed again by the same
+    // `hcomm_schedule::syntax` the first time the static is used.
+    let init = quote!(::hcomm::__private::schedule_from_source(SOURCE));
     let module = schedule_module(item, &init);
     quote! {
         #(#docs)*

@@ -12,7 +12,6 @@
 
 mod errors;
 mod expand;
-mod quote_ir;
 #[cfg(test)]
 mod tests;
 
@@ -49,7 +48,9 @@ mod tests;
 /// * `VIS fn NAME<T: hcomm::Element>(comm: &hcomm::Comm, a: &[T], b: &mut [T], k: usize)
 ///   -> hcomm::Result<()>`, with the item's doc comments (and any attribute
 ///   other than `verify`, `requires` and `postcondition`);
-/// * `VIS mod NAME { pub static SCHEDULE: LazyLock<hcomm_schedule::ir::Schedule> }`:
+/// * `VIS mod NAME { pub const SOURCE: &str; pub static SCHEDULE:
+///   LazyLock<hcomm_schedule::ir::Schedule> }`: the item's text (what
+///   `hcomm::checker::parse_schedules` reads) and, parsed from it at first use,
 ///   the checked IR, for run-time verification, tracing and drawing. (A function
 ///   and a module may share a name: they live in different namespaces.)
 ///

@@ -1,9 +1,11 @@
 //! Schedule IR, evaluator, unroller and checker behind `comm_schedule!`.
 //!
-//! The macro (`hcomm-macros`) parses a schedule, lowers it into the IR of
-//! [`ir`], and calls [`verify`]; each [`Diagnostic`] becomes a compile error.
-//! The generated code embeds the IR and, for world sizes outside the verify
-//! set, checks it at run time through a [`VerifyCache`].
+//! [`syntax`] parses a schedule (the tokens of a `comm_schedule!` macro, or a
+//! text) and lowers it into the IR of [`ir`]; [`verify`] checks it; each
+//! [`Diagnostic`] becomes a compile error (or, for a text, an error with its
+//! line and column). The generated code embeds the schedule's source text,
+//! parses it again at first use and, for world sizes outside the verify set,
+//! checks it at run time through a [`VerifyCache`].
 //!
 //! Modules, in the order they depend on each other (each uses only those
 //! before it; a unit test keeps it so): [`ir`] (the data) · [`eval`]
@@ -17,7 +19,8 @@
 //! `contents` (symbolic final buffers) · `check::*` (steps 3-7) · `verify`
 //! (the loop over world sizes and scalars) · [`predict`] (the final buffers
 //! the symbolic execution computes) · [`plan`] (per-rank steps for device
-//! backends) · [`timeline`] (a space-time model of a schedule for drawings).
+//! backends) · [`timeline`] (a space-time model of a schedule for drawings)
+//! · [`syntax`] (text → IR, then the checker).
 
 //! # Finer points of the language
 //!

@@ -18,6 +18,7 @@ mod plan;
 pub(crate) mod props;
 mod resolve;
 mod symmetry;
+mod syntax;
 mod timeline;
 
 static NEXT_SPAN: AtomicU32 = AtomicU32::new(1000);

@@ -45,6 +45,30 @@ fn op_error(op: BinOp, a: i64, b: i64, e: EvalError) -> Error {
     evaluation(format_args!("{a} {} {b}", op.as_str()), e)
 }
 
+/// The IR of a schedule from its source text (`NAME::SOURCE`), which the
+/// macro parsed and checked at compile time with the same
+/// `hcomm_schedule::syntax`; it holds one item.
+///
+/// # Panics
+///
+/// When the text no longer parses or resolves, which would mean the macro
+/// and the runtime were built from different versions of `hcomm-schedule`
+/// (the workspace pins them to one).
+pub fn schedule_from_source(source: &str) -> hcomm_schedule::ir::Schedule {
+    let front = hcomm_schedule::syntax::parse_str(source)
+        .map_err(|e| e.to_string())
+        .and_then(|input| {
+            let item = input.items.first().ok_or("no item")?;
+            hcomm_schedule::syntax::front(item).map_err(|r| format!("{:?}", r.errors.first().map(|e| &e.1)))
+        });
+    match front {
+        Ok(front) => front.ir,
+        Err(e) => panic!(
+            "internal error: a schedule checked at compile time does not parse at run time ({e}); please report it"
+        ),
+    }
+}
+
 /// Turns the entry agreement check of `comm_schedule!` calls on `comm` (every
 /// handle of it) off or back on. Generated code never calls it; it exists to
 /// measure what the check costs. Ranks that disagree with the check off wait
