@@ -104,6 +104,7 @@ extern crate self as hcomm;
 mod backend;
 mod batch;
 mod buffer;
+pub mod checker;
 mod collective;
 mod comm;
 mod device;
@@ -135,10 +136,6 @@ pub use error::{Error, Result};
 pub use external::ExternalDeviceBuffer;
 pub use half::{bf16, f16};
 pub use hcomm_macros::comm_schedule;
-/// The checker behind [`comm_schedule!`]: the schedule IR, the checks and
-/// run-time verification (e.g. `checker::check_world(&NAME::SCHEDULE, 384, &[])`
-/// to check a production world size in a test).
-pub use hcomm_schedule as checker;
 pub use launch::{auth, hccl, init_from_env, init_job, init_job_with, nccl, run, run_on, store, BackendKind, JobEnv};
 pub use ndarray;
 pub use options::{CommOptions, DEFAULT_SEGMENT_BYTES, DEFAULT_TIMEOUT};

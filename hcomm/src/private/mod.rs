@@ -29,8 +29,10 @@ fn evaluation(what: std::fmt::Arguments<'_>, e: EvalError) -> Error {
     }
 }
 
+/// `a op b` for an arithmetic operator (`+ - * / % << >>`), with the
+/// language's semantics and error.
 #[inline]
-fn op(op: BinOp, a: i64, b: i64) -> Result<i64> {
+pub fn binary(op: BinOp, a: i64, b: i64) -> Result<i64> {
     match rules::binary(op, a, b) {
         Ok(v) => Ok(v),
         Err(e) => Err(op_error(op, a, b, e)),
@@ -107,41 +109,41 @@ fn too_large(x: usize) -> Error {
 /// `a + b`.
 #[inline]
 pub fn add(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Add, a, b)
+    binary(BinOp::Add, a, b)
 }
 
 /// `a - b`.
 #[inline]
 pub fn sub(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Sub, a, b)
+    binary(BinOp::Sub, a, b)
 }
 
 /// `a * b`.
 #[inline]
 pub fn mul(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Mul, a, b)
+    binary(BinOp::Mul, a, b)
 }
 
 /// `a / b`, rounded toward negative infinity.
 #[inline]
 pub fn div(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Div, a, b)
+    binary(BinOp::Div, a, b)
 }
 
 /// `a % m`, Euclidean.
 #[inline]
 pub fn rem(a: i64, m: i64) -> Result<i64> {
-    op(BinOp::Rem, a, m)
+    binary(BinOp::Rem, a, m)
 }
 
 /// `a << b`, exact (`a * 2^b`).
 pub fn shl(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Shl, a, b)
+    binary(BinOp::Shl, a, b)
 }
 
 /// `a >> b`, `floor(a / 2^b)`.
 pub fn shr(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Shr, a, b)
+    binary(BinOp::Shr, a, b)
 }
 
 /// `-a`.
