@@ -69,7 +69,7 @@ pub struct Sp {
 
 impl Sp {
     /// A node made of one token.
-    pub(crate) fn one(span: Span) -> Self {
+    pub fn one(span: Span) -> Self {
         Sp { start: span, end: span }
     }
 
