@@ -111,7 +111,7 @@ fn expand(item: &Item, front: &Front) -> TokenStream {
     let mut cx = Expander {
         spans: &front.spans,
         handles: vec![Vec::new()],
-        sites: 0,
+        sites: ir::visit::over_sites(&ir.body),
         scalar_params: scalar_params.iter().map(|p| p.name.clone()).collect(),
     };
     let requires = ir
@@ -258,8 +258,9 @@ struct Expander<'a> {
     /// Request handles in scope (a `wait` on another one is unreachable: the
     /// checker rejects every schedule that runs it).
     handles: Vec<Vec<String>>,
-    /// Call sites of `over` collectives, numbered in source order.
-    sites: u32,
+    /// Call sites of `over` collectives by statement address, numbered in
+    /// source order (`hcomm::checker` numbers them the same way).
+    sites: std::collections::HashMap<usize, u32>,
     /// The scalar and operator parameters, in the order of the IR's scalars.
     scalar_params: Vec<Ident>,
 }
@@ -620,15 +621,20 @@ impl Expander<'_> {
                 }
                 out
             }
-            ir::StmtKind::Collective { kind, over } => self.collective(kind, over.as_ref()),
+            ir::StmtKind::Collective { kind, over } => {
+                let site = self
+                    .sites
+                    .get(&(std::ptr::from_ref(stmt) as usize))
+                    .copied()
+                    .unwrap_or(u32::MAX);
+                self.collective(kind, over.as_ref(), site)
+            }
         }
     }
 
-    fn collective(&mut self, kind: &ir::Collective, over: Option<&ir::Expr>) -> TokenStream {
+    fn collective(&mut self, kind: &ir::Collective, over: Option<&ir::Expr>, site: u32) -> TokenStream {
         let (group_def, group) = match over {
             Some(e) => {
-                let site = self.sites;
-                self.sites += 1;
                 let color = self.int(e);
                 (
                     quote! {

@@ -28,8 +28,10 @@
 //! an earlier one. A request handle that goes out of scope (or is shadowed)
 //! while still pending is an `unwaited request`.
 
-/// Opaque source location: an index into the macro's table of
-/// `proc_macro2::Span`s. Meaningless at run time.
+pub mod visit;
+
+/// Opaque source location: an index into the parser's table of spans
+/// ([`crate::syntax::SpanTable`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct SpanId(pub u32);
 

@@ -116,3 +116,63 @@ fn world_constants_fold_through_the_evaluator() {
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(errs[0].2.ends_with("must be integer constants"), "{errs:?}");
 }
+
+#[test]
+fn the_visitor_walks_every_node_in_source_order() {
+    use crate::ir::visit::{self, Visitor};
+    use crate::ir::{Expr, ExprKind, Stmt, StmtKind};
+
+    /// Statement keywords and integer literals, in visiting order.
+    #[derive(Default)]
+    struct Trace(Vec<String>);
+    impl<'a> Visitor<'a> for Trace {
+        fn visit_stmt(&mut self, s: &'a Stmt) {
+            let word = match &s.kind {
+                StmtKind::For { .. } => "for",
+                StmtKind::If { .. } => "if",
+                StmtKind::Batch { .. } => "batch",
+                StmtKind::Collective { .. } => "collective",
+                StmtKind::Send { .. } => "send",
+                StmtKind::Recv { .. } => "recv",
+                _ => "other",
+            };
+            self.0.push(word.to_owned());
+            visit::walk_stmt(self, s);
+        }
+        fn visit_expr(&mut self, e: &'a Expr) {
+            if let ExprKind::Int(v) = e.kind {
+                self.0.push(v.to_string());
+            }
+            visit::walk_expr(self, e);
+        }
+    }
+    let front = front_of(
+        "#[verify(world in [2, 4])]
+        fn f(a: &mut [T; 2 * n], b: &mut [T; n]) {
+            for s in 1..3 {
+                if rank % 2 == 0 { all_reduce(a, sum) over rank / 4; } else { all_reduce(a, sum) over rank / 4; }
+                batch { send a[0..5] to (rank + 6) % world; recv a[0..5] from (rank - 6) % world; }
+            }
+            barrier over rank % 7;
+        }",
+    );
+    let mut trace = Trace::default();
+    trace.visit_schedule(&front.ir);
+    assert_eq!(
+        trace.0.join(" "),
+        "2 for 1 3 if 2 0 collective 4 collective 4 batch send 0 5 6 recv 0 5 6 collective 7"
+    );
+    // `over` sites: the two in the `if`, then the barrier
+    let sites = visit::over_sites(&front.ir.body);
+    let StmtKind::For { body, .. } = &front.ir.body[0].kind else {
+        panic!("a loop")
+    };
+    let StmtKind::If { branches, else_body } = &body[0].kind else {
+        panic!("an if")
+    };
+    let at = |s: &Stmt| sites.get(&(std::ptr::from_ref(s) as usize)).copied();
+    assert_eq!(at(&branches[0].1[0]), Some(0));
+    assert_eq!(at(&else_body.as_ref().expect("an else")[0]), Some(1));
+    assert_eq!(at(&front.ir.body[1]), Some(2));
+    assert_eq!(sites.len(), 3);
+}

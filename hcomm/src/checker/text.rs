@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use hcomm_schedule::ir::{self, Stmt, StmtKind};
+use hcomm_schedule::ir;
 use hcomm_schedule::resolve::LenBinding;
 use hcomm_schedule::syntax::{self, Rejection};
 use hcomm_schedule::DiagKind;
@@ -217,34 +217,9 @@ fn checked(item: &syntax::Item) -> Result<TextSchedule, Rejection> {
     };
     let parsed: &'static mut Parsed = Box::leak(Box::new(parsed));
     // the IR does not move any more: number its `over` sites by address
-    let mut sites = HashMap::new();
-    number_sites(&parsed.ir.body, &mut sites);
-    parsed.sites = sites;
+    parsed.sites = ir::visit::over_sites(&parsed.ir.body);
     let parsed: &'static Parsed = parsed;
     let mut kept = kept().lock().unwrap_or_else(PoisonError::into_inner);
     let parsed = *kept.entry(source).or_insert(parsed);
     Ok(TextSchedule { parsed })
-}
-
-/// Numbers the `over` collectives of `body` in source order (statement
-/// order, `if` branches in order, loop bodies once), as the macro does.
-fn number_sites(body: &[Stmt], sites: &mut HashMap<usize, u32>) {
-    for stmt in body {
-        match &stmt.kind {
-            StmtKind::Collective { over: Some(_), .. } => {
-                let next = u32::try_from(sites.len()).unwrap_or(u32::MAX);
-                sites.insert(std::ptr::from_ref(stmt) as usize, next);
-            }
-            StmtKind::Batch { body } | StmtKind::For { body, .. } => number_sites(body, sites),
-            StmtKind::If { branches, else_body } => {
-                for (_, body) in branches {
-                    number_sites(body, sites);
-                }
-                if let Some(body) = else_body {
-                    number_sites(body, sites);
-                }
-            }
-            _ => {}
-        }
-    }
 }
