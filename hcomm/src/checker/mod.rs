@@ -12,9 +12,9 @@
 //! verification of world sizes outside the verify set, same operations):
 //!
 //! ```no_run
-//! # fn main() -> hcomm::Result<()> {
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let comm: hcomm::Comm = unimplemented!();
-//! let text = std::fs::read_to_string("ring.rs")?;
+//! let text = std::fs::read_to_string("ring.sched")?;
 //! let schedules = hcomm::checker::parse_schedules(&text).map_err(|diagnostics| {
 //!     hcomm::Error::Config { message: format!("{}", diagnostics[0]) }
 //! })?;
