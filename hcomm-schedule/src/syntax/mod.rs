@@ -52,6 +52,8 @@ pub struct Rejection {
     pub errors: Vec<(Sp, String)>,
     /// The checker's diagnostics behind `errors` (empty for a parse error).
     pub diagnostics: Vec<Diagnostic>,
+    /// A parse error as `syn` reported it (its spans cover whole nodes).
+    syntax: Option<syn::Error>,
 }
 
 impl Rejection {
@@ -63,6 +65,7 @@ impl Rejection {
                 .map(|e| (Sp::one(e.span()), e.to_string()))
                 .collect(),
             diagnostics: Vec::new(),
+            syntax: Some(error.clone()),
         }
     }
 
@@ -70,11 +73,15 @@ impl Rejection {
         Rejection {
             errors: render(&diagnostics, spans),
             diagnostics,
+            syntax: None,
         }
     }
 
     /// The errors as one `syn::Error` (the macro's compile errors).
     pub fn to_syn(&self) -> syn::Error {
+        if let Some(e) = &self.syntax {
+            return e.clone();
+        }
         let mut all: Option<syn::Error> = None;
         for (sp, text) in &self.errors {
             let e = sp.error(text);
