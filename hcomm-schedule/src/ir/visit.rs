@@ -89,14 +89,10 @@ pub fn walk_block<'a, V: Visitor<'a> + ?Sized>(v: &mut V, body: &'a [Stmt]) {
 /// Visits the regions, expressions and blocks of `stmt` in source order.
 pub fn walk_stmt<'a, V: Visitor<'a> + ?Sized>(v: &mut V, stmt: &'a Stmt) {
     match &stmt.kind {
-        StmtKind::Send { region, peer, tag } | StmtKind::Recv { region, peer, tag, .. } => {
-            v.visit_region(region);
-            v.visit_expr(peer);
-            if let Some(t) = tag {
-                v.visit_expr(t);
-            }
-        }
-        StmtKind::Isend { region, peer, tag, .. } | StmtKind::Irecv { region, peer, tag, .. } => {
+        StmtKind::Send { region, peer, tag }
+        | StmtKind::Recv { region, peer, tag, .. }
+        | StmtKind::Isend { region, peer, tag, .. }
+        | StmtKind::Irecv { region, peer, tag, .. } => {
             v.visit_region(region);
             v.visit_expr(peer);
             if let Some(t) = tag {
