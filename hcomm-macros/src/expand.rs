@@ -42,7 +42,25 @@ pub(crate) fn compile(item: &Item) -> syn::Result<TokenStream> {
 pub(crate) fn phases(item: &Item) -> syn::Result<TokenStream> {
     let front = syntax::front(item).map_err(|r| r.to_syn())?;
     syntax::check(&front).map_err(|r| r.to_syn())?;
+    reparses(item, &front)?;
     Ok(expand(item, &front))
+}
+
+/// Checks that the item's source text (`NAME::SOURCE`, which the generated
+/// `NAME::SCHEDULE` parses at run time) gives back the IR checked here, so
+/// what runs is what was checked.
+fn reparses(item: &Item, front: &Front) -> syn::Result<()> {
+    let again = syntax::parse_str(&item.source())
+        .ok()
+        .and_then(|input| input.items.into_iter().next())
+        .and_then(|item| syntax::front(&item).ok());
+    if again.is_some_and(|again| again.ir == front.ir && again.len_bindings == front.len_bindings) {
+        return Ok(());
+    }
+    Err(syn::Error::new(
+        item.name.span(),
+        "internal error: the text of this schedule does not parse back into the schedule checked; please report it",
+    ))
 }
 
 /// `VIS fn NAME<T: Element>(comm: &Comm, a: &[T], ..) -> Result<()>`.

@@ -159,7 +159,9 @@ impl TextSchedule {
 ///
 /// A schedule is kept for the rest of the process (its run-time verification
 /// caches are too); parsing the same item text again returns the schedule
-/// kept the first time, so reading a file in a loop does not grow memory.
+/// kept the first time. The parser (`proc_macro2` with line and column
+/// information) also keeps, per thread, the text of every string it parsed
+/// there, for its spans: parse a schedule file once, not once per call.
 ///
 /// # Errors
 ///

@@ -53,9 +53,10 @@ fn op_error(op: BinOp, a: i64, b: i64, e: EvalError) -> Error {
 ///
 /// # Panics
 ///
-/// When the text no longer parses or resolves, which would mean the macro
-/// and the runtime were built from different versions of `hcomm-schedule`
-/// (the workspace pins them to one).
+/// When the text no longer parses or resolves. The macro checked at
+/// compile time that it parses back into the IR it checked, with this
+/// version of `hcomm-schedule` (the workspace pins the macro's and the
+/// runtime's to one), so this does not happen.
 pub fn schedule_from_source(source: &str) -> hcomm_schedule::ir::Schedule {
     let front = hcomm_schedule::syntax::parse_str(source)
         .map_err(|e| e.to_string())
