@@ -334,3 +334,51 @@ fn subgroups_and_device_backends_run_text_schedules() {
         "hccl stand-in two-level: {out:?}"
     );
 }
+
+/// Where `libnccl.so.2`, the CUDA runtime and a GPU exist: the ring and the
+/// reduce-scatter from text on NCCL (one rank per GPU, at most 4), through
+/// the device plan; elsewhere it says why it was skipped and passes.
+#[test]
+fn text_schedules_run_on_nccl_where_present() {
+    if !hcomm_sys::nvidia_available() {
+        eprintln!("skipped: libnccl.so.2 or libcudart.so not found");
+        return;
+    }
+    let nccl = hcomm::nccl::Nccl::load().unwrap();
+    let world = nccl.device_count().unwrap().min(4);
+    if world == 0 {
+        eprintln!("skipped: no CUDA device");
+        return;
+    }
+    let (ring, rs) = (named("ring_all_gather"), named("ring_reduce_scatter"));
+    let options = hcomm::CommOptions::default().with_timeout(std::time::Duration::from_secs(60));
+    let n = 1000;
+    let out = nccl
+        .run(world, &options, |comm| {
+            assert_eq!(comm.backend_name(), "nccl");
+            let input: Vec<i64> = (0..n).map(|i| value(comm.rank(), i)).collect();
+            let mut gathered = vec![0_i64; n * world];
+            ring.call(comm)
+                .input("input", &input[..])
+                .output("output", &mut gathered[..])
+                .run()?;
+            let mut blocks: Vec<i64> = (0..n * world).map(|i| value(comm.rank(), i)).collect();
+            let mut reduced = vec![0_i64; n];
+            rs.call(comm)
+                .output("input", &mut blocks[..])
+                .output("output", &mut reduced[..])
+                .op("op", ReduceOp::Max)
+                .run()?;
+            Ok((gathered, reduced))
+        })
+        .unwrap();
+    let gathered: Vec<i64> = (0..world).flat_map(|r| (0..n).map(move |i| value(r, i))).collect();
+    for (rank, (g, r)) in out.iter().enumerate() {
+        assert_eq!(g, &gathered, "rank {rank}");
+        let want: Vec<i64> = (0..n)
+            .map(|i| (0..world).map(|q| value(q, rank * n + i)).max().unwrap_or_default())
+            .collect();
+        assert_eq!(r, &want, "rank {rank}");
+    }
+    eprintln!("ran on nccl with {world} rank(s)");
+}
