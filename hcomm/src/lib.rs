@@ -140,7 +140,7 @@ pub use hcomm_macros::comm_schedule;
 pub use hcomm_schedule as checker;
 pub use launch::{auth, hccl, init_from_env, init_job, nccl, run, run_on, store, BackendKind, JobEnv};
 pub use ndarray;
-pub use options::{CommOptions, DEFAULT_SEGMENT_BYTES, DEFAULT_TIMEOUT};
+pub use options::{CommOptions, DEFAULT_SEGMENT_BYTES, DEFAULT_TIMEOUT, MAX_TIMEOUT};
 pub use p2p::Tag;
 pub use request::{scope, wait_all, Progress, Request, Scope};
 pub use topology::Topology;
