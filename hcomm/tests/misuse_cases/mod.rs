@@ -159,9 +159,9 @@ pub(crate) fn late_rank(comm: &Comm, limit: Duration, late: Duration) {
     let err = sub.all_reduce_in_place(&mut x, ReduceOp::Sum).unwrap_err();
     match (&err, rank) {
         (Error::Aborted { reason }, 0) => {
-            // A peer that timed out names itself, and what it waited for.
+            // A peer that timed out names itself and the operation.
             let peer_timed_out = (1..comm.world()).any(|p| reason.starts_with(&format!("rank {p} timed out in ")));
-            assert!(peer_timed_out && reason.contains("waiting for rank 0"), "{reason}");
+            assert!(peer_timed_out, "{reason}");
         }
         (Error::PeerFailed { rank: peer, reason }, 0) => {
             assert!(*peer != 0 && reason.contains("timed out in"), "{err}");
