@@ -45,7 +45,8 @@ fn assert_all_passed(o: &Output, n: usize) {
     for r in 0..n {
         let prefix = format!("[{r}] ");
         assert!(
-            out.lines().any(|l| l.starts_with(&prefix) && l.contains("scenario passed")),
+            out.lines()
+                .any(|l| l.starts_with(&prefix) && l.contains("scenario passed")),
             "rank {r} did not pass\n{}",
             text(o)
         );
@@ -56,7 +57,10 @@ fn assert_all_passed(o: &Output, n: usize) {
 fn two_threads_on_one_communicator_across_processes_get_right_data_or_the_in_use_error() {
     let o = launch(2, "hammer", &[]);
     assert_all_passed(&o, 2);
-    for l in String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.contains("refused")) {
+    for l in String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.contains("refused"))
+    {
         println!("{l}");
     }
     assert_all_passed(&launch(3, "hammer", &[("HCOMM_TRANSPORT", "tcp")]), 3);

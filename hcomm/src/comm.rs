@@ -607,3 +607,72 @@ mod forced_tests {
         assert_eq!(decode(u8::MAX), None);
     }
 }
+
+#[cfg(test)]
+mod guard_tests {
+    use std::time::Instant;
+
+    use crate::error::Error;
+    use crate::options::CommOptions;
+
+    /// What the one-call-at-a-time guard costs per call: taking and
+    /// releasing it around an empty call, and a nested call. `cargo test
+    /// --release -p hcomm --lib guard_cost -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn guard_cost() {
+        let comm = crate::host::comms(1, &CommOptions::default()).unwrap().remove(0);
+        let n: u32 = 10_000_000;
+        let time = |f: &dyn Fn() -> u64| {
+            let t = Instant::now();
+            let mut acc = 0u64;
+            for _ in 0..n {
+                acc = acc.wrapping_add(f());
+            }
+            std::hint::black_box(acc);
+            t.elapsed() / n
+        };
+        let bare = time(&|| std::hint::black_box(1));
+        let guarded = time(&|| comm.call("bench", || Ok(std::hint::black_box(1))).unwrap_or(0));
+        let nested = comm
+            .call("bench", || {
+                Ok(time(&|| {
+                    comm.call("bench", || Ok(std::hint::black_box(1))).unwrap_or(0)
+                }))
+            })
+            .unwrap();
+        let mut x = [1.0f32; 1];
+        let t = Instant::now();
+        for _ in 0..100_000 {
+            comm.all_reduce_in_place(&mut x, crate::ReduceOp::Sum).unwrap();
+        }
+        println!(
+            "per call: bare closure {bare:?}, guarded {guarded:?}, nested {nested:?}; a 1-rank all_reduce of one f32 {:?}",
+            t.elapsed() / 100_000
+        );
+    }
+
+    #[test]
+    fn the_guard_refuses_other_threads_and_lets_the_caller_nest() {
+        let comm = crate::host::comms(1, &CommOptions::default()).unwrap().remove(0);
+        let clone = comm.clone();
+        let inner = comm.call("outer", || {
+            let nested = comm.call("nested", || Ok(7));
+            let other = std::thread::scope(|s| s.spawn(|| clone.call("other", || Ok(1))).join().unwrap());
+            Ok((nested, other))
+        });
+        let (nested, other) = inner.unwrap();
+        assert_eq!(nested, Ok(7));
+        match other {
+            Err(Error::Precondition { message }) => assert!(
+                message
+                    .starts_with("other on rank 0 of a 1-rank `host` communicator: another thread is in a call on it"),
+                "{message}"
+            ),
+            o => panic!("expected the in-use error, got {o:?}"),
+        }
+        // Released after the call, also for another thread.
+        let after = std::thread::scope(|s| s.spawn(|| clone.call("after", || Ok(2))).join().unwrap());
+        assert_eq!(after, Ok(2));
+    }
+}

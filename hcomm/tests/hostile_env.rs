@@ -74,7 +74,9 @@ fn hostile_environment_values_are_accepted_sanely_or_named_config_errors() {
                 assert_eq!(x, [2; 3]);
                 Ok(c.timeout())
             });
-            sane_or_named(name, &value, run, |t| t.iter().all(|t| !t.is_zero() && *t <= MAX_TIMEOUT));
+            sane_or_named(name, &value, run, |t| {
+                t.iter().all(|t| !t.is_zero() && *t <= MAX_TIMEOUT)
+            });
             std::env::remove_var(name);
         }
     }

@@ -109,7 +109,9 @@ fn a_call_while_another_thread_waits_is_refused_naming_the_rank() {
             let err = c.barrier().unwrap_err();
             match &err {
                 Error::Precondition { message } => assert!(
-                    message.starts_with("barrier on rank 0 of a 2-rank `host` communicator: another thread is in a call on it"),
+                    message.starts_with(
+                        "barrier on rank 0 of a 2-rank `host` communicator: another thread is in a call on it"
+                    ),
                     "{message}"
                 ),
                 e => panic!("expected the in-use error, got {e}"),

@@ -177,7 +177,10 @@ pub(crate) fn late_rank(comm: &Comm, limit: Duration, late: Duration) {
         started.elapsed()
     );
     let again = sub.all_reduce_in_place(&mut x, ReduceOp::Sum).unwrap_err();
-    assert!(matches!(again, Error::Aborted { .. } | Error::PeerFailed { .. }), "rank {rank}: {again}");
+    assert!(
+        matches!(again, Error::Aborted { .. } | Error::PeerFailed { .. }),
+        "rank {rank}: {again}"
+    );
     // The parent communicator is untouched.
     comm.barrier().unwrap();
 }
@@ -188,7 +191,10 @@ pub(crate) fn bad_subgroups(comm: &Comm) {
     let w = comm.world();
     let cases: BTreeMap<&str, (Vec<usize>, String)> = [
         ("repeated", (vec![0, 0], "name rank 0 more than once".to_owned())),
-        ("repeated later", (vec![1, 0, 1], "name rank 1 more than once".to_owned())),
+        (
+            "repeated later",
+            (vec![1, 0, 1], "name rank 1 more than once".to_owned()),
+        ),
         ("out of range", (vec![0, w], format!("member {w} is out of range"))),
     ]
     .into_iter()
@@ -197,9 +203,16 @@ pub(crate) fn bad_subgroups(comm: &Comm) {
         let started = Instant::now();
         match comm.subgroup(&format!("misuse.{what}"), &members) {
             Err(Error::Precondition { message }) => assert!(message.contains(&want), "{what}: {message}"),
-            other => panic!("rank {}: {what} {members:?}: expected a precondition error, got {other:?}", comm.rank()),
+            other => panic!(
+                "rank {}: {what} {members:?}: expected a precondition error, got {other:?}",
+                comm.rank()
+            ),
         }
-        assert!(started.elapsed() < Duration::from_secs(1), "{what}: took {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{what}: took {:?}",
+            started.elapsed()
+        );
     }
     comm.barrier().unwrap();
 }
