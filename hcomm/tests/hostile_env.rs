@@ -4,6 +4,11 @@
 //! `Error::Config` naming the variable; none panics. One test, so that no
 //! other test of this binary reads the environment meanwhile.
 
+#![allow(
+    clippy::unnecessary_debug_formatting,
+    reason = "values are shown escaped: they hold newlines and bytes that are not UTF-8"
+)]
+
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::time::Duration;
