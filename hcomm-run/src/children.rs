@@ -1,165 +1,332 @@
 //! Starting, watching and stopping the ranks' processes.
+//!
+//! The ranks run in the job's process group ([`Group`]); a reaping thread
+//! reports them as they end ([`reap`]), a signal thread reports `SIGINT`
+//! and `SIGTERM` sent to hcomm-run, and this thread decides: it names the
+//! first rank that failed, and stops the group (`SIGTERM`, the grace
+//! period, `SIGKILL`) on a failure or a signal. When the ranks have all
+//! ended, whatever is left of the group is killed, and hcomm-run (the
+//! reaper of orphans under it) waits for it to be gone.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::process::{Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
 
-/// How often the children are polled.
-const POLL: Duration = Duration::from_millis(10);
+use crate::group::Group;
+use crate::output::prefix_lines;
+use crate::reap::{self, first_failure, Ending, Reaped};
+use crate::secret::SECRET_VAR;
 
-/// Runs `n` ranks of `command`; the exit code for this process, or why the
-/// job failed (a message naming the rank and the cause).
-pub(crate) fn run(n: usize, port: u16, command: &[String], grace: Duration) -> Result<u8, String> {
-    let signal = Arc::new(AtomicUsize::new(0));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_usize(sig, Arc::clone(&signal), sig as usize)
-            .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
+/// How long the ranks still running get after `SIGKILL` before hcomm-run
+/// gives up on them (a process in uninterruptible sleep).
+const AFTER_KILL: Duration = Duration::from_secs(5);
+
+/// How long hcomm-run watches the ranks after it saw the first one fail,
+/// before it names the failure and stops the others. A rank killed by a
+/// signal closes its files (its sockets, its pipes) before its parent can
+/// see it dead, and its peers, woken by that, may exit before it does (on
+/// a loaded host, 4 of 6 times when the peers only had to read to the end
+/// of a pipe): a death by signal seen within this time is named before
+/// an exit code seen before it.
+const SETTLE: Duration = Duration::from_millis(200);
+
+/// How long hcomm-run waits, after the ranks ended, for what is left of the
+/// group to be gone and for the ranks' output to be copied.
+const CLEANUP: Duration = Duration::from_secs(2);
+
+/// One job.
+#[derive(Debug)]
+pub(crate) struct Job<'a> {
+    /// The number of ranks.
+    pub(crate) n: usize,
+    /// The port of the rendezvous store.
+    pub(crate) port: u16,
+    /// The program and its arguments.
+    pub(crate) command: &'a [String],
+    /// How long the ranks get between `SIGTERM` and `SIGKILL`.
+    pub(crate) grace: Duration,
+    /// The secret to give the ranks (`None`: they inherit the caller's).
+    pub(crate) secret: Option<String>,
+}
+
+/// What the watching thread hears about.
+enum Event {
+    /// Processes that ended together.
+    Round(Vec<Reaped>),
+    /// This process has no child left.
+    NoChildLeft,
+    /// A signal sent to hcomm-run.
+    Signal(i32),
+}
+
+/// Runs the job; the exit code for this process, or why the job failed (a
+/// message naming the rank and the cause).
+pub(crate) fn run(job: &Job<'_>) -> Result<u8, String> {
+    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        eprintln!(
+            "hcomm-run: cannot become the reaper of the ranks' orphans ({e}); processes the ranks start are killed but \
+             not waited for"
+        );
     }
-    let mut children = Vec::with_capacity(n);
-    let mut printers = Vec::new();
-    for rank in 0..n {
-        let spawned = Command::new(&command[0])
-            .args(&command[1..])
-            .env("HCOMM_RANK", rank.to_string())
-            .env("HCOMM_WORLD_SIZE", n.to_string())
-            .env("HCOMM_MASTER_ADDR", "127.0.0.1")
-            .env("HCOMM_MASTER_PORT", port.to_string())
-            .env("LOCAL_RANK", rank.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn();
-        let mut child = match spawned {
-            Ok(c) => c,
-            Err(e) => {
-                stop(&mut children, grace);
-                return Err(format!("cannot start rank {rank} (`{}`): {e}", command[0]));
+    let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(|e| format!("cannot handle SIGINT and SIGTERM: {e}"))?;
+    let group = Group::start()?;
+    let (events, heard) = mpsc::channel();
+    let mut pids = Vec::with_capacity(job.n);
+    let mut printers = Vec::with_capacity(2 * job.n);
+    let mut cause = None;
+    for rank in 0..job.n {
+        match spawn(job, rank, group) {
+            Ok(mut child) => {
+                pids.push(Some(child.id() as i32));
+                if let Some(out) = child.stdout.take() {
+                    printers.push(prefix_lines(rank, out, false));
+                }
+                if let Some(err) = child.stderr.take() {
+                    printers.push(prefix_lines(rank, err, true));
+                }
+                // Dropping a `Child` neither waits for nor kills it; the
+                // reaping thread waits for it.
             }
-        };
-        if let Some(out) = child.stdout.take() {
-            printers.push(prefix_lines(rank, out, false));
+            Err(e) => {
+                cause = Some(format!("cannot start rank {rank} (`{}`): {e}", job.command[0]));
+                break;
+            }
         }
-        if let Some(err) = child.stderr.take() {
-            printers.push(prefix_lines(rank, err, true));
-        }
-        children.push(Some(child));
     }
-    let outcome = watch(&mut children, &signal, grace);
+    let listener = {
+        let events = events.clone();
+        let handle = signals.handle();
+        let thread = std::thread::Builder::new().name("signals".into()).spawn(move || {
+            for sig in signals.forever() {
+                if events.send(Event::Signal(sig)).is_err() {
+                    return;
+                }
+            }
+        });
+        thread.map(|t| (t, handle))
+    };
+    let reaper = reap::start(move |round| {
+        let event = round.map_or(Event::NoChildLeft, Event::Round);
+        events.send(event).is_ok()
+    });
+    let outcome = match (reaper, listener) {
+        (Ok(reaper), Ok((listener, handle))) => {
+            let outcome = Watch::new(pids, group, job.grace, cause).run(&heard);
+            group.signal(Signal::SIGKILL);
+            finish(reaper, &heard);
+            handle.close();
+            let _ = listener.join();
+            outcome
+        }
+        (reaper, listener) => {
+            group.signal(Signal::SIGKILL);
+            let why: Vec<String> = [reaper.err(), listener.err()]
+                .into_iter()
+                .flatten()
+                .map(|e| e.to_string())
+                .collect();
+            Err(format!(
+                "cannot start the threads that watch the ranks: {}",
+                why.join("; ")
+            ))
+        }
+    };
+    let deadline = Instant::now() + CLEANUP;
     for p in printers {
-        let _ = p.join();
+        while !p.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if p.is_finished() {
+            let _ = p.join();
+        }
     }
     outcome
 }
 
-/// Waits for the children; stops the rest when one fails or a signal
-/// arrives.
-fn watch(children: &mut [Option<Child>], signal: &AtomicUsize, grace: Duration) -> Result<u8, String> {
-    let mut forwarded = 0;
-    loop {
-        let sig = signal.swap(0, Ordering::SeqCst);
-        if sig != 0 {
-            forwarded = sig;
-            let Ok(s) = Signal::try_from(sig as i32) else { continue };
-            for c in children.iter().flatten() {
-                let _ = kill(Pid::from_raw(c.id() as i32), s);
-            }
+/// Starts rank `rank`.
+fn spawn(job: &Job<'_>, rank: usize, group: Group) -> std::io::Result<std::process::Child> {
+    let mut cmd = Command::new(&job.command[0]);
+    cmd.args(&job.command[1..])
+        .env("HCOMM_RANK", rank.to_string())
+        .env("HCOMM_WORLD_SIZE", job.n.to_string())
+        .env("HCOMM_MASTER_ADDR", "127.0.0.1")
+        .env("HCOMM_MASTER_PORT", job.port.to_string())
+        .env("LOCAL_RANK", rank.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(secret) = &job.secret {
+        cmd.env(SECRET_VAR, secret);
+    }
+    group.adopt(&mut cmd);
+    cmd.spawn()
+}
+
+/// Waits, up to [`CLEANUP`], for the reaping thread to run out of children
+/// (the keeper, the ranks' orphans), dropping what it reports.
+fn finish(reaper: JoinHandle<()>, heard: &Receiver<Event>) {
+    let deadline = Instant::now() + CLEANUP;
+    while !reaper.is_finished() && Instant::now() < deadline {
+        let _ = heard.recv_timeout(Duration::from_millis(5));
+    }
+    if reaper.is_finished() {
+        let _ = reaper.join();
+    }
+}
+
+/// The state of a job while its ranks run.
+struct Watch {
+    /// The process id of each rank still running.
+    pids: Vec<Option<i32>>,
+    /// How many of them.
+    running: usize,
+    /// The job's process group.
+    group: Group,
+    /// Time between `SIGTERM` and `SIGKILL`.
+    grace: Duration,
+    /// Why the job failed, once known.
+    cause: Option<String>,
+    /// The ranks that ended since the first failure was seen, in the order
+    /// reaped, while the job settles (see [`SETTLE`]).
+    settling: Vec<(usize, Ending)>,
+    /// When the job has settled.
+    settled_at: Option<Instant>,
+    /// The signal last forwarded to the ranks.
+    forwarded: Option<i32>,
+    /// When the group gets the next, harder signal.
+    deadline: Option<Instant>,
+    /// Whether the group got `SIGKILL`.
+    killed: bool,
+}
+
+impl Watch {
+    /// Watches the ranks `pids`; with a `cause`, the job has already failed
+    /// (a rank could not start) and the ranks started are stopped.
+    fn new(pids: Vec<Option<i32>>, group: Group, grace: Duration, cause: Option<String>) -> Watch {
+        let running = pids.iter().flatten().count();
+        let mut w = Watch {
+            pids,
+            running,
+            group,
+            grace,
+            cause: None,
+            settling: Vec::new(),
+            settled_at: None,
+            forwarded: None,
+            deadline: None,
+            killed: false,
+        };
+        if let Some(c) = cause {
+            w.fail(c);
         }
-        let mut running = 0;
-        for rank in 0..children.len() {
-            let Some(child) = children[rank].as_mut() else { continue };
-            match child.try_wait() {
-                Ok(None) => running += 1,
-                Ok(Some(status)) => {
-                    children[rank] = None;
-                    if !status.success() && forwarded == 0 {
-                        let cause = describe(status);
-                        stop(children, grace);
-                        return Err(format!("rank {rank} {cause}; the other ranks were stopped"));
+        w
+    }
+
+    /// Records the job's failure and starts stopping the group.
+    fn fail(&mut self, cause: String) {
+        self.cause = Some(cause);
+        self.group.signal(Signal::SIGTERM);
+        self.deadline.get_or_insert(Instant::now() + self.grace);
+    }
+
+    /// Runs until every rank ended; the exit code or the failure.
+    fn run(mut self, heard: &Receiver<Event>) -> Result<u8, String> {
+        while self.running > 0 {
+            let event = match self.settled_at.or(self.deadline) {
+                Some(d) => heard.recv_timeout(d.saturating_duration_since(Instant::now())),
+                None => heard.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            };
+            match event {
+                Ok(Event::Round(round)) => self.ended(&round),
+                Ok(Event::NoChildLeft) => {
+                    let left: Vec<String> = self.still_running().map(|r| r.to_string()).collect();
+                    return Err(format!(
+                        "lost track of ranks {}: the kernel reports no child process left",
+                        left.join(", ")
+                    ));
+                }
+                Ok(Event::Signal(sig)) => {
+                    self.forwarded = Some(sig);
+                    if let Ok(s) = Signal::try_from(sig) {
+                        self.group.signal(s);
                     }
+                    self.deadline.get_or_insert(Instant::now() + self.grace);
                 }
-                Err(e) => {
-                    children[rank] = None;
-                    stop(children, grace);
-                    return Err(format!("cannot wait for rank {rank}: {e}"));
+                Err(RecvTimeoutError::Timeout) if self.settled_at.is_some() => self.settle(),
+                Err(RecvTimeoutError::Timeout) if !self.killed => {
+                    self.group.signal(Signal::SIGKILL);
+                    self.killed = true;
+                    self.deadline = Some(Instant::now() + AFTER_KILL);
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    let left: Vec<String> = self.still_running().map(|r| r.to_string()).collect();
+                    return Err(format!(
+                        "{}; ranks {} did not end within {AFTER_KILL:?} of SIGKILL",
+                        self.cause.unwrap_or_else(|| "the job was stopped".into()),
+                        left.join(", ")
+                    ));
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err("lost track of the ranks: the threads that watch them ended".into());
                 }
             }
         }
-        if running == 0 {
-            return Ok(if forwarded == 0 {
-                0
+        if self.settled_at.is_some() {
+            self.settle();
+        }
+        match (self.cause, self.forwarded) {
+            (Some(cause), _) => Err(cause),
+            (None, Some(sig)) => Ok(Ending::Signal(sig).shell_code()),
+            (None, None) => Ok(0),
+        }
+    }
+
+    /// The ranks still running.
+    fn still_running(&self) -> impl Iterator<Item = usize> + '_ {
+        self.pids
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.is_some())
+            .map(|(r, _)| r)
+    }
+
+    /// Takes note of the ranks in `round`; the first failure of the job
+    /// starts the settling time.
+    fn ended(&mut self, round: &[Reaped]) {
+        let mut ranks = Vec::with_capacity(round.len());
+        for reaped in round {
+            // Other processes (the keeper, the ranks' orphans) are not ranks.
+            if let Some(rank) = self.pids.iter().position(|&p| p == Some(reaped.pid)) {
+                self.pids[rank] = None;
+                self.running -= 1;
+                ranks.push((rank, reaped.ending));
+            }
+        }
+        if self.settled_at.is_some() {
+            self.settling.extend(ranks);
+        } else if self.cause.is_none() && self.forwarded.is_none() && first_failure(&ranks).is_some() {
+            self.settling = ranks;
+            self.settled_at = Some(Instant::now() + SETTLE);
+        }
+    }
+
+    /// Names the first failure among the ranks that ended while the job
+    /// settled, and stops the others.
+    fn settle(&mut self) {
+        self.settled_at = None;
+        if let Some(i) = first_failure(&self.settling) {
+            let (rank, ending) = self.settling[i];
+            let others = if self.pids.len() > 1 {
+                "; the other ranks were stopped"
             } else {
-                (128 + forwarded).min(255) as u8
-            });
+                ""
+            };
+            self.fail(format!("rank {rank} {ending}{others}"));
         }
-        std::thread::sleep(POLL);
     }
-}
-
-/// Sends SIGTERM to the children still running, waits up to `grace`, then
-/// kills the rest.
-fn stop(children: &mut [Option<Child>], grace: Duration) {
-    for c in children.iter().flatten() {
-        let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGTERM);
-    }
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline && children.iter_mut().flatten().any(|c| matches!(c.try_wait(), Ok(None))) {
-        std::thread::sleep(POLL);
-    }
-    for c in children.iter_mut().flatten() {
-        if matches!(c.try_wait(), Ok(None)) {
-            let _ = c.kill();
-        }
-        let _ = c.wait();
-    }
-}
-
-/// "exited with code 3" or "was killed by signal SIGKILL".
-fn describe(status: ExitStatus) -> String {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited with code {code}"),
-        (None, Some(sig)) => match Signal::try_from(sig) {
-            Ok(s) => format!("was killed by signal {}", s.as_str()),
-            Err(_) => format!("was killed by signal {sig}"),
-        },
-        (None, None) => format!("ended ({status})"),
-    }
-}
-
-/// Copies the lines of `from` to this process's stdout (or stderr),
-/// each prefixed with `[rank] `.
-fn prefix_lines(rank: usize, from: impl Read + Send + 'static, to_stderr: bool) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let mut r = BufReader::new(from);
-        let mut line = Vec::new();
-        let prefix = format!("[{rank}] ");
-        loop {
-            line.clear();
-            match r.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {
-                    if !line.ends_with(b"\n") {
-                        line.push(b'\n');
-                    }
-                    let written = if to_stderr {
-                        let mut e = std::io::stderr().lock();
-                        e.write_all(prefix.as_bytes()).and_then(|()| e.write_all(&line))
-                    } else {
-                        let mut o = std::io::stdout().lock();
-                        o.write_all(prefix.as_bytes())
-                            .and_then(|()| o.write_all(&line))
-                            .and_then(|()| o.flush())
-                    };
-                    if written.is_err() {
-                        return;
-                    }
-                }
-            }
-        }
-    })
 }

@@ -1,11 +1,23 @@
 //! `hcomm-run -n N [--] PROG ARGS...`: starts N processes of `PROG` on this
 //! host, rank `r` with `HCOMM_RANK=r`, `HCOMM_WORLD_SIZE=N`,
-//! `HCOMM_MASTER_ADDR=127.0.0.1`, `HCOMM_MASTER_PORT` (a free port) and
-//! `LOCAL_RANK=r`; prefixes each line they print with `[r]`; forwards
-//! SIGINT and SIGTERM to them; and when one dies or exits non-zero, stops
-//! the others and exits non-zero naming the rank and the cause.
+//! `HCOMM_MASTER_ADDR=127.0.0.1`, `HCOMM_MASTER_PORT` (a free port),
+//! `LOCAL_RANK=r` and `HCOMM_JOB_SECRET` (fresh per job unless the caller
+//! set one), in a process group of their own; prefixes each line they print
+//! with `[r]`; forwards SIGINT and SIGTERM to the group; and when one dies
+//! or exits non-zero, stops the group and exits non-zero naming the rank
+//! that failed first and the cause. No rank outlives hcomm-run, even when
+//! it is killed with SIGKILL.
+//!
+//! The port is one the kernel chose for a socket bound and closed at once:
+//! another process may take it before rank 0 listens on it, and rank 0 then
+//! fails saying so (the job is not started again: that would run the
+//! ranks' code twice). `--port` chooses it instead.
 
 mod children;
+mod group;
+mod output;
+mod reap;
+mod secret;
 
 use std::net::TcpListener;
 use std::process::ExitCode;
@@ -45,7 +57,21 @@ fn main() -> ExitCode {
         },
     };
     let grace = Duration::try_from_secs_f64(args.grace).unwrap_or(Duration::from_secs(5));
-    match children::run(args.n as usize, port, &args.command, grace) {
+    let secret = match secret::for_job(std::env::var_os(secret::SECRET_VAR).as_deref()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("hcomm-run: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let job = children::Job {
+        n: args.n as usize,
+        port,
+        command: &args.command,
+        grace,
+        secret,
+    };
+    match children::run(&job) {
         Ok(code) => ExitCode::from(code),
         Err(message) => {
             eprintln!("hcomm-run: {message}");
