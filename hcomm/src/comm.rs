@@ -24,7 +24,7 @@ use crate::topology::Topology;
 ///
 /// A communicator runs one call at a time: a call (a collective,
 /// `send`/`recv`, `batch`, `split`, posting `isend`/`irecv`, waiting a
-/// request, a `tp`/`moe` function, a `comm_schedule!` statement) made while
+/// request, a `tp`/`moe` function, a `comm_schedule!` call) made while
 /// another thread is in a call on the same communicator, through this
 /// handle or a clone, returns [`Error::Precondition`] ("another thread is in
 /// a call on it") at once and does nothing. Calls from the thread in the
