@@ -39,10 +39,15 @@ pub(super) struct WireOp {
 /// What two processes tell each other.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(super) enum Msg {
-    /// First message on a connection.
+    /// First message on a connection, answered by a proof that the sender
+    /// knows the job's secret (`mod.rs`, `handshake`).
     Hello {
         rank: u32,
         world: u32,
+        /// The job's id (`JobSecret::job_id`): another job's is refused.
+        job: u64,
+        /// The sender's challenge, fresh for this connection.
+        nonce: [u8; 32],
         pid: i32,
         host: String,
         /// Address and value of a word the peer may read to test whether
@@ -853,15 +858,18 @@ pub(super) fn read_remote(pid: i32, addr: u64, dst: &mut [u8]) -> io::Result<()>
     Ok(())
 }
 
-/// Lets any process of this user read this process's memory even where the
-/// Yama security module restricts it to ancestors (what cross-memory attach
-/// needs between sibling ranks); a no-op elsewhere.
-pub(super) fn allow_peer_reads() {
-    // SAFETY: `prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY)` takes no pointers
-    // and only changes this process's ptrace policy; failure (no Yama) is
-    // harmless and ignored.
+/// With `allow`, lets any process of this user read this process's memory
+/// even where the Yama security module restricts it to ancestors (what
+/// cross-memory attach needs between sibling ranks); without, restores the
+/// restriction. A no-op where there is no Yama. The kernel still refuses
+/// processes of other users.
+pub(super) fn allow_peer_reads(allow: bool) {
+    let tracer = if allow { libc::PR_SET_PTRACER_ANY } else { 0 };
+    // SAFETY: `prctl(PR_SET_PTRACER, tracer)` takes no pointers and only
+    // changes this process's ptrace policy; failure (no Yama) is harmless
+    // and ignored.
     unsafe {
-        libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0);
+        libc::prctl(libc::PR_SET_PTRACER, tracer, 0, 0, 0);
     }
 }
 
