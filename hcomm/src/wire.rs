@@ -11,9 +11,6 @@ use std::io::{self, Read, Write};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-/// The largest frame accepted; anything longer is a corrupt stream.
-const MAX_FRAME: usize = 64 << 20;
-
 /// Writes `value` as one frame, encoding it in `buf` (reused between calls).
 pub(crate) fn write_frame<T: Serialize>(w: &mut impl Write, value: &T, buf: &mut Vec<u8>) -> io::Result<()> {
     buf.clear();
@@ -35,12 +32,8 @@ pub(crate) fn write_raw(w: &mut impl Write, parts: &[&[u8]]) -> io::Result<()> {
     Ok(())
 }
 
-/// Reads one frame into `buf` (reused between calls) and decodes it.
-pub(crate) fn read_frame<T: DeserializeOwned>(r: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<T> {
-    read_frame_within(r, buf, MAX_FRAME)
-}
-
-/// [`read_frame`] refusing frames longer than `max` bytes.
+/// Reads one frame of at most `max` bytes into `buf` (reused between calls)
+/// and decodes it; a longer frame is a corrupt stream.
 pub(crate) fn read_frame_within<T: DeserializeOwned>(
     r: &mut impl Read,
     buf: &mut Vec<u8>,
@@ -78,6 +71,9 @@ fn invalid(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> io::Error 
 mod tests {
     use super::*;
 
+    /// A frame limit for the tests.
+    const LIMIT: usize = 64 << 20;
+
     #[derive(Serialize, serde::Deserialize, Debug, PartialEq)]
     enum Msg {
         A { key: String, value: Vec<u8> },
@@ -95,15 +91,15 @@ mod tests {
         write_frame(&mut stream, &a, &mut buf).unwrap();
         write_frame(&mut stream, &Msg::B(-7), &mut buf).unwrap();
         let mut r = &stream[..];
-        assert_eq!(read_frame::<Msg>(&mut r, &mut buf).unwrap(), a);
-        assert_eq!(read_frame::<Msg>(&mut r, &mut buf).unwrap(), Msg::B(-7));
+        assert_eq!(read_frame_within::<Msg>(&mut r, &mut buf, LIMIT).unwrap(), a);
+        assert_eq!(read_frame_within::<Msg>(&mut r, &mut buf, LIMIT).unwrap(), Msg::B(-7));
         assert_eq!(
-            read_frame::<Msg>(&mut r, &mut buf).unwrap_err().kind(),
+            read_frame_within::<Msg>(&mut r, &mut buf, LIMIT).unwrap_err().kind(),
             io::ErrorKind::UnexpectedEof
         );
         let bad = u32::MAX.to_le_bytes();
         assert_eq!(
-            read_frame::<Msg>(&mut &bad[..], &mut buf).unwrap_err().kind(),
+            read_frame_within::<Msg>(&mut &bad[..], &mut buf, LIMIT).unwrap_err().kind(),
             io::ErrorKind::InvalidData
         );
         // A small limit refuses what the default accepts.
@@ -120,7 +116,7 @@ mod tests {
         let mut stream = (60u32 << 20).to_le_bytes().to_vec();
         stream.extend_from_slice(b"hello");
         let mut buf = Vec::new();
-        let e = read_raw(&mut &stream[..], &mut buf, MAX_FRAME).unwrap_err();
+        let e = read_raw(&mut &stream[..], &mut buf, LIMIT).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
         assert!(e.to_string().contains("after 5 of"), "{e}");
         assert!(buf.capacity() < 1 << 20, "{}", buf.capacity());

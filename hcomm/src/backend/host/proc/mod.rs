@@ -33,9 +33,9 @@ use crate::backend::{Backend, OpId, OpIds, P2pOp};
 use crate::buffer::Memory;
 use crate::collective::CollHeader;
 use crate::error::{Error, Result};
-use crate::launch::auth::{self, JobSecret, Key, KEY_BYTES, SECRET_VAR};
+use crate::launch::auth::{self, JobSecret, Key, SECRET_VAR};
 use crate::topology::Topology;
-use crate::wire::{read_frame, read_frame_within, write_frame};
+use crate::wire::{read_frame_within, write_frame};
 
 /// Read by peers to test whether they can read this process's memory.
 static PROBE: AtomicU64 = AtomicU64::new(0);
@@ -815,7 +815,7 @@ mod tests {
         assert_eq!((a.rank, b.rank), (0, 1));
         let link_key: Key = a.link_key;
         assert_eq!(link_key, b.link_key);
-        assert_ne!(link_key, [0; KEY_BYTES]);
+        assert_ne!(link_key, [0; auth::KEY_BYTES]);
         assert_ne!(link_key, secret.derive(b"hcomm link", &[]));
     }
 
