@@ -206,6 +206,14 @@ status=0
 for t in "${TESTS[@]}"; do
     run_binary "$t" "${EXE[$t]}" || status=1
 done
+# What hcomm finds by itself, and what it says without a visible device
+# (shown, not counted: the libraries may lie where only this script looks).
+say "extra: hcomm's own library search (HCOMM_NCCL_LIB and HCOMM_CUDART_LIB unset)"
+env -u HCOMM_NCCL_LIB -u HCOMM_CUDART_LIB -u HCOMM_DEVICE_CHECK timeout 30 "${EXE[nccl_device]}" \
+    --exact nccl_reports_its_libraries_and_versions --nocapture 2>&1 | grep -E 'found|skipped|  |hint' >&2
+say "extra: no visible device (CUDA_VISIBLE_DEVICES empty)"
+CUDA_VISIBLE_DEVICES= env -u HCOMM_DEVICE_CHECK timeout 30 "${EXE[nccl_device]}" \
+    --exact nccl_reports_its_libraries_and_versions --nocapture 2>&1 | grep -E 'found|skipped|hint' >&2
 if [ $status -eq 0 ]; then
     summary PASS "$GPU"
 else

@@ -46,7 +46,10 @@ type Case = (&'static str, fn(&Comm) -> hcomm::Result<()>);
 /// Every case, in the order the device check runs them.
 const CASES: &[Case] = &[
     ("all_reduce_every_type_and_operator", all_reduce_every_type_and_operator),
-    ("rooted_and_personalised_collectives", rooted_and_personalised_collectives),
+    (
+        "rooted_and_personalised_collectives",
+        rooted_and_personalised_collectives,
+    ),
     ("device_buffers_without_staging", device_buffers_without_staging),
     ("point_to_point", point_to_point),
     ("schedules_through_plans", schedules_through_plans),
@@ -135,7 +138,11 @@ fn rooted_and_personalised_collectives(comm: &Comm) -> hcomm::Result<()> {
     assert_eq!(all, want, "all_gather");
     // broadcast from the last rank
     let root = w - 1;
-    let mut buf: Vec<i64> = if r == root { (0..n).map(|i| v(root, i)).collect() } else { vec![0; n] };
+    let mut buf: Vec<i64> = if r == root {
+        (0..n).map(|i| v(root, i)).collect()
+    } else {
+        vec![0; n]
+    };
     comm.broadcast(&mut buf, root)?;
     assert_eq!(buf, (0..n).map(|i| v(root, i)).collect::<Vec<_>>(), "broadcast");
     // gather to rank 0
@@ -145,10 +152,18 @@ fn rooted_and_personalised_collectives(comm: &Comm) -> hcomm::Result<()> {
         assert_eq!(g, want, "gather");
     }
     // scatter from the last rank
-    let src: Vec<i64> = if r == root { (0..n * w).map(|k| k as i64 * 3).collect() } else { Vec::new() };
+    let src: Vec<i64> = if r == root {
+        (0..n * w).map(|k| k as i64 * 3).collect()
+    } else {
+        Vec::new()
+    };
     let mut part = vec![0i64; n];
     comm.scatter(&src, &mut part, root)?;
-    assert_eq!(part, (0..n).map(|i| ((r * n + i) * 3) as i64).collect::<Vec<_>>(), "scatter");
+    assert_eq!(
+        part,
+        (0..n).map(|i| ((r * n + i) * 3) as i64).collect::<Vec<_>>(),
+        "scatter"
+    );
     // all_to_all: block j of rank q holds 100 q + 10 j + i
     let send: Vec<i64> = (0..w * n).map(|k| (100 * r + 10 * (k / n) + k % n) as i64).collect();
     let mut recv = vec![0i64; w * n];
@@ -306,7 +321,11 @@ fn schedules_through_plans(comm: &Comm) -> hcomm::Result<()> {
     let mut x = [r as f32 + 1.0; 2];
     crossed_with_all_reduce(comm, &a, &mut b, &mut x)?;
     let prev = (r + w - 1) % w;
-    assert_eq!(b, (0..6).map(|i| (prev * 10 + i) as f32).collect::<Vec<_>>(), "crossed receives");
+    assert_eq!(
+        b,
+        (0..6).map(|i| (prev * 10 + i) as f32).collect::<Vec<_>>(),
+        "crossed receives"
+    );
     assert_eq!(x, [(w * (w + 1) / 2) as f32; 2], "all_reduce inside the schedule");
     Ok(())
 }
@@ -450,7 +469,13 @@ fn every_case_on_nccl() {
         }
         Err(why) => panic!("HCOMM_DEVICE_CHECK=1 but NCCL cannot run: {why}"),
     };
-    eprintln!("device-check nccl: {} rank(s), {:?}", world, nccl);
+    let versions = nccl.versions();
+    eprintln!("device-check nccl: {world} rank(s), {versions}, {nccl:?}");
+    assert!(versions.nccl.is_some_and(|v| v >= 20_000), "{versions}");
+    assert!(
+        versions.cuda_driver.unwrap_or(0) >= versions.cuda_runtime.unwrap_or(0),
+        "{versions}"
+    );
     // world 1 always; the full width too where several GPUs exist
     let mut worlds = vec![1];
     if world > 1 {
@@ -485,4 +510,22 @@ fn nccl_timeout_leaves_a_clear_error() {
         "device-check case nccl timeout world 1: ok in {:.2} s ({err})",
         start.elapsed().as_secs_f64()
     );
+}
+
+#[test]
+fn nccl_reports_its_libraries_and_versions() {
+    match nccl_setup() {
+        Ok((nccl, world)) => {
+            let v = nccl.versions();
+            assert!(v.nccl.is_some(), "{v}");
+            eprintln!("device-check nccl found: {nccl:?}; {v}; {world} rank(s)");
+        }
+        Err(why) => {
+            assert!(
+                !device_check_required(),
+                "HCOMM_DEVICE_CHECK=1 but NCCL cannot run: {why}"
+            );
+            eprintln!("nccl_device skipped: {why}");
+        }
+    }
 }

@@ -260,6 +260,13 @@ pub(crate) trait Driver: Send + Sync + 'static {
     fn name(&self) -> &'static str;
     /// Distinguishes loaded instances (tests load the stand-in explicitly).
     fn id(&self) -> u64;
+    /// Whether freed device memory is kept for reuse ([`super::memory`]'s
+    /// pool) instead of handed back at once: NCCL, where `cudaFree`
+    /// synchronises the whole device and so would wait for communication
+    /// in flight on any stream.
+    fn pools_memory(&self) -> bool {
+        false
+    }
     /// Binds `device` to the calling thread (cheap when already bound).
     fn bind(&self, device: i32) -> DevResult<()>;
     fn malloc(&self, bytes: usize) -> DevResult<*mut u8>;
