@@ -488,6 +488,28 @@ fn every_case_on_nccl() {
     }
 }
 
+/// A receive nobody sends (from itself, posted non-blocking) waits out the
+/// communicator's timeout and fails with `Error::Timeout`, in bounded time.
+fn timeout_case(run: impl Fn(&CommOptions, &(dyn Fn(&Comm) -> hcomm::Result<()> + Sync)) -> hcomm::Error) {
+    let short = CommOptions::default().with_timeout(Duration::from_millis(1500));
+    let start = Instant::now();
+    let err = run(&short, &|comm: &Comm| {
+        let mut x = [0u8; 4];
+        hcomm::scope(|s| comm.irecv(s, &mut x, comm.rank())?.wait())
+    });
+    assert!(matches!(err, Error::Timeout { .. }), "{err}");
+    assert!(start.elapsed() < Duration::from_secs(20), "took {:?}", start.elapsed());
+    eprintln!(
+        "device-check case timeout world 1: ok in {:.2} s ({err})",
+        start.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+fn a_timeout_on_the_hccl_standin() {
+    timeout_case(|o, f| stand_in().run(1, o, f).unwrap_err());
+}
+
 #[test]
 fn nccl_timeout_leaves_a_clear_error() {
     let Ok((nccl, _)) = nccl_setup() else {
@@ -495,21 +517,7 @@ fn nccl_timeout_leaves_a_clear_error() {
         eprintln!("nccl_device timeout case skipped: no NCCL device");
         return;
     };
-    let short = CommOptions::default().with_timeout(Duration::from_millis(1500));
-    let start = Instant::now();
-    let err = nccl
-        .run(1, &short, |comm| {
-            // a receive from itself nobody sends: waits out the timeout
-            let mut x = [0u8; 4];
-            comm.recv(&mut x, 0)
-        })
-        .unwrap_err();
-    assert!(matches!(err, Error::Timeout { .. }), "{err}");
-    assert!(start.elapsed() < Duration::from_secs(20), "took {:?}", start.elapsed());
-    eprintln!(
-        "device-check case nccl timeout world 1: ok in {:.2} s ({err})",
-        start.elapsed().as_secs_f64()
-    );
+    timeout_case(|o, f| nccl.run(1, o, f).unwrap_err());
 }
 
 #[test]
