@@ -373,6 +373,25 @@ pub extern "C" fn aclrtMemset(devPtr: *mut c_void, maxCount: usize, value: i32, 
     aclError::ACL_SUCCESS
 }
 
+/// `aclrtGetSocName`: the chip the stand-in plays, `HCOMM_STANDIN_SOC`
+/// (default `Ascend910B1`, an Atlas A2 chip: HCCL's strictest rules).
+#[no_mangle]
+pub extern "C" fn aclrtGetSocName() -> *const c_char {
+    static NAME: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        let name = std::env::var("HCOMM_STANDIN_SOC").unwrap_or_else(|_| "Ascend910B1".into());
+        std::ffi::CString::new(name).unwrap_or_default()
+    })
+    .as_ptr()
+}
+
+/// The chip whose rules the stand-in enforces (see [`aclrtGetSocName`]).
+pub(crate) fn chip() -> Option<hcomm_sys::HcclChip> {
+    // SAFETY: a static NUL-terminated string.
+    let name = unsafe { std::ffi::CStr::from_ptr(aclrtGetSocName()) };
+    hcomm_sys::HcclChip::from_soc_name(&name.to_string_lossy())
+}
+
 /// `aclGetRecentErrMsg`: the calling thread's last error message.
 #[no_mangle]
 pub extern "C" fn aclGetRecentErrMsg() -> *const c_char {

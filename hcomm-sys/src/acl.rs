@@ -50,6 +50,8 @@ api_table! {
         fn aclrtGetCurrentContext(context: *mut aclrtContext) -> aclError;
         /// Sets the calling thread's context.
         fn aclrtSetCurrentContext(context: aclrtContext) -> aclError;
+        /// The chip's name (`"Ascend910B1"`), null before `aclInit`.
+        fn aclrtGetSocName() -> *const c_char;
     }
 }
 
@@ -65,6 +67,16 @@ impl AclApi {
         // NUL-terminated thread-local string, copied before any other ACL call.
         let msg = unsafe { crate::codes::c_string(f()) }?;
         (!msg.is_empty()).then_some(msg)
+    }
+
+    /// `aclrtGetSocName()`: the chip's name (`"Ascend910B1"`); `None` where
+    /// the runtime lacks the symbol or has no name yet.
+    #[doc(alias = "aclrtGetSocName")]
+    pub fn soc_name(&self) -> Option<String> {
+        let f = self.aclrtGetSocName?;
+        // SAFETY: no arguments; returns null or a static NUL-terminated string.
+        let name = unsafe { crate::codes::c_string(f()) }?;
+        (!name.is_empty()).then_some(name)
     }
 
     /// Maps a return code to `Result`; on failure records `aclGetRecentErrMsg()` so

@@ -25,6 +25,7 @@
 
 pub mod codes;
 pub mod load;
+pub mod support;
 pub mod types;
 
 mod acl;
@@ -38,6 +39,7 @@ pub use cuda::CudaApi;
 pub use hccl::HcclApi;
 pub use load::{Attempt, LoadError};
 pub use nccl::NcclApi;
+pub use support::{hccl_reduction_supported, HcclChip, HcclReduction};
 pub use types::*;
 
 /// Whether HCCL can be loaded (loads and caches the process-wide table). Never panics.

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hcomm_sys::{
-    aclError, aclrtMemMallocPolicy, aclrtMemcpyKind, AclApi, HcclApi, HcclComm, HcclCommConfig, HcclDataType,
-    HcclError, HcclReduceOp, HcclResult, HcclRootInfo, HcclSendRecvItem, HcclSendRecvType,
+    aclError, aclrtMemMallocPolicy, aclrtMemcpyKind, hccl_reduction_supported, AclApi, HcclApi, HcclChip, HcclComm,
+    HcclCommConfig, HcclDataType, HcclError, HcclReduceOp, HcclReduction, HcclResult, HcclRootInfo, HcclSendRecvItem,
+    HcclSendRecvType,
 };
 
 use super::device::driver::{
@@ -29,6 +30,9 @@ pub(crate) struct HcclDriver {
     id: u64,
     pub(crate) hccl: Table<HcclApi>,
     pub(crate) acl: Table<AclApi>,
+    /// The chip generation (`aclrtGetSocName`), for HCCL's support matrix;
+    /// `None`: unknown, the strictest rules.
+    chip: Option<HcclChip>,
 }
 
 impl std::fmt::Debug for HcclDriver {
@@ -63,10 +67,19 @@ impl HcclDriver {
         if code != aclError::ACL_SUCCESS && code != aclError::ACL_ERROR_REPEAT_INITIALIZE {
             return Err(acl_error(&acl, "aclInit", code).into_error("hccl"));
         }
+        let soc = acl.soc_name();
+        let chip = soc.as_deref().and_then(HcclChip::from_soc_name);
+        tracing::info!(
+            hccl = %hccl.path().display(),
+            soc = soc.as_deref().unwrap_or("unknown"),
+            ?chip,
+            "hccl backend loaded"
+        );
         Ok(Arc::new(HcclDriver {
             id: next_driver_id(),
             hccl,
             acl,
+            chip,
         }))
     }
 
@@ -181,7 +194,9 @@ fn hccl_error(acl: &AclApi, symbol: &str, e: HcclError) -> DevError {
     }
 }
 
-/// The HCCL type of an element type (HCCL has every hcomm element type).
+/// The HCCL type of an element type (HCCL has a type for every hcomm
+/// element type; which reductions it runs on them is
+/// [`hcomm_sys::hccl_reduction_supported`]'s matrix).
 pub(crate) fn hccl_dtype(dtype: DataType) -> HcclDataType {
     match dtype {
         DataType::I8 => HcclDataType::HCCL_DATA_TYPE_INT8,
@@ -214,6 +229,16 @@ impl Driver for HcclDriver {
 
     fn id(&self) -> u64 {
         self.id
+    }
+
+    fn runs(&self, call: &LibColl<'_>, dtype: DataType) -> bool {
+        let (what, op) = match *call {
+            LibColl::AllReduce { op, .. } => (HcclReduction::AllReduce, op),
+            LibColl::Reduce { op, .. } => (HcclReduction::Reduce, op),
+            LibColl::ReduceScatter { op, .. } => (HcclReduction::ReduceScatter, op),
+            _ => return true,
+        };
+        hccl_reduction_supported(self.chip, what, hccl_dtype(dtype), hccl_op(op))
     }
 
     fn bind(&self, device: i32) -> DevResult<()> {

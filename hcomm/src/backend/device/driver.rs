@@ -289,6 +289,13 @@ pub(crate) trait Driver: Send + Sync + 'static {
     /// # Safety
     /// Live handles; every item's device range valid until the stream drained.
     unsafe fn batch(&self, comm: Raw, stream: Raw, items: &[Item]) -> DevResult<()>;
+    /// Whether the library runs `call` on `dtype` (it has the entry point
+    /// and accepts the type and operator); where not, reductions are
+    /// emulated (`emulate.rs`).
+    fn runs(&self, call: &LibColl<'_>, dtype: DataType) -> bool {
+        let _ = (call, dtype);
+        true
+    }
     /// Enqueues a collective; `None` when the library lacks it.
     ///
     /// # Safety
