@@ -2,7 +2,7 @@
 //!
 //! Signatures: the ACL runtime headers (`acl/acl_rt.h`).
 
-use std::ffi::{c_char, c_void};
+use std::ffi::{c_char, c_int, c_void};
 
 use crate::codes::{aclError, aclrtMemMallocPolicy, aclrtMemcpyKind, AclError};
 use crate::load::api_table;
@@ -50,10 +50,19 @@ api_table! {
         fn aclrtGetCurrentContext(context: *mut aclrtContext) -> aclError;
         /// Sets the calling thread's context.
         fn aclrtSetCurrentContext(context: aclrtContext) -> aclError;
+        /// Whether the stream drained, without waiting and without logging:
+        /// `*status` becomes [`ACL_STREAM_STATUS_COMPLETE`] or
+        /// [`ACL_STREAM_STATUS_NOT_READY`] (`aclrtStreamStatus`).
+        fn aclrtStreamQuery(stream: aclrtStream, status: *mut c_int) -> aclError;
         /// The chip's name (`"Ascend910B1"`), null before `aclInit`.
         fn aclrtGetSocName() -> *const c_char;
     }
 }
+
+/// `aclrtStreamStatus::ACL_STREAM_STATUS_COMPLETE`: every task of the stream ran.
+pub const ACL_STREAM_STATUS_COMPLETE: c_int = 0;
+/// `aclrtStreamStatus::ACL_STREAM_STATUS_NOT_READY`: tasks are pending.
+pub const ACL_STREAM_STATUS_NOT_READY: c_int = 1;
 
 impl AclApi {
     #[allow(clippy::unused_self)]

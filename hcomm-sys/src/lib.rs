@@ -33,7 +33,7 @@ mod cuda;
 mod hccl;
 mod nccl;
 
-pub use acl::AclApi;
+pub use acl::{AclApi, ACL_STREAM_STATUS_COMPLETE, ACL_STREAM_STATUS_NOT_READY};
 pub use codes::*;
 pub use cuda::CudaApi;
 pub use hccl::HcclApi;

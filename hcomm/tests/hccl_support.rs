@@ -137,3 +137,41 @@ fn rejected_reductions_run_as_data_movement_and_a_host_fold() {
         .any(|e| e.contains("collective=\"reduce_scatter\"") && e.contains("via=\"all_to_all\"")));
     assert!(seen.iter().all(|e| !e.contains("dtype=i32")), "{seen:#?}");
 }
+
+/// Timed-out `aclrtSynchronizeStreamWithTimeout` calls so far in the loaded
+/// stand-in (each one an ERROR line in the real runtime's log).
+fn sync_timeouts() -> u64 {
+    let path = hcomm_hccl_standin::cdylib_path().expect("the stand-in cdylib is built next to the tests");
+    // SAFETY: the stand-in's own library, already loaded by `hccl()` (this
+    // opens the same copy); the symbol takes nothing and returns a u64.
+    unsafe {
+        let lib = libloading::Library::new(path).unwrap_or_else(|e| panic!("{e}"));
+        let f: libloading::Symbol<'_, unsafe extern "C" fn() -> u64> = lib
+            .get(b"hcomm_standin_sync_timeouts")
+            .unwrap_or_else(|e| panic!("{e}"));
+        f()
+    }
+}
+
+#[test]
+fn long_waits_poll_quietly() {
+    let options = CommOptions::default().with_timeout(Duration::from_secs(20));
+    let before = sync_timeouts();
+    let start = std::time::Instant::now();
+    hccl()
+        .run(2, &options, |comm| {
+            // rank 0 waits about 400 ms (20 poll slices) for a late sender
+            if comm.rank() == 1 {
+                std::thread::sleep(Duration::from_millis(400));
+                comm.send(&[7u32; 4], 0)
+            } else {
+                let mut got = [0u32; 4];
+                comm.recv(&mut got, 1)?;
+                assert_eq!(got, [7; 4]);
+                Ok(())
+            }
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(start.elapsed() >= Duration::from_millis(400));
+    assert_eq!(sync_timeouts(), before, "a wait used timed-out synchronisations");
+}

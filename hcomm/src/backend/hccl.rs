@@ -14,7 +14,7 @@ use std::time::Duration;
 use hcomm_sys::{
     aclError, aclrtMemMallocPolicy, aclrtMemcpyKind, hccl_reduction_supported, AclApi, HcclApi, HcclChip, HcclComm,
     HcclCommConfig, HcclDataType, HcclError, HcclReduceOp, HcclReduction, HcclResult, HcclRootInfo, HcclSendRecvItem,
-    HcclSendRecvType,
+    HcclSendRecvType, ACL_STREAM_STATUS_COMPLETE, ACL_STREAM_STATUS_NOT_READY,
 };
 
 use super::device::driver::{
@@ -301,6 +301,9 @@ impl Driver for HcclDriver {
                 return Poll::Failed(e);
             }
         }
+        if let Some(query) = self.acl.aclrtStreamQuery {
+            return self.poll_quietly(query, stream, slice);
+        }
         let (symbol, code) = match self.acl.aclrtSynchronizeStreamWithTimeout {
             Some(f) => {
                 let ms = i32::try_from(slice.as_millis()).unwrap_or(i32::MAX);
@@ -479,6 +482,43 @@ impl Driver for HcclDriver {
             comm: Raw(out),
             lib_rank,
         })
+    }
+}
+
+/// The signature of `aclrtStreamQuery`.
+type StreamQuery = unsafe extern "C" fn(hcomm_sys::aclrtStream, *mut std::ffi::c_int) -> aclError;
+
+impl HcclDriver {
+    /// A stream poll without timed-out synchronisations:
+    /// `aclrtSynchronizeStreamWithTimeout` logs an ERROR (and leaves an
+    /// `aclGetRecentErrMsg`) on every timeout, so a long wait polled with it
+    /// floods the log. `aclrtStreamQuery` asks quietly, with naps growing
+    /// from 20 µs to 1 ms; once drained, `aclrtSynchronizeStream` returns at
+    /// once with the stream's error, if any.
+    fn poll_quietly(&self, query: StreamQuery, stream: Raw, slice: Duration) -> Poll {
+        let start = std::time::Instant::now();
+        let mut nap = Duration::from_micros(20);
+        loop {
+            let mut status = ACL_STREAM_STATUS_NOT_READY;
+            // SAFETY: a live stream and a valid out pointer.
+            let code = unsafe { query(stream.0, &raw mut status) };
+            if let Err(e) = self.acl_check("aclrtStreamQuery", code) {
+                return Poll::Failed(e);
+            }
+            if status == ACL_STREAM_STATUS_COMPLETE {
+                // SAFETY: a live, drained stream: returns at once.
+                let code = unsafe { (self.acl.aclrtSynchronizeStream)(stream.0) };
+                return match self.acl_check("aclrtSynchronizeStream", code) {
+                    Ok(()) => Poll::Done,
+                    Err(e) => Poll::Failed(e),
+                };
+            }
+            if start.elapsed() >= slice {
+                return Poll::Pending;
+            }
+            std::thread::sleep(nap.min(slice.saturating_sub(start.elapsed())));
+            nap = (nap * 2).min(Duration::from_millis(1));
+        }
     }
 }
 
