@@ -5,10 +5,11 @@
 //! `aclGetRecentErrMsg`), or [`Error::Timeout`] for `HCCL_E_TIMEOUT` and the
 //! ACL task and stream timeouts.
 
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::path::Path;
 use std::ptr::null_mut;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hcomm_sys::{
@@ -33,6 +34,51 @@ pub(crate) struct HcclDriver {
     /// The chip generation (`aclrtGetSocName`), for HCCL's support matrix;
     /// `None`: unknown, the strictest rules.
     chip: Option<HcclChip>,
+    /// How long `HcclCommDestroy` is retried while it says `HCCL_E_AGAIN`,
+    /// per communicator (its timeout; [`DESTROY_PATIENCE`] when unknown).
+    patience: Mutex<HashMap<usize, Duration>>,
+}
+
+/// How long a destroy of a communicator of unknown timeout (`init_all`) is
+/// retried while HCCL says it is in use.
+const DESTROY_PATIENCE: Duration = Duration::from_secs(30);
+
+/// The largest `hcclExecTimeOut` chips other than Atlas A2/A3 keep (larger
+/// values are ignored with a warning and the default, 1836 s, is used).
+const EXEC_TIMEOUT_MAX_S: i32 = 17_340;
+/// Their granularity: values are rounded down to a multiple of 68 s.
+const EXEC_TIMEOUT_STEP_S: i32 = 68;
+/// The cap in AIV mode (`HCCL_OP_EXPANSION_MODE=AIV`).
+const EXEC_TIMEOUT_AIV_MAX_S: i32 = 1091;
+
+/// The `hcclExecTimeOut` to pass for `secs` so HCCL keeps it as given, and
+/// why it differs from `secs` when it does. On chips other than Atlas
+/// A2/A3 (and unknown chips) HCCL ignores values above 17340 s and rounds
+/// others down to a multiple of 68 s (at least 68): the value is rounded
+/// up to a multiple of 68 (the library never gives up before hcomm's own
+/// wait) and capped at 17340; AIV mode caps at 1091 s on every chip.
+pub(crate) fn exec_timeout_for(chip: Option<HcclChip>, secs: i32, aiv: bool) -> (i32, Option<String>) {
+    let mut out = secs.max(1);
+    let mut why = None;
+    if chip != Some(HcclChip::A2A3) {
+        let stepped =
+            (out.saturating_add(EXEC_TIMEOUT_STEP_S - 1) / EXEC_TIMEOUT_STEP_S).saturating_mul(EXEC_TIMEOUT_STEP_S);
+        let clamped = stepped.min(EXEC_TIMEOUT_MAX_S);
+        if clamped != out {
+            why = Some(format!(
+                "hccl execution timeout {out} s becomes {clamped} s: this chip keeps multiples of \
+                 {EXEC_TIMEOUT_STEP_S} s up to {EXEC_TIMEOUT_MAX_S} s"
+            ));
+            out = clamped;
+        }
+    }
+    if aiv && out > EXEC_TIMEOUT_AIV_MAX_S {
+        why = Some(format!(
+            "hccl execution timeout {out} s becomes {EXEC_TIMEOUT_AIV_MAX_S} s: the AIV expansion mode caps it"
+        ));
+        out = EXEC_TIMEOUT_AIV_MAX_S;
+    }
+    (out, why)
 }
 
 impl std::fmt::Debug for HcclDriver {
@@ -80,6 +126,7 @@ impl HcclDriver {
             hccl,
             acl,
             chip,
+            patience: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -118,10 +165,26 @@ impl HcclDriver {
         Ok(root)
     }
 
-    fn config(timeout: Duration) -> HcclCommConfig {
+    /// A communicator config whose execution timeout HCCL keeps as given
+    /// ([`exec_timeout_for`]); a changed value is reported (`tracing` warn).
+    fn config(&self, timeout: Duration) -> HcclCommConfig {
+        let aiv = std::env::var("HCCL_OP_EXPANSION_MODE").is_ok_and(|m| m.eq_ignore_ascii_case("AIV"));
+        let (secs, why) = exec_timeout_for(self.chip, exec_timeout_secs(timeout), aiv);
+        if let Some(why) = why {
+            tracing::warn!(
+                requested = ?timeout,
+                hccl_exec_timeout_s = secs,
+                "{why}"
+            );
+        }
         let mut config = HcclCommConfig::new();
-        config.hcclExecTimeOut = exec_timeout_secs(timeout);
+        config.hcclExecTimeOut = secs;
         config
+    }
+
+    /// Remembers how long a destroy of `comm` may wait for it to go idle.
+    fn note_patience(&self, comm: HcclComm, timeout: Duration) {
+        crate::backend::device::lock(&self.patience).insert(comm as usize, timeout);
     }
 
     /// Joins the communicator of `root` as `rank` of `world` on `device`
@@ -140,7 +203,7 @@ impl HcclDriver {
         let r = rank as u32;
         let (symbol, code) = match self.hccl.HcclCommInitRootInfoConfig {
             Some(f) => {
-                let config = Self::config(timeout);
+                let config = self.config(timeout);
                 // SAFETY: valid root info, initialised config and out pointer.
                 ("HcclCommInitRootInfoConfig", unsafe {
                     f(n, root, r, &raw const config, &raw mut comm)
@@ -152,6 +215,7 @@ impl HcclDriver {
             }),
         };
         self.hccl_check(symbol, code).map_err(|e| e.into_error("hccl"))?;
+        self.note_patience(comm, timeout);
         Ok(Raw(comm))
     }
 
@@ -427,9 +491,30 @@ impl Driver for HcclDriver {
     }
 
     unsafe fn comm_destroy(&self, comm: Raw) -> DevResult<()> {
-        // SAFETY: forwarded from the caller.
-        let code = unsafe { (self.hccl.HcclCommDestroy)(comm.0) };
-        self.hccl_check("HcclCommDestroy", code)
+        // HCCL answers HCCL_E_AGAIN while the communicator is in use: retry
+        // within its timeout, with naps growing to 10 ms.
+        let patience = crate::backend::device::lock(&self.patience)
+            .remove(&(comm.0 as usize))
+            .unwrap_or(DESTROY_PATIENCE);
+        let deadline = std::time::Instant::now() + patience;
+        let mut nap = Duration::from_micros(100);
+        let mut tries = 1u32;
+        loop {
+            // SAFETY: forwarded from the caller; a refused destroy leaves
+            // the communicator live, so it may be destroyed again.
+            let code = unsafe { (self.hccl.HcclCommDestroy)(comm.0) };
+            if code != HcclResult::HCCL_E_AGAIN || std::time::Instant::now() >= deadline {
+                if code == HcclResult::HCCL_E_AGAIN {
+                    return Err(DevError::new(format!(
+                        "HcclCommDestroy still said HCCL_E_AGAIN (in use) after {tries} tries in {patience:?}"
+                    )));
+                }
+                return self.hccl_check("HcclCommDestroy", code);
+            }
+            tries += 1;
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(10));
+        }
     }
 
     unsafe fn comm_abort(&self, _comm: Raw) -> bool {
@@ -452,7 +537,7 @@ impl Driver for HcclDriver {
         if id == 0xFFFF_FFFF {
             id += 1;
         }
-        let mut config = Self::config(req.timeout);
+        let mut config = self.config(req.timeout);
         let mut parent: HcclComm = req.world_comm.0;
         let mut out: HcclComm = null_mut();
         let n = sorted.len() as u32;
@@ -478,6 +563,7 @@ impl Driver for HcclDriver {
                 message: "HcclCreateSubCommConfig returned no communicator for a member".into(),
             });
         }
+        self.note_patience(out, req.timeout);
         Ok(SubComm {
             comm: Raw(out),
             lib_rank,
@@ -538,6 +624,35 @@ mod tests {
         }
         assert_eq!(hccl_dtype(DataType::Bf16), HcclDataType::HCCL_DATA_TYPE_BFP16);
         assert_eq!(hccl_dtype(DataType::F16), HcclDataType::HCCL_DATA_TYPE_FP16);
+    }
+
+    #[test]
+    fn exec_timeouts_are_what_each_chip_keeps() {
+        let a2 = Some(HcclChip::A2A3);
+        let other = Some(HcclChip::Other);
+        assert_eq!(exec_timeout_for(a2, 100, false), (100, None));
+        assert_eq!(exec_timeout_for(a2, 20_000, false), (20_000, None));
+        let (s, why) = exec_timeout_for(other, 100, false);
+        assert_eq!(s, 136);
+        assert!(why.is_some_and(|w| w.contains("100 s becomes 136 s")));
+        assert_eq!(exec_timeout_for(other, 68, false), (68, None));
+        assert_eq!(exec_timeout_for(other, 1, false).0, 68);
+        assert_eq!(exec_timeout_for(other, 17_340, false), (17_340, None));
+        assert_eq!(exec_timeout_for(other, 20_000, false).0, 17_340);
+        assert_eq!(exec_timeout_for(None, 30, false).0, 68);
+        let (s, why) = exec_timeout_for(a2, 2000, true);
+        assert_eq!(s, 1091);
+        assert!(why.is_some_and(|w| w.contains("AIV")));
+        assert_eq!(
+            exec_timeout_for(other, 1000, true),
+            (
+                1020,
+                Some(
+                    "hccl execution timeout 1000 s becomes 1020 s: this chip keeps multiples of 68 s up to 17340 s"
+                        .into()
+                )
+            )
+        );
     }
 
     #[test]
