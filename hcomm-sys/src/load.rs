@@ -11,8 +11,8 @@
 //!    (`$ASCEND_HOME_PATH/lib64`, `$ASCEND_TOOLKIT_HOME/lib64`,
 //!    `/usr/local/Ascend/cann/lib64`, `/usr/local/Ascend/ascend-toolkit/latest/lib64`
 //!    for Ascend; `$CUDA_HOME/lib64` and `/lib`, `$CUDA_PATH/lib64` and `/lib`,
-//!    `/usr/local/cuda/lib64` for NVIDIA), each with every file name of the library;
-//! 3b. for NVIDIA, the pip wheels' directories (`nvidia/nccl/lib`,
+//!    `/usr/local/cuda/lib64` for NVIDIA), each with every file name of the
+//!    library; then, for NVIDIA, the pip wheels' directories (`nvidia/nccl/lib`,
 //!    `nvidia/cuda_runtime/lib`, `nvidia/cu13/lib`) in the `site-packages` of
 //!    `$VIRTUAL_ENV`, `$CONDA_PREFIX`, the running Python, `python3` on
 //!    `PATH`, the user's and the system's Python;

@@ -5,7 +5,7 @@
 //! From the public CANN sources (`hccl`: the operators' data type check,
 //! which rejects unsigned 8-, 16- and 32-bit reductions and allows `prod`
 //! for a short list) and the all-reduce documentation for Atlas A2 and A3
-//! chips (Ascend 910B, Ascend 910_93), which lists int8, int16, int32,
+//! chips (Ascend 910B, `Ascend910_93`), which lists int8, int16, int32,
 //! int64, fp16, fp32 and bf16 only:
 //!
 //! | reduction              | chip      | data types                                            | `prod` for                                  |
@@ -23,7 +23,7 @@ use crate::codes::{HcclDataType, HcclReduceOp};
 /// An Ascend chip generation, as far as HCCL's rules differ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HcclChip {
-    /// Atlas A2 (Ascend 910B) and A3 (Ascend 910_93).
+    /// Atlas A2 (Ascend 910B) and A3 (`Ascend910_93`).
     A2A3,
     /// Other Atlas training and inference chips (Ascend 910, 310P).
     Other,

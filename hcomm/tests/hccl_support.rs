@@ -5,6 +5,12 @@
 //! differently; each such call is a `tracing` event naming the data
 //! movement used instead.
 
+#![allow(
+    clippy::float_cmp,
+    reason = "results are compared exactly: small integers, or a serial fold the backend reproduces bit for bit"
+)]
+
+use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -21,7 +27,7 @@ struct Line(String);
 
 impl Visit for Line {
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0.push_str(&format!("{}={value:?} ", field.name()));
+        let _ = write!(self.0, "{}={value:?} ", field.name());
     }
 }
 
