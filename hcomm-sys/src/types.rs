@@ -312,8 +312,8 @@ impl fmt::Debug for ncclUniqueId {
 /// `ncclConfig_t` as NCCL 2.18 declares it (48 bytes; the C tag still reads
 /// `ncclConfig_v21700`): NCCL 2.17's fields, which end at `netName` (40 bytes),
 /// plus `splitShare`. Later NCCLs append fields (`trafficClass`, `commName`,
-/// ...) and read only as far as `size` says, so this prefix, with `size` and
-/// `version` describing it, is valid from NCCL 2.18 on. Build it with
+/// ...) after these; `size` and `version` tell NCCL which ones this struct
+/// has. Build it with
 /// [`ncclConfig_t::new`] (what `NCCL_CONFIG_INITIALIZER` does).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
