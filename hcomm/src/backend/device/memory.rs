@@ -261,3 +261,27 @@ pub(crate) fn record_teardown_error(error: Error) {
 pub(crate) fn take_teardown_errors() -> Vec<Error> {
     std::mem::take(&mut *lock(&TEARDOWN_ERRORS))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Pool;
+
+    #[test]
+    fn the_pool_reuses_by_size_class_and_stops_at_its_cap() {
+        assert_eq!(Pool::class(1), 512);
+        assert_eq!(Pool::class(512), 512);
+        assert_eq!(Pool::class(513), 1024);
+        assert_eq!(Pool::class(3 << 20), 4 << 20);
+        let mut pool = Pool::default();
+        let a = 0x1000 as *mut u8;
+        assert!(pool.keep(a, 1024));
+        assert_eq!(pool.take(512), None, "another class");
+        assert_eq!(pool.take(1024), Some(a));
+        assert_eq!(pool.take(1024), None, "taken once");
+        assert_eq!(pool.bytes, 0);
+        // fill to the cap: the next one is handed back to the library
+        assert!(pool.keep(a, Pool::CAP));
+        assert!(!pool.keep(0x2000 as *mut u8, 512));
+        assert_eq!(pool.bytes, Pool::CAP);
+    }
+}
