@@ -226,10 +226,13 @@ fn synchronize(symbol: &str, stream: aclrtStream, timeout: Option<Duration>) -> 
     };
     match s.synchronize(timeout) {
         Ok(()) => aclError::ACL_SUCCESS,
-        Err(None) => fail(
-            aclError::ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
-            &format!("{symbol}: stream not drained within {:?}", timeout.unwrap_or_default()),
-        ),
+        Err(None) => {
+            SYNC_TIMEOUTS.fetch_add(1, Ordering::Relaxed);
+            fail(
+                aclError::ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
+                &format!("{symbol}: stream not drained within {:?}", timeout.unwrap_or_default()),
+            )
+        }
         Err(Some(e)) => fail(e.code, &e.message),
     }
 }
@@ -257,6 +260,42 @@ pub extern "C" fn aclrtSynchronizeStreamWithTimeout(stream: aclrtStream, timeout
         }
     };
     synchronize("aclrtSynchronizeStreamWithTimeout", stream, limit)
+}
+
+/// Synchronisations that timed out (each one an ERROR in the real runtime's
+/// log, and a stale `aclGetRecentErrMsg`): what a quiet waiter avoids.
+static SYNC_TIMEOUTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many `aclrtSynchronizeStreamWithTimeout` calls timed out in this
+/// process (a stand-in extra, for tests).
+#[no_mangle]
+pub extern "C" fn hcomm_standin_sync_timeouts() -> u64 {
+    SYNC_TIMEOUTS.load(Ordering::Relaxed)
+}
+
+/// `aclrtStreamQuery`: `*status` 0 (complete) or 1 (not ready), no wait, no
+/// log, errors kept for the next synchronisation.
+///
+/// # Safety
+///
+/// `status` null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtStreamQuery(stream: aclrtStream, status: *mut std::ffi::c_int) -> aclError {
+    inject!("aclrtStreamQuery");
+    if status.is_null() {
+        return fail(aclError::ACL_ERROR_INVALID_PARAM, "aclrtStreamQuery: status is null");
+    }
+    let idle = if stream.is_null() {
+        true
+    } else {
+        let Some(s): Option<Arc<Stream>> = STREAMS.get(stream) else {
+            return fail(aclError::ACL_ERROR_INVALID_PARAM, "aclrtStreamQuery: not a live stream");
+        };
+        s.idle()
+    };
+    // SAFETY: non-null, valid for a write per the contract.
+    unsafe { *status = std::ffi::c_int::from(!idle) };
+    aclError::ACL_SUCCESS
 }
 
 /// `aclrtMalloc`: registered host memory on the thread's device.
@@ -371,6 +410,25 @@ pub extern "C" fn aclrtMemset(devPtr: *mut c_void, maxCount: usize, value: i32, 
     // SAFETY: `[devPtr, devPtr + count)` is a registered allocation.
     unsafe { std::ptr::write_bytes(devPtr.cast::<u8>(), value as u8, count) };
     aclError::ACL_SUCCESS
+}
+
+/// `aclrtGetSocName`: the chip the stand-in plays, `HCOMM_STANDIN_SOC`
+/// (default `Ascend910B1`, an Atlas A2 chip: HCCL's strictest rules).
+#[no_mangle]
+pub extern "C" fn aclrtGetSocName() -> *const c_char {
+    static NAME: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        let name = std::env::var("HCOMM_STANDIN_SOC").unwrap_or_else(|_| "Ascend910B1".into());
+        std::ffi::CString::new(name).unwrap_or_default()
+    })
+    .as_ptr()
+}
+
+/// The chip whose rules the stand-in enforces (see [`aclrtGetSocName`]).
+pub(crate) fn chip() -> Option<hcomm_sys::HcclChip> {
+    // SAFETY: a static NUL-terminated string.
+    let name = unsafe { std::ffi::CStr::from_ptr(aclrtGetSocName()) };
+    hcomm_sys::HcclChip::from_soc_name(&name.to_string_lossy())
 }
 
 /// `aclGetRecentErrMsg`: the calling thread's last error message.

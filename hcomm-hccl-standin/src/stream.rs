@@ -106,6 +106,12 @@ impl Stream {
         st.error.take().map_or(Ok(()), |e| Err(Some(e)))
     }
 
+    /// Whether every task ran (errors stay for the next synchronisation).
+    pub(crate) fn idle(&self) -> bool {
+        let st = lock(&self.state);
+        st.queue.is_empty() && !st.busy
+    }
+
     /// Drains the queue and stops the worker.
     pub(crate) fn close(&self) {
         lock(&self.state).closing = true;

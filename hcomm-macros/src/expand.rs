@@ -11,18 +11,15 @@
 //! was checked by the phases before it.
 
 use hcomm_schedule::ir;
-use hcomm_schedule::resolve::LenBinding;
+use hcomm_schedule::syntax::{self, Front, Input, Item, Param, ParamKind, SpanTable};
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 
-use crate::errors::{self, Errors};
-use crate::lower::{self, Lowered, SpanTable};
-use crate::parse::{Item, Param, ParamKind, Schedule};
-use crate::quote_ir::quote_schedule;
+use crate::errors;
 
 /// Every item of the invocation: its function and static, or its errors and
 /// the fallback item.
-pub(crate) fn schedule(ast: &Schedule) -> TokenStream {
+pub(crate) fn schedule(ast: &Input) -> TokenStream {
     ast.items
         .iter()
         .map(|item| compile(item).unwrap_or_else(|e| errors::fallback(item, &e)))
@@ -40,33 +37,30 @@ pub(crate) fn compile(item: &Item) -> syn::Result<TokenStream> {
     })
 }
 
-/// Parse the body and attributes, lower, check, expand.
+/// Parse the body and attributes, lower, resolve, check (all in
+/// `hcomm_schedule::syntax`), expand.
 pub(crate) fn phases(item: &Item) -> syn::Result<TokenStream> {
-    let mut errors = Errors::new();
-    let (attrs, attr_errors) = item.attrs();
-    for e in attr_errors {
-        errors.push(e);
+    let front = syntax::front(item).map_err(|r| r.to_syn())?;
+    syntax::check(&front).map_err(|r| r.to_syn())?;
+    reparses(item, &front)?;
+    Ok(expand(item, &front))
+}
+
+/// Checks that the item's source text (`NAME::SOURCE`, which the generated
+/// `NAME::SCHEDULE` parses at run time) gives back the IR checked here, so
+/// what runs is what was checked.
+fn reparses(item: &Item, front: &Front) -> syn::Result<()> {
+    let again = syntax::parse_str(&item.source())
+        .ok()
+        .and_then(|input| input.items.into_iter().next())
+        .and_then(|item| syntax::front(&item).ok());
+    if again.is_some_and(|again| again.ir == front.ir && again.len_bindings == front.len_bindings) {
+        return Ok(());
     }
-    let body = item.body().unwrap_or_else(|e| {
-        errors.push(e);
-        Vec::new()
-    });
-    errors.propagate()?;
-
-    let mut diags = Vec::new();
-    let mut lowered = lower::lower(item, &attrs, &body, &mut diags);
-    errors.diagnostics(&diags, &lowered.spans);
-    errors.propagate()?;
-    let resolution = hcomm_schedule::resolve::resolve(&mut lowered.ir);
-    errors.diagnostics(&resolution.diagnostics, &lowered.spans);
-    errors.propagate()?;
-
-    errors.diagnostics(&hcomm_schedule::check_static(&lowered.ir), &lowered.spans);
-    errors.propagate()?;
-    errors.diagnostics(&hcomm_schedule::verify(&lowered.ir), &lowered.spans);
-    errors.propagate()?;
-
-    Ok(expand(item, &attrs.passthrough, &lowered, &resolution.len_bindings))
+    Err(syn::Error::new(
+        item.name.span(),
+        "internal error: the text of this schedule does not parse back into the schedule checked; please report it",
+    ))
 }
 
 /// `VIS fn NAME<T: Element>(comm: &Comm, a: &[T], ..) -> Result<()>`.
@@ -76,8 +70,8 @@ pub(crate) fn signature(item: &Item) -> TokenStream {
     let params = item.params.iter().map(|p| {
         let name = &p.name;
         match p.kind {
-            ParamKind::Buffer { mutable: true, .. } => quote!(#name: &mut (impl ::hcomm::BufferMut<Elem = T> + ?Sized)),
-            ParamKind::Buffer { mutable: false, .. } => quote!(#name: &(impl ::hcomm::Buffer<Elem = T> + ?Sized)),
+            ParamKind::Buffer { mutable: true } => quote!(#name: &mut (impl ::hcomm::BufferMut<Elem = T> + ?Sized)),
+            ParamKind::Buffer { mutable: false } => quote!(#name: &(impl ::hcomm::Buffer<Elem = T> + ?Sized)),
             ParamKind::Scalar => quote!(#name: usize),
             ParamKind::Op => quote!(#name: ::hcomm::ReduceOp),
             ParamKind::Counts { .. } => quote!(#name: &[usize]),
@@ -93,11 +87,17 @@ pub(crate) fn schedule_module(item: &Item, init: &TokenStream) -> TokenStream {
     let vis = &item.vis;
     let name = &item.name;
     let mod_doc = format!("The checked schedule of `{name}`.");
-    let static_doc =
-        format!("The IR of `{name}`, as checked at compile time; used for run-time verification, tracing and drawing.");
+    let static_doc = format!(
+        "The IR of `{name}`, as checked at compile time (parsed from [`SOURCE`] at first use); used for run-time verification, tracing and drawing."
+    );
+    let source_doc = format!("The source text of `{name}`, which `hcomm::checker::parse_schedules` reads too.");
+    let source = item.source();
     quote! {
         #[doc = #mod_doc]
         #vis mod #name {
+            #[doc = #source_doc]
+            #[allow(dead_code)]
+            pub const SOURCE: &str = #source;
             #[doc = #static_doc]
             #[allow(dead_code)]
             pub static SCHEDULE: ::std::sync::LazyLock<::hcomm::__private::hcomm_schedule::ir::Schedule> =
@@ -106,8 +106,8 @@ pub(crate) fn schedule_module(item: &Item, init: &TokenStream) -> TokenStream {
     }
 }
 
-fn expand(item: &Item, docs: &[syn::Attribute], lowered: &Lowered, len_bindings: &[LenBinding]) -> TokenStream {
-    let ir = &lowered.ir;
+fn expand(item: &Item, front: &Front) -> TokenStream {
+    let (ir, docs, len_bindings) = (&front.ir, &front.passthrough, &front.len_bindings);
     let name = &item.name;
     let signature = signature(item);
     // Scalars as i64 (for `#[requires]` and lengths); an operator parameter
@@ -127,9 +127,9 @@ fn expand(item: &Item, docs: &[syn::Attribute], lowered: &Lowered, len_bindings:
         }
     });
     let mut cx = Expander {
-        spans: &lowered.spans,
+        spans: &front.spans,
         handles: vec![Vec::new()],
-        sites: 0,
+        sites: ir::visit::over_sites(&ir.body),
         scalar_params: scalar_params.iter().map(|p| p.name.clone()).collect(),
     };
     let requires = ir
@@ -235,7 +235,9 @@ fn expand(item: &Item, docs: &[syn::Attribute], lowered: &Lowered, len_bindings:
         });
 
     let body = cx.block(&ir.body, false);
-    let init = quote_schedule(ir);
+    // The item's own text (`NAME::SOURCE`), parsed again by the same
+    // `hcomm_schedule::syntax` the first time the static is used.
+    let init = quote!(::hcomm::__private::schedule_from_source(SOURCE));
     let module = schedule_module(item, &init);
     quote! {
         #(#docs)*
@@ -274,8 +276,9 @@ struct Expander<'a> {
     /// Request handles in scope (a `wait` on another one is unreachable: the
     /// checker rejects every schedule that runs it).
     handles: Vec<Vec<String>>,
-    /// Call sites of `over` collectives, numbered in source order.
-    sites: u32,
+    /// Call sites of `over` collectives by statement address, numbered in
+    /// source order (`hcomm::checker` numbers them the same way).
+    sites: std::collections::HashMap<usize, u32>,
     /// The scalar and operator parameters, in the order of the IR's scalars.
     scalar_params: Vec<Ident>,
 }
@@ -636,15 +639,20 @@ impl Expander<'_> {
                 }
                 out
             }
-            ir::StmtKind::Collective { kind, over } => self.collective(kind, over.as_ref()),
+            ir::StmtKind::Collective { kind, over } => {
+                let site = self
+                    .sites
+                    .get(&(std::ptr::from_ref(stmt) as usize))
+                    .copied()
+                    .unwrap_or(u32::MAX);
+                self.collective(kind, over.as_ref(), site)
+            }
         }
     }
 
-    fn collective(&mut self, kind: &ir::Collective, over: Option<&ir::Expr>) -> TokenStream {
+    fn collective(&mut self, kind: &ir::Collective, over: Option<&ir::Expr>, site: u32) -> TokenStream {
         let (group_def, group) = match over {
             Some(e) => {
-                let site = self.sites;
-                self.sites += 1;
                 let color = self.int(e);
                 (
                     quote! {

@@ -2,9 +2,9 @@
 //! time with `hcomm-schedule`, and expand it into calls on
 //! `::hcomm::__private`. Use it through `hcomm::comm_schedule`.
 //!
-//! Phases: `parse` (syntax → AST) → `lower` (AST → IR, names as text) →
-//! `hcomm_schedule::resolve` (names, linearity, length binding) → the checker
-//! of `hcomm-schedule` → `expand` (IR → Rust). Errors of any phase
+//! Phases: `hcomm_schedule::syntax` (parse, lower into the IR, resolve
+//! names, check; shared with `hcomm::checker`, which reads schedules from
+//! text) → `expand` (IR → Rust). Errors of any phase
 //! become `compile_error!`s on the user's tokens (`errors`), plus a fallback
 //! item with the function's signature so that callers see one error, not a
 //! cascade.
@@ -12,9 +12,6 @@
 
 mod errors;
 mod expand;
-mod lower;
-mod parse;
-mod quote_ir;
 #[cfg(test)]
 mod tests;
 
@@ -51,7 +48,9 @@ mod tests;
 /// * `VIS fn NAME<T: hcomm::Element>(comm: &hcomm::Comm, a: &[T], b: &mut [T], k: usize)
 ///   -> hcomm::Result<()>`, with the item's doc comments (and any attribute
 ///   other than `verify`, `requires` and `postcondition`);
-/// * `VIS mod NAME { pub static SCHEDULE: LazyLock<hcomm_schedule::ir::Schedule> }`:
+/// * `VIS mod NAME { pub const SOURCE: &str; pub static SCHEDULE:
+///   LazyLock<hcomm_schedule::ir::Schedule> }`: the item's text (what
+///   `hcomm::checker::parse_schedules` reads) and, parsed from it at first use,
 ///   the checked IR, for run-time verification, tracing and drawing. (A function
 ///   and a module may share a name: they live in different namespaces.)
 ///
@@ -124,6 +123,6 @@ mod tests;
 ///   (`a: &[T; n + m]` alone) are a `non-linear length` error.
 #[proc_macro]
 pub fn comm_schedule(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
-    let ast = syn::parse_macro_input!(input as parse::Schedule);
+    let ast = syn::parse_macro_input!(input as hcomm_schedule::syntax::Input);
     expand::schedule(&ast).into()
 }

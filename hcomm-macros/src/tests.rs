@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use quote::quote;
 
 use crate::expand;
-use crate::parse::Schedule;
+use hcomm_schedule::syntax::Input as Schedule;
 
 mod fuzz;
 
@@ -98,7 +98,8 @@ fn signature_docs_module_and_prologue() {
             "::core::result::Result::Ok(())",
             "pub mod ring {",
             "pub static SCHEDULE: ::std::sync::LazyLock<",
-            "__ir::Schedule {",
+            "pub const SOURCE: &str = \"# [doc = r\\\" Ring all-gather.\\\"] # [verify (world in 1 ..= 4 , k in 0 .. world)] pub fn ring",
+            "::hcomm::__private::schedule_from_source(SOURCE)",
         ],
     );
 }
@@ -147,7 +148,7 @@ fn operator_parameters() {
             "__x.verify(&[__s0])?;",
             "::core::option::Option::Some(op)",
             "__x.all_reduce(__r, __r, op,",
-            "__ir::Scalar { name : ::std::string::String::from(\"op\"), op : true,",
+            "fn f (a : & mut [T ; n] , op : ReduceOp)",
         ],
     );
     assert_error(

@@ -1,10 +1,11 @@
 //! The schedule IR: what `comm_schedule!` lowers a `fn` item into.
 //!
-//! Plain owned data (`Vec`, `Box`, `String`, all fields public) so that the macro
-//! can build it while lowering its syntax tree *and* emit it as a Rust
-//! expression that rebuilds the same value in a `static` for run-time
-//! verification. Every node carries a [`SpanId`], an opaque index into the
-//! macro's table of source spans; at run time spans are ignored.
+//! Plain owned data (`Vec`, `Box`, `String`, all fields public), built by
+//! [`crate::syntax`] from a schedule's text, at compile time by the macro
+//! and at run time from the same text (the generated `NAME::SOURCE`, or a
+//! file read by `hcomm::checker`). Every node carries a [`SpanId`], an
+//! opaque index into the parser's table of source spans
+//! ([`crate::syntax::SpanTable`]); the checker only passes them through.
 //!
 //! # Names
 //!
@@ -27,8 +28,10 @@
 //! an earlier one. A request handle that goes out of scope (or is shadowed)
 //! while still pending is an `unwaited request`.
 
-/// Opaque source location: an index into the macro's table of
-/// `proc_macro2::Span`s. Meaningless at run time.
+pub mod visit;
+
+/// Opaque source location: an index into the parser's table of spans
+/// ([`crate::syntax::SpanTable`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct SpanId(pub u32);
 

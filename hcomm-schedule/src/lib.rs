@@ -1,9 +1,11 @@
 //! Schedule IR, evaluator, unroller and checker behind `comm_schedule!`.
 //!
-//! The macro (`hcomm-macros`) parses a schedule, lowers it into the IR of
-//! [`ir`], and calls [`verify`]; each [`Diagnostic`] becomes a compile error.
-//! The generated code embeds the IR and, for world sizes outside the verify
-//! set, checks it at run time through a [`VerifyCache`].
+//! [`syntax`] parses a schedule (the tokens of a `comm_schedule!` macro, or a
+//! text) and lowers it into the IR of [`ir`]; [`verify`] checks it; each
+//! [`Diagnostic`] becomes a compile error (or, for a text, an error with its
+//! line and column). The generated code embeds the schedule's source text,
+//! parses it again at first use and, for world sizes outside the verify set,
+//! checks it at run time through a [`VerifyCache`].
 //!
 //! Modules, in the order they depend on each other (each uses only those
 //! before it; a unit test keeps it so): [`ir`] (the data) · [`eval`]
@@ -17,7 +19,8 @@
 //! `contents` (symbolic final buffers) · `check::*` (steps 3-7) · `verify`
 //! (the loop over world sizes and scalars) · [`predict`] (the final buffers
 //! the symbolic execution computes) · [`plan`] (per-rank steps for device
-//! backends) · [`timeline`] (a space-time model of a schedule for drawings).
+//! backends) · [`timeline`] (a space-time model of a schedule for drawings)
+//! · [`syntax`] (text → IR, then the checker).
 
 //! # Finer points of the language
 //!
@@ -67,22 +70,34 @@
 //! * **Collective mismatch lengths.** Members of one collective must agree on
 //!   the input length (and output length, except for `reduce`).
 //! * **Overlap.** Regions overlap when they share an element for some value
-//!   of the length variables: exact with one length variable, decided on
-//!   sample points with several (see `lin.rs`). Other length facts (bounds,
-//!   even chunks, equal lengths) are exact for every value `>= 1`.
+//!   of the length variables: exact with one length variable (an interval),
+//!   and with several by integer Fourier-Motzkin elimination (`lin.rs`;
+//!   eliminations with a unit coefficient only, else "overlap"). Other
+//!   length facts (bounds, even chunks, equal lengths) are exact for every
+//!   value `>= 1`.
 //! * **Deadlock report.** One diagnostic on the first blocking step of the
 //!   cycle (starting from its lowest rank), listing up to six ranks; each
 //!   other blocking statement of the cycle is a note with the same wording.
-//! * **Postcondition.** Symbolic execution at length variables all 1, then
-//!   at `2, 3, ..` (variable `i` at `i + 2`) — the second run is skipped when
-//!   the only length variable scales every length and bound (no constant
-//!   terms), since the run at `n = k` is then the run at `n = 1` with each
-//!   element split in `k`; multisets compared by count and
+//! * **Postcondition.** Symbolic execution at length variables all 1, and
+//!   (unless the only length variable scales every length and bound, with
+//!   no constant terms: the run at `n = k` is then the run at `n = 1` with
+//!   each element split in `k`): with one variable at every `n` up to
+//!   `2 max(C + D, E) + 3` (constants of bounds, of the moves' shifts and
+//!   of the expected blocks; the reference, section 7, gives the argument
+//!   that this decides every `n`; past 64 an `evaluation error`); with
+//!   several, at the values up to one past each variable's last crossing of
+//!   two bound forms (their combinations when at most 64, a sample), then
+//!   at `2, 3, ..` (variable `i` at `i + 2`).
+//!   Each run moves groups of the lengths' common factor as one symbol.
+//!   Multisets compared by count and
 //!   two 64-bit additive fingerprints (for `max` and `min`, which are
 //!   idempotent, a contribution may arrive more than once: their distinct
 //!   contributions are compared). A reduction's operator must be the
 //!   declared one; mixing operators or scratch data that was never written
-//!   fails. Runs with more than 2^26 elements in all are skipped.
+//!   fails. A run needing more than 2^26 symbols, or one that cannot replay
+//!   the events, is an `evaluation error` naming the world size (never a
+//!   silent pass); so is a postcondition over counts whose regions are not
+//!   whole parts, once the sampled counts pass.
 //!   Messages say `block` for `all_gather`/`all_to_all`/`reduce_scatter` blocks and
 //!   `element` otherwise, as in "rank 1 ends with output block 2 = rank 0's
 //!   input block 0, expected rank 2's input".
@@ -116,7 +131,9 @@
 //!   kept, and matching, hazards and the postcondition's replay run on rank
 //!   0 (what a peer sends is rank 0's own data, turned). It is tried
 //!   without collectives, count parameters, reductions or scratch buffers,
-//!   for an `all_gather` or `all_to_all` postcondition (or none); anything
+//!   for an `all_gather` or `all_to_all` postcondition (or none; with a
+//!   postcondition, only when no length variable or one that scales every
+//!   length, since the bound on other values reads every rank); anything
 //!   else, or anything it finds wrong, runs the full check, whose verdict
 //!   and diagnostics are the answer. [`verify`] spreads large verify sets (24 sizes or more)
 //!   over the available cores; the result is the same as checking the sizes
@@ -144,6 +161,7 @@ mod print;
 mod ranges;
 pub mod resolve;
 mod situation;
+pub mod syntax;
 mod trace;
 mod unroll;
 mod verify;

@@ -8,7 +8,7 @@ use crate::cexpr::{eval_c, eval_fast, eval_lin, CExpr, Fail};
 use crate::compile::{Block, BufSlot, CColl, CKind, CRKind, CRegion, CStmt, P2pStmt, Prog, RANK, WORLD};
 use crate::diag::{stmt_key, DiagKind, Diagnostic, Sink};
 use crate::fxhash::FxHashMap;
-use crate::ir::{Op, OpExpr};
+use crate::ir::{Expr, Op, OpExpr, StmtKind};
 use crate::lin::Lin;
 use crate::ranges;
 use crate::situation::Situation;
@@ -371,11 +371,22 @@ struct RankUnroller<'a, 'p, 's> {
 /// Unrolling of this rank stops (an evaluation error was recorded).
 struct Abort;
 
-impl RankUnroller<'_, '_, '_> {
+impl<'s> RankUnroller<'_, '_, 's> {
     /// The operator of a statement with this combination's scalars (operator
     /// parameters were checked by [`unroll`]).
     fn op(&self, op: Option<&OpExpr>) -> Option<Op> {
         op.and_then(|o| o.resolve(self.scalars))
+    }
+
+    /// The peer of point-to-point statement `stmt` as written.
+    fn written_peer(&self, stmt: u32) -> Option<&'s Expr> {
+        match &self.prog.stmts.get(stmt as usize)?.stmt.kind {
+            StmtKind::Send { peer, .. }
+            | StmtKind::Recv { peer, .. }
+            | StmtKind::Isend { peer, .. }
+            | StmtKind::Irecv { peer, .. } => Some(peer),
+            _ => None,
+        }
     }
 
     fn situation(&self, stmt: u32) -> Situation<'_> {
@@ -705,7 +716,7 @@ impl RankUnroller<'_, '_, '_> {
         let peer_u = if peer >= 0 && peer < self.world {
             peer as u32
         } else {
-            let d = ranges::peer_out_of_range(&self.situation(id), self.rank, p, peer);
+            let d = ranges::peer_out_of_range(&self.situation(id), self.rank, p, peer, self.written_peer(id));
             self.range_error(id, d);
             self.rank
         };
@@ -804,7 +815,7 @@ impl RankUnroller<'_, '_, '_> {
             let peer_u = if peer >= 0 && peer < self.world {
                 peer as u32
             } else {
-                let d = ranges::peer_out_of_range(&self.situation(id), self.rank, p, peer);
+                let d = ranges::peer_out_of_range(&self.situation(id), self.rank, p, peer, self.written_peer(id));
                 self.range_error(id, d);
                 self.rank
             };

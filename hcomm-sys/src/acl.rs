@@ -2,7 +2,7 @@
 //!
 //! Signatures: the ACL runtime headers (`acl/acl_rt.h`).
 
-use std::ffi::{c_char, c_void};
+use std::ffi::{c_char, c_int, c_void};
 
 use crate::codes::{aclError, aclrtMemMallocPolicy, aclrtMemcpyKind, AclError};
 use crate::load::api_table;
@@ -50,8 +50,19 @@ api_table! {
         fn aclrtGetCurrentContext(context: *mut aclrtContext) -> aclError;
         /// Sets the calling thread's context.
         fn aclrtSetCurrentContext(context: aclrtContext) -> aclError;
+        /// Whether the stream drained, without waiting and without logging:
+        /// `*status` becomes [`ACL_STREAM_STATUS_COMPLETE`] or
+        /// [`ACL_STREAM_STATUS_NOT_READY`] (`aclrtStreamStatus`).
+        fn aclrtStreamQuery(stream: aclrtStream, status: *mut c_int) -> aclError;
+        /// The chip's name (`"Ascend910B1"`), null before `aclInit`.
+        fn aclrtGetSocName() -> *const c_char;
     }
 }
+
+/// `aclrtStreamStatus::ACL_STREAM_STATUS_COMPLETE`: every task of the stream ran.
+pub const ACL_STREAM_STATUS_COMPLETE: c_int = 0;
+/// `aclrtStreamStatus::ACL_STREAM_STATUS_NOT_READY`: tasks are pending.
+pub const ACL_STREAM_STATUS_NOT_READY: c_int = 1;
 
 impl AclApi {
     #[allow(clippy::unused_self)]
@@ -65,6 +76,16 @@ impl AclApi {
         // NUL-terminated thread-local string, copied before any other ACL call.
         let msg = unsafe { crate::codes::c_string(f()) }?;
         (!msg.is_empty()).then_some(msg)
+    }
+
+    /// `aclrtGetSocName()`: the chip's name (`"Ascend910B1"`); `None` where
+    /// the runtime lacks the symbol or has no name yet.
+    #[doc(alias = "aclrtGetSocName")]
+    pub fn soc_name(&self) -> Option<String> {
+        let f = self.aclrtGetSocName?;
+        // SAFETY: no arguments; returns null or a static NUL-terminated string.
+        let name = unsafe { crate::codes::c_string(f()) }?;
+        (!name.is_empty()).then_some(name)
     }
 
     /// Maps a return code to `Result`; on failure records `aclGetRecentErrMsg()` so

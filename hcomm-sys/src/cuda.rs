@@ -48,6 +48,10 @@ api_table! {
         fn cudaStreamCreateWithFlags(pStream: *mut cudaStream_t, flags: c_uint) -> cudaError_t;
         /// Asynchronous copy of `count` bytes, ordered on `stream`.
         fn cudaMemcpyAsync(dst: *mut c_void, src: *const c_void, count: usize, kind: cudaMemcpyKind, stream: cudaStream_t) -> cudaError_t;
+        /// The CUDA version the installed driver supports (`0`: no driver).
+        fn cudaDriverGetVersion(driverVersion: *mut c_int) -> cudaError_t;
+        /// The CUDA version of this runtime (`major * 1000 + minor * 10`).
+        fn cudaRuntimeGetVersion(runtimeVersion: *mut c_int) -> cudaError_t;
     }
 }
 
@@ -62,5 +66,25 @@ impl CudaApi {
         // SAFETY: cudaGetErrorString takes any code and returns a static
         // NUL-terminated string; the table is alive.
         unsafe { crate::codes::c_string((self.cudaGetErrorString)(code)) }
+    }
+
+    /// `cudaDriverGetVersion`: the CUDA version the installed driver
+    /// supports (`major * 1000 + minor * 10`), `Some(0)` when no driver is
+    /// installed, `None` where the runtime lacks the symbol or the call failed.
+    #[doc(alias = "cudaDriverGetVersion")]
+    pub fn driver_version(&self) -> Option<i32> {
+        let f = self.cudaDriverGetVersion?;
+        let mut v: c_int = 0;
+        // SAFETY: a valid out pointer; the table is alive.
+        (unsafe { f(&raw mut v) } == cudaError_t::cudaSuccess).then_some(v)
+    }
+
+    /// `cudaRuntimeGetVersion`: this runtime's CUDA version.
+    #[doc(alias = "cudaRuntimeGetVersion")]
+    pub fn runtime_version(&self) -> Option<i32> {
+        let f = self.cudaRuntimeGetVersion?;
+        let mut v: c_int = 0;
+        // SAFETY: a valid out pointer; the table is alive.
+        (unsafe { f(&raw mut v) } == cudaError_t::cudaSuccess).then_some(v)
     }
 }

@@ -25,6 +25,7 @@
 
 pub mod codes;
 pub mod load;
+pub mod support;
 pub mod types;
 
 mod acl;
@@ -32,12 +33,13 @@ mod cuda;
 mod hccl;
 mod nccl;
 
-pub use acl::AclApi;
+pub use acl::{AclApi, ACL_STREAM_STATUS_COMPLETE, ACL_STREAM_STATUS_NOT_READY};
 pub use codes::*;
 pub use cuda::CudaApi;
 pub use hccl::HcclApi;
 pub use load::{Attempt, LoadError};
 pub use nccl::NcclApi;
+pub use support::{hccl_reduction_supported, HcclChip, HcclReduction};
 pub use types::*;
 
 /// Whether HCCL can be loaded (loads and caches the process-wide table). Never panics.

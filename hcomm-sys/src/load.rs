@@ -10,8 +10,12 @@
 //! 3. install directories from the environment and then their defaults
 //!    (`$ASCEND_HOME_PATH/lib64`, `$ASCEND_TOOLKIT_HOME/lib64`,
 //!    `/usr/local/Ascend/cann/lib64`, `/usr/local/Ascend/ascend-toolkit/latest/lib64`
-//!    for Ascend; `$CUDA_HOME/lib64`, `$CUDA_PATH/lib64`, `/usr/local/cuda/lib64`
-//!    for NVIDIA), each with every file name of the library;
+//!    for Ascend; `$CUDA_HOME/lib64` and `/lib`, `$CUDA_PATH/lib64` and `/lib`,
+//!    `/usr/local/cuda/lib64` for NVIDIA), each with every file name of the
+//!    library; then, for NVIDIA, the pip wheels' directories (`nvidia/nccl/lib`,
+//!    `nvidia/cuda_runtime/lib`, `nvidia/cu13/lib`) in the `site-packages` of
+//!    `$VIRTUAL_ENV`, `$CONDA_PREFIX`, the running Python, `python3` on
+//!    `PATH`, the user's and the system's Python;
 //! 4. the bare file names, which `dlopen` resolves through `LD_LIBRARY_PATH`,
 //!    the ld cache and the system directories.
 
@@ -34,6 +38,9 @@ pub struct LibrarySpec {
     pub root_vars: &'static [(&'static str, &'static str)],
     /// Default install directories tried after `root_vars`.
     pub default_dirs: &'static [&'static str],
+    /// Directories of pip wheels holding the library, relative to a Python
+    /// environment's `site-packages` (`nvidia/nccl/lib`).
+    pub wheel_dirs: &'static [&'static str],
     /// Second library searched for symbols the first lacks (`libhcomm.so` for HCCL).
     pub fallback: Option<&'static str>,
     /// Hint appended to "not found" errors.
@@ -45,7 +52,12 @@ const ASCEND_DIRS: &[&str] = &[
     "/usr/local/Ascend/cann/lib64",
     "/usr/local/Ascend/ascend-toolkit/latest/lib64",
 ];
-const CUDA_ROOTS: &[(&str, &str)] = &[("CUDA_HOME", "lib64"), ("CUDA_PATH", "lib64")];
+const CUDA_ROOTS: &[(&str, &str)] = &[
+    ("CUDA_HOME", "lib64"),
+    ("CUDA_HOME", "lib"),
+    ("CUDA_PATH", "lib64"),
+    ("CUDA_PATH", "lib"),
+];
 const CUDA_DIRS: &[&str] = &["/usr/local/cuda/lib64"];
 
 /// HCCL: `libhccl.so`, with `libhcomm.so` as the fallback for management symbols.
@@ -55,6 +67,7 @@ pub const HCCL: LibrarySpec = LibrarySpec {
     file_names: &["libhccl.so"],
     root_vars: ASCEND_ROOTS,
     default_dirs: ASCEND_DIRS,
+    wheel_dirs: &[],
     fallback: Some("libhcomm.so"),
     hint: "hint: set HCOMM_HCCL_LIB to the full path of libhccl.so, or run \
            `source /usr/local/Ascend/cann/set_env.sh` (sets ASCEND_HOME_PATH and LD_LIBRARY_PATH)",
@@ -67,6 +80,7 @@ pub const ACL: LibrarySpec = LibrarySpec {
     file_names: &["libascendcl.so", "libacl_rt.so"],
     root_vars: ASCEND_ROOTS,
     default_dirs: ASCEND_DIRS,
+    wheel_dirs: &[],
     fallback: None,
     hint: "hint: set HCOMM_ACL_LIB to the full path of libascendcl.so, or run \
            `source /usr/local/Ascend/cann/set_env.sh` (sets ASCEND_HOME_PATH and LD_LIBRARY_PATH)",
@@ -79,9 +93,12 @@ pub const NCCL: LibrarySpec = LibrarySpec {
     file_names: &["libnccl.so.2", "libnccl.so"],
     root_vars: CUDA_ROOTS,
     default_dirs: CUDA_DIRS,
+    wheel_dirs: &["nvidia/nccl/lib"],
     fallback: None,
     hint: "hint: set HCOMM_NCCL_LIB to the full path of libnccl.so.2, or add its directory \
-           to LD_LIBRARY_PATH",
+           to LD_LIBRARY_PATH; `pip install nvidia-nccl-cu12` (or -cu13) puts it in \
+           site-packages/nvidia/nccl/lib of the Python environment, which is searched (VIRTUAL_ENV, \
+           CONDA_PREFIX, python3 on PATH)",
 };
 
 /// CUDA runtime: `libcudart.so`, then the versioned sonames, newest first.
@@ -97,9 +114,12 @@ pub const CUDART: LibrarySpec = LibrarySpec {
     ],
     root_vars: CUDA_ROOTS,
     default_dirs: CUDA_DIRS,
+    wheel_dirs: &["nvidia/cuda_runtime/lib", "nvidia/cu13/lib"],
     fallback: None,
     hint: "hint: set HCOMM_CUDART_LIB to the full path of libcudart.so, or add the CUDA \
-           lib64 directory to LD_LIBRARY_PATH",
+           lib64 directory to LD_LIBRARY_PATH; `pip install nvidia-cuda-runtime-cu12` puts it in \
+           site-packages/nvidia/cuda_runtime/lib of the Python environment, which is searched \
+           (VIRTUAL_ENV, CONDA_PREFIX, python3 on PATH)",
 };
 
 /// One place a library was looked for, and what happened there.
@@ -218,8 +238,83 @@ pub fn candidates(spec: &LibrarySpec, env: EnvLookup<'_>) -> Vec<(PathBuf, Strin
             push(Path::new(dir).join(name), "default install directory".to_owned());
         }
     }
+    if !spec.wheel_dirs.is_empty() {
+        for (site, origin, always) in python_site_dirs(env) {
+            for sub in spec.wheel_dirs {
+                let dir = site.join(sub);
+                if always || dir.is_dir() {
+                    for name in spec.file_names {
+                        push(dir.join(name), format!("pip wheel of {origin}"));
+                    }
+                }
+            }
+        }
+    }
     for name in spec.file_names {
         push(PathBuf::from(name), "system search path".to_owned());
+    }
+    out
+}
+
+/// `site-packages` (and Debian's `dist-packages`) directories of the Python
+/// environments in reach: `$VIRTUAL_ENV` and `$CONDA_PREFIX` (always listed,
+/// as the user named them: `true`), the running executable's when it is a
+/// Python interpreter, `python3` on `PATH`, the user's and the system's
+/// (listed only where the wheel directory exists).
+fn python_site_dirs(env: EnvLookup<'_>) -> Vec<(PathBuf, String, bool)> {
+    let mut prefixes: Vec<(PathBuf, String, bool)> = Vec::new();
+    for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
+        if let Some(p) = env(var) {
+            prefixes.push((PathBuf::from(p), format!("${var}"), true));
+        }
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        let is_python = exe
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("python"));
+        if let (true, Some(prefix)) = (is_python, exe.parent().and_then(Path::parent)) {
+            prefixes.push((prefix.to_path_buf(), "the running python".to_owned(), false));
+        }
+    }
+    if let Some(path) = env("PATH") {
+        if let Some(prefix) = std::env::split_paths(&path)
+            .find(|d| d.join("python3").is_file())
+            .and_then(|d| d.parent().map(Path::to_path_buf))
+        {
+            prefixes.push((prefix, "python3 on PATH".to_owned(), false));
+        }
+    }
+    if let Some(home) = env("HOME") {
+        prefixes.push((Path::new(&home).join(".local"), "the user's python".to_owned(), false));
+    }
+    prefixes.push((PathBuf::from("/usr/local"), "the system python".to_owned(), false));
+    prefixes.push((PathBuf::from("/usr"), "the system python".to_owned(), false));
+    let mut out = Vec::new();
+    for (prefix, origin, always) in prefixes {
+        for lib in ["lib", "lib64"] {
+            let Ok(entries) = std::fs::read_dir(prefix.join(lib)) else {
+                continue;
+            };
+            let mut versions: Vec<PathBuf> = entries
+                .filter_map(std::result::Result::ok)
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("python3"))
+                })
+                .collect();
+            versions.sort();
+            for v in versions {
+                for site in ["site-packages", "dist-packages"] {
+                    let dir = v.join(site);
+                    if dir.is_dir() {
+                        out.push((dir, origin.clone(), always));
+                    }
+                }
+            }
+        }
     }
     out
 }

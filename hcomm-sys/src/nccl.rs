@@ -86,4 +86,26 @@ impl NcclApi {
         // NUL-terminated string; the table is alive.
         unsafe { crate::codes::c_string((self.ncclGetErrorString)(code)) }
     }
+
+    /// `ncclGetLastError(NULL)`: NCCL's last message (it names causes a
+    /// result code does not), `None` where the library lacks the symbol or
+    /// has nothing to say.
+    #[doc(alias = "ncclGetLastError")]
+    pub fn last_error(&self) -> Option<String> {
+        let f = self.ncclGetLastError?;
+        // SAFETY: a null communicator asks for the last global error; NCCL
+        // returns null or a NUL-terminated string it owns; the table is alive.
+        let text = unsafe { crate::codes::c_string(f(std::ptr::null_mut())) }?;
+        let text = text.trim();
+        (!text.is_empty()).then(|| text.to_owned())
+    }
+
+    /// `ncclGetVersion`: `major * 10000 + minor * 100 + patch` (2.32.3 is 23203).
+    #[doc(alias = "ncclGetVersion")]
+    pub fn version(&self) -> Option<i32> {
+        let mut v: c_int = 0;
+        // SAFETY: a valid out pointer; the table is alive.
+        let code = unsafe { (self.ncclGetVersion)(&raw mut v) };
+        (code == ncclResult_t::ncclSuccess).then_some(v)
+    }
 }

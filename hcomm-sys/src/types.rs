@@ -61,7 +61,10 @@ pub const NCCL_SPLIT_NOCOLOR: c_int = -1;
 pub const NCCL_CONFIG_UNDEF_INT: c_int = c_int::MIN;
 /// Magic of `ncclConfig_t`.
 pub const NCCL_CONFIG_MAGIC: c_uint = 0xcafe_beef;
-/// The `ncclConfig_t` version this crate declares (the 2.17 layout, `NCCL_VERSION(2,17,0)`).
+/// The `version` this crate writes into `ncclConfig_t`: `NCCL_VERSION(2,17,0)`,
+/// the oldest NCCL with `ncclConfig_t`, so every later NCCL accepts it. The
+/// struct declared is NCCL 2.18's (it adds `splitShare`), whose C tag still
+/// reads `ncclConfig_v21700`.
 pub const NCCL_CONFIG_VERSION: c_uint = 21700;
 
 /// `HcclRootInfo`: 4108 opaque bytes produced by `HcclGetRootInfo` on the root rank
@@ -306,11 +309,12 @@ impl fmt::Debug for ncclUniqueId {
     }
 }
 
-/// `ncclConfig_t`, the NCCL 2.17 prefix (`ncclConfig_v21700`, 48 bytes).
-///
-/// NCCL reads only the fields its `version` names, so declaring this prefix with
-/// `size`/`version` describing it is valid for every NCCL from 2.17 on. Build it
-/// with [`ncclConfig_t::new`] (what `NCCL_CONFIG_INITIALIZER` does).
+/// `ncclConfig_t` as NCCL 2.18 declares it (48 bytes; the C tag still reads
+/// `ncclConfig_v21700`): NCCL 2.17's fields, which end at `netName` (40 bytes),
+/// plus `splitShare`. Later NCCLs append fields (`trafficClass`, `commName`,
+/// ...) after these; `size` and `version` tell NCCL which ones this struct
+/// has. Build it with
+/// [`ncclConfig_t::new`] (what `NCCL_CONFIG_INITIALIZER` does).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ncclConfig_t {

@@ -128,6 +128,8 @@ fn nvidia_search_lists_every_soname() {
         [
             cuda.join("lib64/libnccl.so.2"),
             cuda.join("lib64/libnccl.so"),
+            cuda.join("lib/libnccl.so.2"),
+            cuda.join("lib/libnccl.so"),
             PathBuf::from("/usr/local/cuda/lib64/libnccl.so.2"),
             PathBuf::from("/usr/local/cuda/lib64/libnccl.so"),
             PathBuf::from("libnccl.so.2"),
@@ -233,4 +235,45 @@ fn bare_name_is_resolved_by_the_system_search() {
     let err = HcclApi::load("libdoes-not-exist-hcomm.so").unwrap_err();
     println!("{err}");
     assert!(matches!(err, LoadError::BadPath { .. }), "{err:?}");
+}
+
+#[test]
+fn pip_wheels_of_a_virtual_env_and_cuda_home_lib_are_searched() {
+    // A virtual environment with the two wheels' directories (files that
+    // are not libraries, so the attempts fail with dlopen's reason) and a
+    // CUDA_HOME with `lib/`, as pip-installed toolkits lay it out.
+    let venv = scratch("venv");
+    let site = venv.join("lib/python3.12/site-packages");
+    for (sub, file) in [
+        ("nvidia/nccl/lib", "libnccl.so.2"),
+        ("nvidia/cuda_runtime/lib", "libcudart.so.12"),
+    ] {
+        std::fs::create_dir_all(site.join(sub)).unwrap();
+        std::fs::write(site.join(sub).join(file), b"not a library").unwrap();
+    }
+    let cuda = scratch("cuda-home-lib");
+    let env = [("VIRTUAL_ENV", venv.clone()), ("CUDA_HOME", cuda.clone())];
+    let Err(LoadError::NotFound { tried, hint, .. }) = NcclApi::search_with(&env_of(&env)) else {
+        // A machine with NCCL installed finds it by bare name; nothing to check then.
+        return;
+    };
+    let wheel = tried
+        .iter()
+        .find(|a| a.path == site.join("nvidia/nccl/lib/libnccl.so.2"))
+        .unwrap_or_else(|| panic!("the wheel's libnccl.so.2 not tried: {tried:?}"));
+    assert_eq!(wheel.origin, "pip wheel of $VIRTUAL_ENV");
+    assert_ne!(wheel.outcome, "no such file", "{wheel:?}");
+    assert!(tried
+        .iter()
+        .any(|a| a.path == cuda.join("lib/libnccl.so.2") && a.origin == "$CUDA_HOME/lib"));
+    assert!(hint.contains("site-packages/nvidia/nccl/lib"), "{hint}");
+    let lookup = env_of(&env);
+    if let Err(LoadError::NotFound { tried, hint, .. }) = CudaApi::search_with(&lookup) {
+        let a = tried
+            .iter()
+            .find(|a| a.path == site.join("nvidia/cuda_runtime/lib/libcudart.so.12"))
+            .unwrap_or_else(|| panic!("the wheel's libcudart.so.12 not tried: {tried:?}"));
+        assert_eq!(a.origin, "pip wheel of $VIRTUAL_ENV");
+        assert!(hint.contains("nvidia/cuda_runtime/lib"), "{hint}");
+    }
 }

@@ -20,7 +20,8 @@
 //!
 //! The `hcomm-viz` binary draws any schedule of the [`catalog`] by name:
 //! `hcomm-viz ring_all_gather --world 4 -o ring.svg` (`--plan` for the
-//! device plan).
+//! device plan), or a schedule of a text file ([`from_text`]):
+//! `hcomm-viz --file sched.rs ring --world 4 -o ring.svg`.
 
 pub mod catalog;
 pub mod gallery;
@@ -28,7 +29,7 @@ pub mod render;
 
 use hcomm_schedule::ir::{Op, Scalar, Schedule};
 pub use hcomm_schedule::timeline::{plan_timeline, timeline, Timeline};
-use hcomm_schedule::Diagnostic;
+use hcomm_schedule::{syntax, Diagnostic};
 pub use render::{render, render_string};
 
 /// Draws `schedule` at `world` with `scalars` (in the order of its scalar
@@ -44,6 +45,41 @@ pub fn draw(schedule: &Schedule, world: i64, scalars: &[i64]) -> Result<String, 
 /// [`plan_timeline`]).
 pub fn draw_plan(schedule: &Schedule, world: i64, scalars: &[i64]) -> Result<String, Diagnostic> {
     Ok(render_string(&plan_timeline(schedule, world, scalars)?))
+}
+
+/// The schedules of a text (what goes between the braces of
+/// `comm_schedule! { .. }`), parsed, lowered and resolved by the macro's own
+/// front end, but not checked: a schedule that fails a check is drawn with
+/// its failure. `Err` lists each parse or name error as
+/// `"LINE:COLUMN: TEXT"`, with the texts the macro gives.
+///
+/// ```
+/// let s = hcomm_viz::from_text("fn swap(x: &mut [T; n]) { copy x -> x; }").unwrap();
+/// assert_eq!(s[0].name, "swap");
+/// ```
+pub fn from_text(src: &str) -> Result<Vec<Schedule>, Vec<String>> {
+    let at = |sp: &syntax::Sp, text: &str| {
+        let (line, column) = sp.line_column();
+        format!("{line}:{column}: {text}")
+    };
+    let input = syntax::parse_str(src).map_err(|e| {
+        e.into_iter()
+            .map(|e| at(&syntax::Sp::one(e.span()), &e.to_string()))
+            .collect::<Vec<_>>()
+    })?;
+    let mut schedules = Vec::new();
+    let mut errors = Vec::new();
+    for item in &input.items {
+        match syntax::front(item) {
+            Ok(front) => schedules.push(front.ir),
+            Err(rejection) => errors.extend(rejection.errors.iter().map(|(sp, text)| at(sp, text))),
+        }
+    }
+    if errors.is_empty() {
+        Ok(schedules)
+    } else {
+        Err(errors)
+    }
 }
 
 /// The value of scalar parameter `scalar` written as `text`: a number, or

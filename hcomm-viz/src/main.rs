@@ -1,11 +1,15 @@
 //! `hcomm-viz SCHEDULE --world 4 [--scalar root=0] [--plan] [-o out.svg]`:
 //! draws a schedule the tool knows by name (`--list` names them) as SVG.
 //! An operator parameter takes the operator's keyword (`--scalar op=max`).
+//! With `--file PATH`, the schedule is one of the `fn` items of that text
+//! (the language as between the braces of `comm_schedule! { .. }`); the
+//! name may be left out when the file holds one.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
+use hcomm_schedule::ir::Schedule;
 use hcomm_viz::catalog;
 
 /// Draws a `comm_schedule!` schedule at one world size as an SVG space-time
@@ -13,9 +17,13 @@ use hcomm_viz::catalog;
 #[derive(Debug, Parser)]
 #[command(name = "hcomm-viz", version)]
 struct Args {
-    /// The schedule's name (see `--list`).
-    #[arg(required_unless_present = "list")]
+    /// The schedule's name (see `--list`; with `--file`, the name of one of
+    /// the file's items, optional when it holds one).
+    #[arg(required_unless_present_any = ["list", "file"])]
     schedule: Option<String>,
+    /// Reads the schedules from this text file instead of the catalog.
+    #[arg(long, conflicts_with = "list")]
+    file: Option<PathBuf>,
     /// The number of ranks.
     #[arg(long, short, default_value_t = 4)]
     world: i64,
@@ -67,8 +75,15 @@ fn run(args: &Args) -> Result<(), String> {
         }
         return Ok(());
     }
-    let name = args.schedule.as_deref().unwrap_or_default();
-    let s = catalog::find(name).ok_or_else(|| format!("no schedule called `{name}`; `hcomm-viz --list` names them"))?;
+    let from_file;
+    let s: &Schedule = if let Some(path) = &args.file {
+        from_file = read_file(path, args.schedule.as_deref())?;
+        &from_file
+    } else {
+        let name = args.schedule.as_deref().unwrap_or_default();
+        catalog::find(name).ok_or_else(|| format!("no schedule called `{name}`; `hcomm-viz --list` names them"))?
+    };
+    let name = s.name.as_str();
     let mut values = Vec::new();
     for sc in &s.scalars {
         let v = args
@@ -97,6 +112,40 @@ fn run(args: &Args) -> Result<(), String> {
     } else {
         println!("{svg}");
         Ok(())
+    }
+}
+
+/// The schedule called `name` of the text file `path` (its only one when
+/// `name` is absent).
+fn read_file(path: &Path, name: Option<&str>) -> Result<Schedule, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let schedules = hcomm_viz::from_text(&text).map_err(|errors| {
+        errors
+            .iter()
+            .map(|e| format!("{}:{e}", path.display()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    })?;
+    let names = || {
+        schedules
+            .iter()
+            .map(|s| format!("`{}`", s.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match name {
+        Some(name) => schedules
+            .iter()
+            .find(|s| s.name == name)
+            .cloned()
+            .ok_or_else(|| format!("{} has no schedule called `{name}`; it has {}", path.display(), names())),
+        None if schedules.len() == 1 => Ok(schedules[0].clone()),
+        None => Err(format!(
+            "{} holds {} schedules: name one of {}",
+            path.display(),
+            schedules.len(),
+            names()
+        )),
     }
 }
 

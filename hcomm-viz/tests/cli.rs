@@ -41,3 +41,62 @@ fn list_marks_operator_parameters() {
     let line = out.lines().find(|l| l.starts_with("ring_all_reduce ")).expect(&out);
     assert!(line.ends_with("scalars: op (operator)"), "{line}");
 }
+
+/// A text file of schedules in a fresh temporary directory.
+fn schedule_file(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("hcomm-viz-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let path = dir.join("sched.rs");
+    std::fs::write(&path, text).expect("write the schedule file");
+    path
+}
+
+const BLOCKING: &str = "
+fn blocking(a: &[T; n], b: &mut [T; n]) {
+    send a to (rank + 1) % world;
+    recv b from (rank - 1) % world;
+}
+";
+
+#[test]
+fn draws_a_schedule_from_a_text_file() {
+    // the built-in ring's own source text, and a schedule that deadlocks
+    let text = format!("{}\n{BLOCKING}", hcomm::schedules::ring_all_gather::SOURCE);
+    let path = schedule_file("ring", &text);
+    let file = path.to_str().expect("a UTF-8 path");
+    let (ok, svg, err) = viz(&["--file", file, "ring_all_gather", "--world", "4"]);
+    assert!(ok, "{err}");
+    let doc = roxmltree::Document::parse(&svg).expect("valid SVG");
+    assert!(svg.contains("ring_all_gather   world = 4"), "{svg}");
+    assert!(
+        doc.descendants().any(|n| n.text().map(str::trim) == Some("rank 3")),
+        "{svg}"
+    );
+    // the same drawing as the catalog's (the IR the macro built)
+    let (ok, builtin, err) = viz(&["ring_all_gather", "--world", "4"]);
+    assert!(ok, "{err}");
+    assert_eq!(svg, builtin);
+    // a failing check is drawn with its diagnostic
+    let (ok, svg, err) = viz(&["--file", file, "blocking", "--world", "2"]);
+    assert!(ok, "{err}");
+    assert!(svg.contains("deadlock"), "{svg}");
+    // two schedules: a name is needed
+    let (ok, _, err) = viz(&["--file", file, "--world", "2"]);
+    assert!(!ok);
+    assert_eq!(
+        err.trim(),
+        format!("error: {file} holds 2 schedules: name one of `ring_all_gather`, `blocking`")
+    );
+    std::fs::remove_dir_all(path.parent().expect("a directory")).expect("clean up");
+}
+
+#[test]
+fn a_text_file_with_errors_is_reported_at_its_lines() {
+    let path = schedule_file("bad", "fn f(x: &mut [T; n]) {\n    copy x -> y;\n}\n");
+    let file = path.to_str().expect("a UTF-8 path");
+    let (ok, svg, err) = viz(&["--file", file, "--world", "2"]);
+    assert!(!ok);
+    assert!(svg.is_empty());
+    assert!(err.starts_with(&format!("error: {file}:2:15: unknown name: ")), "{err}");
+    std::fs::remove_dir_all(path.parent().expect("a directory")).expect("clean up");
+}

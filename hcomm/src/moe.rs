@@ -27,6 +27,7 @@
 use ndarray::{Array2, ArrayView2};
 use num_traits::Float;
 
+use crate::collective::Exchange;
 use crate::comm::Comm;
 use crate::element::Element;
 use crate::error::{Error, Result};
@@ -81,82 +82,84 @@ pub fn dispatch<T: Element>(
     topk_weights: ArrayView2<'_, f32>,
     num_experts: usize,
 ) -> Result<Dispatch<T>> {
-    let span = tracing::debug_span!("moe_dispatch", comm.rank = group.rank(), tokens = tokens.nrows());
-    let _e = span.enter();
-    let ep = group.world();
-    all_ok(
-        group,
-        "moe::dispatch",
-        check_routing(&tokens, &topk_ids, &topk_weights, num_experts, ep),
-        &[
-            ("number of experts", num_experts as u64),
-            ("hidden size", tokens.ncols() as u64),
-        ],
-    )?;
-    let local = num_experts / ep;
-    let hidden = tokens.ncols();
+    group.call("moe::dispatch", || {
+        let span = tracing::debug_span!("moe_dispatch", comm.rank = group.rank(), tokens = tokens.nrows());
+        let _e = span.enter();
+        let ep = group.world();
+        all_ok(
+            group,
+            "moe::dispatch",
+            check_routing(&tokens, &topk_ids, &topk_weights, num_experts, ep),
+            &[
+                ("number of experts", num_experts as u64),
+                ("hidden size", tokens.ncols() as u64),
+            ],
+        )?;
+        let local = num_experts / ep;
+        let hidden = tokens.ncols();
 
-    // Rows in sending order: by expert, then by (token, choice).
-    let mut per_expert = vec![0usize; num_experts];
-    for &e in &topk_ids {
-        per_expert[e] += 1;
-    }
-    let mut start: Vec<usize> = per_expert
-        .iter()
-        .scan(0, |at, &n| {
-            *at += n;
-            Some(*at - n)
-        })
-        .collect();
-    let mut sent = vec![(0, 0); topk_ids.len()];
-    for ((t, j), &e) in topk_ids.indexed_iter() {
-        sent[start[e]] = (t, j);
-        start[e] += 1;
-    }
-    let mut send = Vec::with_capacity((sent.len() * hidden).max(1));
-    for &(t, _) in &sent {
-        send.extend(tokens.row(t).iter().copied());
-    }
-
-    // Per-expert counts to the ranks holding the experts.
-    let counts: Vec<u64> = per_expert.iter().map(|&n| n as u64).collect();
-    let mut incoming = vec![0u64; num_experts];
-    group.all_to_all(&counts, &mut incoming)?;
-    let received: Vec<usize> = incoming.iter().map(|&n| n as usize).collect();
-    let sent_rows: Vec<usize> = per_expert.chunks(local.max(1)).map(|c| c.iter().sum()).collect();
-    let recv_rows: Vec<usize> = received.chunks(local.max(1)).map(|c| c.iter().sum()).collect();
-
-    let mut recv = zeros(recv_rows.iter().sum::<usize>() * hidden);
-    group.all_to_allv(&send, &times(&sent_rows, hidden), &mut recv, &times(&recv_rows, hidden))?;
-
-    // From source-major to expert-major order.
-    let tokens_per_expert: Vec<usize> = (0..local)
-        .map(|e| (0..ep).map(|p| received[p * local + e]).sum())
-        .collect();
-    let mut grouped = vec![T::ZERO; recv.len()];
-    let mut from = 0;
-    let offsets = expert_major_offsets(&received, &tokens_per_expert, ep);
-    for p in 0..ep {
-        for e in 0..local {
-            let n = received[p * local + e] * hidden;
-            let to = offsets[p * local + e] * hidden;
-            grouped[to..to + n].copy_from_slice(&recv[from..from + n]);
-            from += n;
+        // Rows in sending order: by expert, then by (token, choice).
+        let mut per_expert = vec![0usize; num_experts];
+        for &e in &topk_ids {
+            per_expert[e] += 1;
         }
-    }
-    let rows = grouped
-        .len()
-        .checked_div(hidden)
-        .unwrap_or(tokens_per_expert.iter().sum());
-    let tokens = Array2::from_shape_vec((rows, hidden), grouped)
-        .map_err(|e| Error::precondition(format!("moe::dispatch: {e}")))?;
-    Ok(Dispatch {
-        tokens,
-        tokens_per_expert,
-        sent,
-        sent_rows,
-        received,
-        weights: topk_weights.to_owned(),
+        let mut start: Vec<usize> = per_expert
+            .iter()
+            .scan(0, |at, &n| {
+                *at += n;
+                Some(*at - n)
+            })
+            .collect();
+        let mut sent = vec![(0, 0); topk_ids.len()];
+        for ((t, j), &e) in topk_ids.indexed_iter() {
+            sent[start[e]] = (t, j);
+            start[e] += 1;
+        }
+        let mut send = Vec::with_capacity((sent.len() * hidden).max(1));
+        for &(t, _) in &sent {
+            send.extend(tokens.row(t).iter().copied());
+        }
+
+        // Per-expert counts to the ranks holding the experts.
+        let counts: Vec<u64> = per_expert.iter().map(|&n| n as u64).collect();
+        let mut incoming = vec![0u64; num_experts];
+        group.exchange_all_to_all(Exchange::ExpertCounts, &counts, &mut incoming)?;
+        let received: Vec<usize> = incoming.iter().map(|&n| n as usize).collect();
+        let sent_rows: Vec<usize> = per_expert.chunks(local.max(1)).map(|c| c.iter().sum()).collect();
+        let recv_rows: Vec<usize> = received.chunks(local.max(1)).map(|c| c.iter().sum()).collect();
+
+        let mut recv = zeros(recv_rows.iter().sum::<usize>() * hidden);
+        group.all_to_allv(&send, &times(&sent_rows, hidden), &mut recv, &times(&recv_rows, hidden))?;
+
+        // From source-major to expert-major order.
+        let tokens_per_expert: Vec<usize> = (0..local)
+            .map(|e| (0..ep).map(|p| received[p * local + e]).sum())
+            .collect();
+        let mut grouped = vec![T::ZERO; recv.len()];
+        let mut from = 0;
+        let offsets = expert_major_offsets(&received, &tokens_per_expert, ep);
+        for p in 0..ep {
+            for e in 0..local {
+                let n = received[p * local + e] * hidden;
+                let to = offsets[p * local + e] * hidden;
+                grouped[to..to + n].copy_from_slice(&recv[from..from + n]);
+                from += n;
+            }
+        }
+        let rows = grouped
+            .len()
+            .checked_div(hidden)
+            .unwrap_or(tokens_per_expert.iter().sum());
+        let tokens = Array2::from_shape_vec((rows, hidden), grouped)
+            .map_err(|e| Error::precondition(format!("moe::dispatch: {e}")))?;
+        Ok(Dispatch {
+            tokens,
+            tokens_per_expert,
+            sent,
+            sent_rows,
+            received,
+            weights: topk_weights.to_owned(),
+        })
     })
 }
 
@@ -171,70 +174,72 @@ pub fn combine<T: Element + Float>(
     expert_out: ArrayView2<'_, T>,
     dispatch: &Dispatch<T>,
 ) -> Result<Array2<T>> {
-    let span = tracing::debug_span!("moe_combine", comm.rank = group.rank(), rows = expert_out.nrows());
-    let _e = span.enter();
-    let d = dispatch;
-    let rows = d.tokens.nrows();
-    let local = d.local_experts();
-    let ep = group.world();
-    let shape_ok = if expert_out.nrows() == rows && d.received.len() == ep * local {
-        Ok(())
-    } else {
-        Err(Error::precondition(format!(
-            "expert output has {} rows, but {rows} tokens were dispatched to this rank",
-            expert_out.nrows()
-        )))
-    };
-    all_ok(
-        group,
-        "moe::combine",
-        shape_ok,
-        &[("expert output width", expert_out.ncols() as u64)],
-    )?;
-    let hidden = expert_out.ncols();
+    group.call("moe::combine", || {
+        let span = tracing::debug_span!("moe_combine", comm.rank = group.rank(), rows = expert_out.nrows());
+        let _e = span.enter();
+        let d = dispatch;
+        let rows = d.tokens.nrows();
+        let local = d.local_experts();
+        let ep = group.world();
+        let shape_ok = if expert_out.nrows() == rows && d.received.len() == ep * local {
+            Ok(())
+        } else {
+            Err(Error::precondition(format!(
+                "expert output has {} rows, but {rows} tokens were dispatched to this rank",
+                expert_out.nrows()
+            )))
+        };
+        all_ok(
+            group,
+            "moe::combine",
+            shape_ok,
+            &[("expert output width", expert_out.ncols() as u64)],
+        )?;
+        let hidden = expert_out.ncols();
 
-    // From expert-major back to source-major order.
-    let offsets = expert_major_offsets(&d.received, &d.tokens_per_expert, ep);
-    let mut send = Vec::with_capacity((rows * hidden).max(1));
-    for p in 0..ep {
-        for e in 0..local {
-            let at = offsets[p * local + e];
-            for row in at..at + d.received[p * local + e] {
-                send.extend(expert_out.row(row).iter().copied());
+        // From expert-major back to source-major order.
+        let offsets = expert_major_offsets(&d.received, &d.tokens_per_expert, ep);
+        let mut send = Vec::with_capacity((rows * hidden).max(1));
+        for p in 0..ep {
+            for e in 0..local {
+                let at = offsets[p * local + e];
+                for row in at..at + d.received[p * local + e] {
+                    send.extend(expert_out.row(row).iter().copied());
+                }
             }
         }
-    }
-    let recv_rows: Vec<usize> = d.received.chunks(local.max(1)).map(|c| c.iter().sum()).collect();
-    let mut back = zeros(d.sent.len() * hidden);
-    group.all_to_allv(
-        &send,
-        &times(&recv_rows, hidden),
-        &mut back,
-        &times(&d.sent_rows, hidden),
-    )?;
+        let recv_rows: Vec<usize> = d.received.chunks(local.max(1)).map(|c| c.iter().sum()).collect();
+        let mut back = zeros(d.sent.len() * hidden);
+        group.all_to_allv(
+            &send,
+            &times(&recv_rows, hidden),
+            &mut back,
+            &times(&d.sent_rows, hidden),
+        )?;
 
-    let (num_tokens, k) = d.weights.dim();
-    let mut row_of = vec![0usize; num_tokens * k];
-    for (i, &(t, j)) in d.sent.iter().enumerate() {
-        row_of[t * k + j] = i;
-    }
-    let mut out = Array2::from_elem((num_tokens, hidden), T::zero());
-    for t in 0..num_tokens {
-        let mut acc = out.row_mut(t);
-        for j in 0..k {
-            let w = <T as num_traits::NumCast>::from(d.weights[[t, j]]).ok_or_else(|| {
-                Error::precondition(format!(
-                    "moe::combine: weight {} does not fit the element type",
-                    d.weights[[t, j]]
-                ))
-            })?;
-            let i = row_of[t * k + j];
-            for (a, &y) in acc.iter_mut().zip(&back[i * hidden..(i + 1) * hidden]) {
-                *a = *a + w * y;
+        let (num_tokens, k) = d.weights.dim();
+        let mut row_of = vec![0usize; num_tokens * k];
+        for (i, &(t, j)) in d.sent.iter().enumerate() {
+            row_of[t * k + j] = i;
+        }
+        let mut out = Array2::from_elem((num_tokens, hidden), T::zero());
+        for t in 0..num_tokens {
+            let mut acc = out.row_mut(t);
+            for j in 0..k {
+                let w = <T as num_traits::NumCast>::from(d.weights[[t, j]]).ok_or_else(|| {
+                    Error::precondition(format!(
+                        "moe::combine: weight {} does not fit the element type",
+                        d.weights[[t, j]]
+                    ))
+                })?;
+                let i = row_of[t * k + j];
+                for (a, &y) in acc.iter_mut().zip(&back[i * hidden..(i + 1) * hidden]) {
+                    *a = *a + w * y;
+                }
             }
         }
-    }
-    Ok(out)
+        Ok(out)
+    })
 }
 
 /// Why this rank's routing arguments are unusable, if they are.

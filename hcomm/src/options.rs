@@ -1,6 +1,7 @@
 //! Per-communicator settings and the environment variables that set them.
 
-use std::time::Duration;
+use std::ffi::OsString;
+use std::time::{Duration, Instant};
 
 use crate::collective::{Algorithm, AlgorithmTable, Collective};
 use crate::error::{Error, Result};
@@ -8,6 +9,26 @@ use crate::topology::Topology;
 
 /// The default wait limit when `HCOMM_TIMEOUT` is unset.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The longest wait limit: one year. Longer limits (from `HCOMM_TIMEOUT`,
+/// [`CommOptions::with_timeout`], [`crate::Comm::set_timeout`]) are capped to
+/// it, so that a deadline `now + limit` is always a time the clock can
+/// represent.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 86_400);
+
+/// `timeout`, at most [`MAX_TIMEOUT`].
+pub(crate) fn cap_timeout(timeout: Duration) -> Duration {
+    timeout.min(MAX_TIMEOUT)
+}
+
+/// The instant `timeout` from now, `timeout` capped to [`MAX_TIMEOUT`]:
+/// never overflows, whatever the limit.
+pub(crate) fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(cap_timeout(timeout))
+        .or_else(|| now.checked_add(Duration::from_secs(86_400)))
+        .unwrap_or(now)
+}
 
 /// The default size of one pipelined segment of a large transfer.
 pub const DEFAULT_SEGMENT_BYTES: usize = 1 << 20;
@@ -37,27 +58,40 @@ impl Default for CommOptions {
 }
 
 impl CommOptions {
-    /// Defaults overridden by `HCOMM_TIMEOUT` (seconds, may be fractional),
-    /// `HCOMM_ALGO` (`all_reduce=ring,all_gather=bruck`), `HCOMM_TOPOLOGY`
-    /// (`full_mesh`, `ring`, `custom:<group size>`) and `HCOMM_SEGMENT_BYTES`.
+    /// Defaults overridden by `HCOMM_TIMEOUT` (seconds, may be fractional;
+    /// capped to [`MAX_TIMEOUT`]), `HCOMM_ALGO`
+    /// (`all_reduce=ring,all_gather=bruck`), `HCOMM_TOPOLOGY` (`full_mesh`,
+    /// `ring`, `custom:<group size>`) and `HCOMM_SEGMENT_BYTES`. An empty
+    /// variable counts as unset; a value that does not parse, or is not
+    /// UTF-8, is an [`Error::Config`] naming the variable.
     pub fn from_env() -> Result<CommOptions> {
+        CommOptions::from_vars(|name| std::env::var_os(name))
+    }
+
+    /// [`CommOptions::from_env`] over the variables `get` returns.
+    pub(crate) fn from_vars(get: impl Fn(&str) -> Option<OsString>) -> Result<CommOptions> {
+        let env = |name: &str| crate::launch::env::text(name, get(name));
         let mut options = CommOptions::default();
-        if let Some(v) = env("HCOMM_TIMEOUT") {
+        if let Some(v) = env("HCOMM_TIMEOUT")? {
             options.timeout = parse_timeout(&v).ok_or_else(|| Error::Config {
-                message: format!("`HCOMM_TIMEOUT={v}` is not a positive number of seconds"),
+                message: format!(
+                    "`HCOMM_TIMEOUT={v}` is not a positive number of seconds (at least a nanosecond; at most {} \
+                     seconds are used)",
+                    MAX_TIMEOUT.as_secs()
+                ),
             })?;
         }
-        if let Some(v) = env("HCOMM_ALGO") {
+        if let Some(v) = env("HCOMM_ALGO")? {
             options.algorithms = AlgorithmTable::parse(&v).map_err(|message| Error::Config {
                 message: format!("`HCOMM_ALGO={v}`: {message}"),
             })?;
         }
-        if let Some(v) = env("HCOMM_TOPOLOGY") {
+        if let Some(v) = env("HCOMM_TOPOLOGY")? {
             options.topology = Topology::parse(&v).ok_or_else(|| Error::Config {
                 message: format!("`HCOMM_TOPOLOGY={v}`: expected `full_mesh`, `ring` or `custom:<group size>`"),
             })?;
         }
-        if let Some(v) = env("HCOMM_SEGMENT_BYTES") {
+        if let Some(v) = env("HCOMM_SEGMENT_BYTES")? {
             options.segment_bytes = v
                 .trim()
                 .parse()
@@ -70,10 +104,10 @@ impl CommOptions {
         Ok(options)
     }
 
-    /// These options with a different timeout.
+    /// These options with a different timeout, at most [`MAX_TIMEOUT`].
     #[must_use]
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
+        self.timeout = cap_timeout(timeout);
         self
     }
 
@@ -92,13 +126,15 @@ impl CommOptions {
     }
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
+/// Seconds as a wait limit: positive, finite, at least a nanosecond;
+/// capped to [`MAX_TIMEOUT`].
 fn parse_timeout(v: &str) -> Option<Duration> {
     let secs: f64 = v.trim().parse().ok()?;
-    (secs.is_finite() && secs > 0.0).then(|| Duration::from_secs_f64(secs))
+    if !(secs.is_finite() && secs > 0.0) {
+        return None;
+    }
+    let capped = secs.min(MAX_TIMEOUT.as_secs_f64());
+    Duration::try_from_secs_f64(capped).ok().filter(|d| !d.is_zero())
 }
 
 #[cfg(test)]
@@ -111,5 +147,21 @@ mod tests {
         assert_eq!(parse_timeout("0"), None);
         assert_eq!(parse_timeout("-1"), None);
         assert_eq!(parse_timeout("soon"), None);
+        for huge in ["1e19", "1e20", "18446744073709551615", "1e308"] {
+            assert_eq!(parse_timeout(huge), Some(MAX_TIMEOUT), "{huge}");
+        }
+        for bad in ["NaN", "inf", "-inf", "-0", "1e-12", "", " "] {
+            assert_eq!(parse_timeout(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn deadlines_never_overflow() {
+        let now = Instant::now();
+        let far = deadline_after(Duration::MAX);
+        assert_eq!(far.duration_since(now).as_secs() / 86_400, 365);
+        assert!(deadline_after(Duration::ZERO) >= now);
+        assert_eq!(cap_timeout(Duration::from_secs(5)), Duration::from_secs(5));
+        assert_eq!(CommOptions::default().with_timeout(Duration::MAX).timeout, MAX_TIMEOUT);
     }
 }

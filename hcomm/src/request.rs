@@ -208,6 +208,10 @@ impl<'s, 'env: 's> Request<'s, 'env> {
     }
 
     /// Blocks until the operation completes (or fails, or times out).
+    ///
+    /// Waiting is a call on the communicator: while another thread is in a
+    /// call on it, this returns [`Error::Precondition`] at once and the
+    /// operation is cancelled (its buffer is free again).
     pub fn wait(mut self) -> Result<()> {
         match self.take() {
             Some(p) => p.wait("wait"),

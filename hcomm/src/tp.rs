@@ -37,41 +37,45 @@ use crate::parallel::same_shape;
 
 /// Sums `x` over the group, in place.
 pub fn all_reduce<T: Element, D: Dimension>(group: &Comm, mut x: ArrayViewMut<'_, T, D>) -> Result<()> {
-    let _span = span(group, "all_reduce", None);
-    same_shape(group, "tp::all_reduce", x.shape())?;
-    if x.is_standard_layout() {
-        return group.all_reduce_in_place(&mut x, ReduceOp::Sum);
-    }
-    let mut tmp = standard_copy(&x.view());
-    group.all_reduce_in_place(&mut tmp, ReduceOp::Sum)?;
-    x.assign(&tmp);
-    Ok(())
+    group.call("tp::all_reduce", || {
+        let _span = span(group, "all_reduce", None);
+        same_shape(group, "tp::all_reduce", x.shape())?;
+        if x.is_standard_layout() {
+            return group.all_reduce_in_place(&mut x, ReduceOp::Sum);
+        }
+        let mut tmp = standard_copy(&x.view());
+        group.all_reduce_in_place(&mut tmp, ReduceOp::Sum)?;
+        x.assign(&tmp);
+        Ok(())
+    })
 }
 
 /// The concatenation along `dim` of every rank's `x`, in group-rank order.
 pub fn all_gather<T: Element, D: Dimension>(group: &Comm, x: ArrayView<'_, T, D>, dim: isize) -> Result<Array<T, D>> {
-    let _span = span(group, "all_gather", Some(dim));
-    same_shape(group, "tp::all_gather", x.shape())?;
-    let axis = axis(x.shape(), dim, "tp::all_gather")?;
-    let x = contiguous(x);
-    let (n, w) = (x.len(), group.world());
-    let mut all = vec![T::ZERO; n * w];
-    group.all_gather(&x, &mut all)?;
-    let len = x.len_of(axis);
-    let mut shape = x.raw_dim();
-    shape[axis.index()] = len * w;
-    if axis.index() == 0 {
-        // Blocks along the first axis lie end to end: the gather is the result.
-        return Array::from_shape_vec(shape, all).map_err(|e| Error::precondition(format!("tp::all_gather: {e}")));
-    }
-    let mut out = Array::from_elem(shape, T::ZERO);
-    for r in 0..w {
-        let block = ArrayView::from_shape(x.raw_dim(), &all[r * n..(r + 1) * n])
-            .map_err(|e| Error::precondition(format!("tp::all_gather: {e}")))?;
-        out.slice_axis_mut(axis, Slice::from(r * len..(r + 1) * len))
-            .assign(&block);
-    }
-    Ok(out)
+    group.call("tp::all_gather", || {
+        let _span = span(group, "all_gather", Some(dim));
+        same_shape(group, "tp::all_gather", x.shape())?;
+        let axis = axis(x.shape(), dim, "tp::all_gather")?;
+        let x = contiguous(x);
+        let (n, w) = (x.len(), group.world());
+        let mut all = vec![T::ZERO; n * w];
+        group.all_gather(&x, &mut all)?;
+        let len = x.len_of(axis);
+        let mut shape = x.raw_dim();
+        shape[axis.index()] = len * w;
+        if axis.index() == 0 {
+            // Blocks along the first axis lie end to end: the gather is the result.
+            return Array::from_shape_vec(shape, all).map_err(|e| Error::precondition(format!("tp::all_gather: {e}")));
+        }
+        let mut out = Array::from_elem(shape, T::ZERO);
+        for r in 0..w {
+            let block = ArrayView::from_shape(x.raw_dim(), &all[r * n..(r + 1) * n])
+                .map_err(|e| Error::precondition(format!("tp::all_gather: {e}")))?;
+            out.slice_axis_mut(axis, Slice::from(r * len..(r + 1) * len))
+                .assign(&block);
+        }
+        Ok(out)
+    })
 }
 
 /// Sums `x` over the group and keeps this rank's slice along `dim` (slice
@@ -82,29 +86,31 @@ pub fn reduce_scatter<T: Element, D: Dimension>(
     x: ArrayView<'_, T, D>,
     dim: isize,
 ) -> Result<Array<T, D>> {
-    let _span = span(group, "reduce_scatter", Some(dim));
-    same_shape(group, "tp::reduce_scatter", x.shape())?;
-    let axis = axis(x.shape(), dim, "tp::reduce_scatter")?;
-    let w = group.world();
-    let part = part_len(x.shape(), axis, w, "tp::reduce_scatter")?;
-    let mut recv = vec![T::ZERO; x.len() / w.max(1)];
-    if axis.index() == 0 && x.is_standard_layout() {
-        // Slices along the first axis lie end to end: send the array itself.
-        group.reduce_scatter(&x, &mut recv, ReduceOp::Sum)?;
-    } else {
-        let mut send = Vec::with_capacity(x.len());
-        for r in 0..w {
-            send.extend(
-                x.slice_axis(axis, Slice::from(r * part..(r + 1) * part))
-                    .iter()
-                    .copied(),
-            );
+    group.call("tp::reduce_scatter", || {
+        let _span = span(group, "reduce_scatter", Some(dim));
+        same_shape(group, "tp::reduce_scatter", x.shape())?;
+        let axis = axis(x.shape(), dim, "tp::reduce_scatter")?;
+        let w = group.world();
+        let part = part_len(x.shape(), axis, w, "tp::reduce_scatter")?;
+        let mut recv = vec![T::ZERO; x.len() / w.max(1)];
+        if axis.index() == 0 && x.is_standard_layout() {
+            // Slices along the first axis lie end to end: send the array itself.
+            group.reduce_scatter(&x, &mut recv, ReduceOp::Sum)?;
+        } else {
+            let mut send = Vec::with_capacity(x.len());
+            for r in 0..w {
+                send.extend(
+                    x.slice_axis(axis, Slice::from(r * part..(r + 1) * part))
+                        .iter()
+                        .copied(),
+                );
+            }
+            group.reduce_scatter(&send, &mut recv, ReduceOp::Sum)?;
         }
-        group.reduce_scatter(&send, &mut recv, ReduceOp::Sum)?;
-    }
-    let mut shape = x.raw_dim();
-    shape[axis.index()] = part;
-    Array::from_shape_vec(shape, recv).map_err(|e| Error::precondition(format!("tp::reduce_scatter: {e}")))
+        let mut shape = x.raw_dim();
+        shape[axis.index()] = part;
+        Array::from_shape_vec(shape, recv).map_err(|e| Error::precondition(format!("tp::reduce_scatter: {e}")))
+    })
 }
 
 /// This rank's slice of `x` along `dim` (slice `r` of `group.world()` equal

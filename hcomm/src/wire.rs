@@ -2,15 +2,14 @@
 //! followed by that many bytes of a [`postcard`]-encoded value. The rendezvous
 //! store and the host transport between processes both speak it; each frame
 //! is encoded into and decoded from a buffer the caller reuses, so steady
-//! traffic allocates nothing.
+//! traffic allocates nothing. A frame's bytes are read as they arrive, the
+//! buffer growing with them: a length announced by a peer reserves nothing
+//! before the bytes come.
 
 use std::io::{self, Read, Write};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-
-/// The largest frame accepted; anything longer is a corrupt stream.
-const MAX_FRAME: usize = 64 << 20;
 
 /// Writes `value` as one frame, encoding it in `buf` (reused between calls).
 pub(crate) fn write_frame<T: Serialize>(w: &mut impl Write, value: &T, buf: &mut Vec<u8>) -> io::Result<()> {
@@ -22,19 +21,46 @@ pub(crate) fn write_frame<T: Serialize>(w: &mut impl Write, value: &T, buf: &mut
     w.write_all(buf)
 }
 
-/// Reads one frame into `buf` (reused between calls) and decodes it.
-pub(crate) fn read_frame<T: DeserializeOwned>(r: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<T> {
+/// Writes one frame made of `parts` end to end.
+pub(crate) fn write_raw(w: &mut impl Write, parts: &[&[u8]]) -> io::Result<()> {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    let len = u32::try_from(len).map_err(|_| invalid("frame too long"))?;
+    w.write_all(&len.to_le_bytes())?;
+    for p in parts {
+        w.write_all(p)?;
+    }
+    Ok(())
+}
+
+/// Reads one frame of at most `max` bytes into `buf` (reused between calls)
+/// and decodes it; a longer frame is a corrupt stream.
+pub(crate) fn read_frame_within<T: DeserializeOwned>(
+    r: &mut impl Read,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> io::Result<T> {
+    read_raw(r, buf, max)?;
+    postcard::from_bytes(buf).map_err(invalid)
+}
+
+/// Reads the bytes of one frame of at most `max` bytes into `buf`,
+/// growing it only as the bytes arrive.
+pub(crate) fn read_raw(r: &mut impl Read, buf: &mut Vec<u8>, max: usize) -> io::Result<()> {
     let mut len = [0u8; 4];
     r.read_exact(&mut len)?;
     let len = u32::from_le_bytes(len) as usize;
-    if len > MAX_FRAME {
-        return Err(invalid(format!(
-            "frame of {len} bytes exceeds the limit of {MAX_FRAME}"
-        )));
+    if len > max {
+        return Err(invalid(format!("frame of {len} bytes exceeds the limit of {max}")));
     }
-    buf.resize(len, 0);
-    r.read_exact(buf)?;
-    postcard::from_bytes(buf).map_err(invalid)
+    buf.clear();
+    let got = r.take(len as u64).read_to_end(buf)?;
+    if got < len {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("the stream ended after {got} of a frame's {len} bytes"),
+        ));
+    }
+    Ok(())
 }
 
 fn invalid(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> io::Error {
@@ -44,6 +70,9 @@ fn invalid(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> io::Error 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A frame limit for the tests.
+    const LIMIT: usize = 64 << 20;
 
     #[derive(Serialize, serde::Deserialize, Debug, PartialEq)]
     enum Msg {
@@ -62,16 +91,38 @@ mod tests {
         write_frame(&mut stream, &a, &mut buf).unwrap();
         write_frame(&mut stream, &Msg::B(-7), &mut buf).unwrap();
         let mut r = &stream[..];
-        assert_eq!(read_frame::<Msg>(&mut r, &mut buf).unwrap(), a);
-        assert_eq!(read_frame::<Msg>(&mut r, &mut buf).unwrap(), Msg::B(-7));
+        assert_eq!(read_frame_within::<Msg>(&mut r, &mut buf, LIMIT).unwrap(), a);
+        assert_eq!(read_frame_within::<Msg>(&mut r, &mut buf, LIMIT).unwrap(), Msg::B(-7));
         assert_eq!(
-            read_frame::<Msg>(&mut r, &mut buf).unwrap_err().kind(),
+            read_frame_within::<Msg>(&mut r, &mut buf, LIMIT).unwrap_err().kind(),
             io::ErrorKind::UnexpectedEof
         );
         let bad = u32::MAX.to_le_bytes();
         assert_eq!(
-            read_frame::<Msg>(&mut &bad[..], &mut buf).unwrap_err().kind(),
+            read_frame_within::<Msg>(&mut &bad[..], &mut buf, LIMIT).unwrap_err().kind(),
             io::ErrorKind::InvalidData
         );
+        // A small limit refuses what the default accepts.
+        let mut r = &stream[..];
+        assert_eq!(
+            read_frame_within::<Msg>(&mut r, &mut buf, 3).unwrap_err().kind(),
+            io::ErrorKind::InvalidData
+        );
+    }
+
+    #[test]
+    fn an_announced_length_reserves_nothing_before_the_bytes_come() {
+        // 60 MiB announced, 5 bytes sent: the buffer holds what came.
+        let mut stream = (60u32 << 20).to_le_bytes().to_vec();
+        stream.extend_from_slice(b"hello");
+        let mut buf = Vec::new();
+        let e = read_raw(&mut &stream[..], &mut buf, LIMIT).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        assert!(e.to_string().contains("after 5 of"), "{e}");
+        assert!(buf.capacity() < 1 << 20, "{}", buf.capacity());
+        let mut out = Vec::new();
+        write_raw(&mut out, &[b"ab", b"c"]).unwrap();
+        read_raw(&mut &out[..], &mut buf, 3).unwrap();
+        assert_eq!(buf, b"abc");
     }
 }

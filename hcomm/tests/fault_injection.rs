@@ -9,8 +9,9 @@
 //! SIGKILL. Checked for every case:
 //!
 //! * every other rank returns an `Err` naming the failed rank
-//!   ([`Error::PeerFailed`] for it; after a stall, the timeout itself or a
-//!   peer that failed by it) within the timeout plus a margin;
+//!   ([`Error::PeerFailed`] for it; after a stall, the timeout itself, a
+//!   peer that failed by it, or the abort of a rank that timed out) within
+//!   the timeout plus a margin;
 //! * nothing hangs: a watchdog bounds every case;
 //! * every operation that completed, on any rank, holds exactly what a
 //!   serial reference computes;

@@ -55,7 +55,12 @@ fn collective(
         let h = comm_of(comm)?;
         let mut d = Desc::new(kind, dtype);
         if let Some(op) = op {
-            check_reduce(dtype, op)?;
+            let what = match kind {
+                Kind::AllReduce => hcomm_sys::HcclReduction::AllReduce,
+                Kind::Reduce => hcomm_sys::HcclReduction::Reduce,
+                _ => hcomm_sys::HcclReduction::ReduceScatter,
+            };
+            check_reduce(what, dtype, op)?;
             d.op = op;
         }
         let args = Args {

@@ -75,15 +75,18 @@ fn elem_size(dtype: HcclDataType) -> HcclRes<usize> {
     )
 }
 
-fn check_reduce(dtype: HcclDataType, op: HcclReduceOp) -> HcclRes<()> {
+/// Rejects what HCCL rejects: an invalid operator or type (`HCCL_E_PARA`),
+/// a reduction HCCL does not run on the chip played (`HCCL_E_NOT_SUPPORT`,
+/// `hcomm_sys::support`'s matrix).
+fn check_reduce(what: hcomm_sys::HcclReduction, dtype: HcclDataType, op: HcclReduceOp) -> HcclRes<()> {
     if !(0..=3).contains(&op.0) {
         return err(HcclResult::HCCL_E_PARA, format!("reduce op {op:?} is not valid"));
     }
     elem_size(dtype)?;
-    if !reducible(dtype) {
+    if !reducible(dtype) || !hcomm_sys::hccl_reduction_supported(crate::acl::chip(), what, dtype, op) {
         return err(
             HcclResult::HCCL_E_NOT_SUPPORT,
-            format!("data type {dtype:?} cannot be reduced"),
+            format!("{what:?} of data type {dtype:?} with {op:?} is not supported"),
         );
     }
     Ok(())

@@ -90,8 +90,10 @@ pub unsafe extern "C" fn HcclRecv(
     )
 }
 
-/// `HcclBatchSendRecv`: sends and receives that progress together; at most one
-/// send and one receive per peer (else `HCCL_E_PARA`).
+/// `HcclBatchSendRecv`: sends and receives that progress together. As in
+/// HCCL, no items is a success with nothing enqueued, and several items per
+/// peer and direction are taken, ordered by count then data type on both
+/// sides (so they match up whatever order each side listed them in).
 ///
 /// # Safety
 ///
@@ -106,7 +108,7 @@ pub unsafe extern "C" fn HcclBatchSendRecv(
     call("HcclBatchSendRecv", || {
         let h = comm_of(comm)?;
         if itemNum == 0 {
-            return err(HcclResult::HCCL_E_PARA, "itemNum is 0");
+            return Ok(());
         }
         if sendRecvInfo.is_null() {
             return err(HcclResult::HCCL_E_PTR, "sendRecvInfo is null");
@@ -128,15 +130,6 @@ pub unsafe extern "C" fn HcclBatchSendRecv(
                     )
                 }
             };
-            if items.iter().any(|o| o.send == send && o.peer == peer) {
-                return err(
-                    HcclResult::HCCL_E_PARA,
-                    format!(
-                        "items[{i}]: a second {} with rank {peer} in one call (at most one send and one receive per peer)",
-                        if send { "send" } else { "receive" }
-                    ),
-                );
-            }
             items.push(Item {
                 send,
                 peer,
@@ -145,6 +138,8 @@ pub unsafe extern "C" fn HcclBatchSendRecv(
                 dtype: it.dataType,
             });
         }
+        // stable: items of equal count and type keep their order
+        items.sort_by_key(|it| (it.count, it.dtype.0));
         let used: Vec<(usize, usize)> = items
             .iter()
             .map(|it| (it.addr, it.count as usize * it.dtype.size().unwrap_or(1)))

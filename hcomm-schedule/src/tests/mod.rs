@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use crate::ir::*;
 
 mod eval_props;
+mod exact;
 mod fail;
 mod lockstep;
 mod modules;
@@ -17,6 +18,7 @@ mod plan;
 pub(crate) mod props;
 mod resolve;
 mod symmetry;
+mod syntax;
 mod timeline;
 
 static NEXT_SPAN: AtomicU32 = AtomicU32::new(1000);

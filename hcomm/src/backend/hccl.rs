@@ -5,15 +5,17 @@
 //! `aclGetRecentErrMsg`), or [`Error::Timeout`] for `HCCL_E_TIMEOUT` and the
 //! ACL task and stream timeouts.
 
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::path::Path;
 use std::ptr::null_mut;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hcomm_sys::{
-    aclError, aclrtMemMallocPolicy, aclrtMemcpyKind, AclApi, HcclApi, HcclComm, HcclCommConfig, HcclDataType,
-    HcclError, HcclReduceOp, HcclResult, HcclRootInfo, HcclSendRecvItem, HcclSendRecvType,
+    aclError, aclrtMemMallocPolicy, aclrtMemcpyKind, hccl_reduction_supported, AclApi, HcclApi, HcclChip, HcclComm,
+    HcclCommConfig, HcclDataType, HcclError, HcclReduceOp, HcclReduction, HcclResult, HcclRootInfo, HcclSendRecvItem,
+    HcclSendRecvType, ACL_STREAM_STATUS_COMPLETE, ACL_STREAM_STATUS_NOT_READY,
 };
 
 use super::device::driver::{
@@ -29,6 +31,54 @@ pub(crate) struct HcclDriver {
     id: u64,
     pub(crate) hccl: Table<HcclApi>,
     pub(crate) acl: Table<AclApi>,
+    /// The chip generation (`aclrtGetSocName`), for HCCL's support matrix;
+    /// `None`: unknown, the strictest rules.
+    chip: Option<HcclChip>,
+    /// How long `HcclCommDestroy` is retried while it says `HCCL_E_AGAIN`,
+    /// per communicator (its timeout; [`DESTROY_PATIENCE`] when unknown).
+    patience: Mutex<HashMap<usize, Duration>>,
+}
+
+/// How long a destroy of a communicator of unknown timeout (`init_all`) is
+/// retried while HCCL says it is in use.
+const DESTROY_PATIENCE: Duration = Duration::from_secs(30);
+
+/// The largest `hcclExecTimeOut` chips other than Atlas A2/A3 keep (larger
+/// values are ignored with a warning and the default, 1836 s, is used).
+const EXEC_TIMEOUT_MAX_S: i32 = 17_340;
+/// Their granularity: values are rounded down to a multiple of 68 s.
+const EXEC_TIMEOUT_STEP_S: i32 = 68;
+/// The cap in AIV mode (`HCCL_OP_EXPANSION_MODE=AIV`).
+const EXEC_TIMEOUT_AIV_MAX_S: i32 = 1091;
+
+/// The `hcclExecTimeOut` to pass for `secs` so HCCL keeps it as given, and
+/// why it differs from `secs` when it does. On chips other than Atlas
+/// A2/A3 (and unknown chips) HCCL ignores values above 17340 s and rounds
+/// others down to a multiple of 68 s (at least 68): the value is rounded
+/// up to a multiple of 68 (the library never gives up before hcomm's own
+/// wait) and capped at 17340; AIV mode caps at 1091 s on every chip.
+pub(crate) fn exec_timeout_for(chip: Option<HcclChip>, secs: i32, aiv: bool) -> (i32, Option<String>) {
+    let mut out = secs.max(1);
+    let mut why = None;
+    if chip != Some(HcclChip::A2A3) {
+        let stepped =
+            (out.saturating_add(EXEC_TIMEOUT_STEP_S - 1) / EXEC_TIMEOUT_STEP_S).saturating_mul(EXEC_TIMEOUT_STEP_S);
+        let clamped = stepped.min(EXEC_TIMEOUT_MAX_S);
+        if clamped != out {
+            why = Some(format!(
+                "hccl execution timeout {out} s becomes {clamped} s: this chip keeps multiples of \
+                 {EXEC_TIMEOUT_STEP_S} s up to {EXEC_TIMEOUT_MAX_S} s"
+            ));
+            out = clamped;
+        }
+    }
+    if aiv && out > EXEC_TIMEOUT_AIV_MAX_S {
+        why = Some(format!(
+            "hccl execution timeout {out} s becomes {EXEC_TIMEOUT_AIV_MAX_S} s: the AIV expansion mode caps it"
+        ));
+        out = EXEC_TIMEOUT_AIV_MAX_S;
+    }
+    (out, why)
 }
 
 impl std::fmt::Debug for HcclDriver {
@@ -63,10 +113,20 @@ impl HcclDriver {
         if code != aclError::ACL_SUCCESS && code != aclError::ACL_ERROR_REPEAT_INITIALIZE {
             return Err(acl_error(&acl, "aclInit", code).into_error("hccl"));
         }
+        let soc = acl.soc_name();
+        let chip = soc.as_deref().and_then(HcclChip::from_soc_name);
+        tracing::info!(
+            hccl = %hccl.path().display(),
+            soc = soc.as_deref().unwrap_or("unknown"),
+            ?chip,
+            "hccl backend loaded"
+        );
         Ok(Arc::new(HcclDriver {
             id: next_driver_id(),
             hccl,
             acl,
+            chip,
+            patience: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -105,10 +165,26 @@ impl HcclDriver {
         Ok(root)
     }
 
-    fn config(timeout: Duration) -> HcclCommConfig {
+    /// A communicator config whose execution timeout HCCL keeps as given
+    /// ([`exec_timeout_for`]); a changed value is reported (`tracing` warn).
+    fn config(&self, timeout: Duration) -> HcclCommConfig {
+        let aiv = std::env::var("HCCL_OP_EXPANSION_MODE").is_ok_and(|m| m.eq_ignore_ascii_case("AIV"));
+        let (secs, why) = exec_timeout_for(self.chip, exec_timeout_secs(timeout), aiv);
+        if let Some(why) = why {
+            tracing::warn!(
+                requested = ?timeout,
+                hccl_exec_timeout_s = secs,
+                "{why}"
+            );
+        }
         let mut config = HcclCommConfig::new();
-        config.hcclExecTimeOut = exec_timeout_secs(timeout);
+        config.hcclExecTimeOut = secs;
         config
+    }
+
+    /// Remembers how long a destroy of `comm` may wait for it to go idle.
+    fn note_patience(&self, comm: HcclComm, timeout: Duration) {
+        crate::backend::device::lock(&self.patience).insert(comm as usize, timeout);
     }
 
     /// Joins the communicator of `root` as `rank` of `world` on `device`
@@ -127,7 +203,7 @@ impl HcclDriver {
         let r = rank as u32;
         let (symbol, code) = match self.hccl.HcclCommInitRootInfoConfig {
             Some(f) => {
-                let config = Self::config(timeout);
+                let config = self.config(timeout);
                 // SAFETY: valid root info, initialised config and out pointer.
                 ("HcclCommInitRootInfoConfig", unsafe {
                     f(n, root, r, &raw const config, &raw mut comm)
@@ -139,6 +215,7 @@ impl HcclDriver {
             }),
         };
         self.hccl_check(symbol, code).map_err(|e| e.into_error("hccl"))?;
+        self.note_patience(comm, timeout);
         Ok(Raw(comm))
     }
 
@@ -181,7 +258,9 @@ fn hccl_error(acl: &AclApi, symbol: &str, e: HcclError) -> DevError {
     }
 }
 
-/// The HCCL type of an element type (HCCL has every hcomm element type).
+/// The HCCL type of an element type (HCCL has a type for every hcomm
+/// element type; which reductions it runs on them is
+/// [`hcomm_sys::hccl_reduction_supported`]'s matrix).
 pub(crate) fn hccl_dtype(dtype: DataType) -> HcclDataType {
     match dtype {
         DataType::I8 => HcclDataType::HCCL_DATA_TYPE_INT8,
@@ -214,6 +293,16 @@ impl Driver for HcclDriver {
 
     fn id(&self) -> u64 {
         self.id
+    }
+
+    fn runs(&self, call: &LibColl<'_>, dtype: DataType) -> bool {
+        let (what, op) = match *call {
+            LibColl::AllReduce { op, .. } => (HcclReduction::AllReduce, op),
+            LibColl::Reduce { op, .. } => (HcclReduction::Reduce, op),
+            LibColl::ReduceScatter { op, .. } => (HcclReduction::ReduceScatter, op),
+            _ => return true,
+        };
+        hccl_reduction_supported(self.chip, what, hccl_dtype(dtype), hccl_op(op))
     }
 
     fn bind(&self, device: i32) -> DevResult<()> {
@@ -275,6 +364,9 @@ impl Driver for HcclDriver {
             if let Err(e) = self.hccl_check("HcclGetCommAsyncError (asynchronous error)", async_error) {
                 return Poll::Failed(e);
             }
+        }
+        if let Some(query) = self.acl.aclrtStreamQuery {
+            return self.poll_quietly(query, stream, slice);
         }
         let (symbol, code) = match self.acl.aclrtSynchronizeStreamWithTimeout {
             Some(f) => {
@@ -399,9 +491,30 @@ impl Driver for HcclDriver {
     }
 
     unsafe fn comm_destroy(&self, comm: Raw) -> DevResult<()> {
-        // SAFETY: forwarded from the caller.
-        let code = unsafe { (self.hccl.HcclCommDestroy)(comm.0) };
-        self.hccl_check("HcclCommDestroy", code)
+        // HCCL answers HCCL_E_AGAIN while the communicator is in use: retry
+        // within its timeout, with naps growing to 10 ms.
+        let patience = crate::backend::device::lock(&self.patience)
+            .remove(&(comm.0 as usize))
+            .unwrap_or(DESTROY_PATIENCE);
+        let deadline = std::time::Instant::now() + patience;
+        let mut nap = Duration::from_micros(100);
+        let mut tries = 1u32;
+        loop {
+            // SAFETY: forwarded from the caller; a refused destroy leaves
+            // the communicator live, so it may be destroyed again.
+            let code = unsafe { (self.hccl.HcclCommDestroy)(comm.0) };
+            if code != HcclResult::HCCL_E_AGAIN || std::time::Instant::now() >= deadline {
+                if code == HcclResult::HCCL_E_AGAIN {
+                    return Err(DevError::new(format!(
+                        "HcclCommDestroy still said HCCL_E_AGAIN (in use) after {tries} tries in {patience:?}"
+                    )));
+                }
+                return self.hccl_check("HcclCommDestroy", code);
+            }
+            tries += 1;
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(10));
+        }
     }
 
     unsafe fn comm_abort(&self, _comm: Raw) -> bool {
@@ -424,7 +537,7 @@ impl Driver for HcclDriver {
         if id == 0xFFFF_FFFF {
             id += 1;
         }
-        let mut config = Self::config(req.timeout);
+        let mut config = self.config(req.timeout);
         let mut parent: HcclComm = req.world_comm.0;
         let mut out: HcclComm = null_mut();
         let n = sorted.len() as u32;
@@ -450,10 +563,48 @@ impl Driver for HcclDriver {
                 message: "HcclCreateSubCommConfig returned no communicator for a member".into(),
             });
         }
+        self.note_patience(out, req.timeout);
         Ok(SubComm {
             comm: Raw(out),
             lib_rank,
         })
+    }
+}
+
+/// The signature of `aclrtStreamQuery`.
+type StreamQuery = unsafe extern "C" fn(hcomm_sys::aclrtStream, *mut std::ffi::c_int) -> aclError;
+
+impl HcclDriver {
+    /// A stream poll without timed-out synchronisations:
+    /// `aclrtSynchronizeStreamWithTimeout` logs an ERROR (and leaves an
+    /// `aclGetRecentErrMsg`) on every timeout, so a long wait polled with it
+    /// floods the log. `aclrtStreamQuery` asks quietly, with naps growing
+    /// from 20 µs to 1 ms; once drained, `aclrtSynchronizeStream` returns at
+    /// once with the stream's error, if any.
+    fn poll_quietly(&self, query: StreamQuery, stream: Raw, slice: Duration) -> Poll {
+        let start = std::time::Instant::now();
+        let mut nap = Duration::from_micros(20);
+        loop {
+            let mut status = ACL_STREAM_STATUS_NOT_READY;
+            // SAFETY: a live stream and a valid out pointer.
+            let code = unsafe { query(stream.0, &raw mut status) };
+            if let Err(e) = self.acl_check("aclrtStreamQuery", code) {
+                return Poll::Failed(e);
+            }
+            if status == ACL_STREAM_STATUS_COMPLETE {
+                // SAFETY: a live, drained stream: returns at once.
+                let code = unsafe { (self.acl.aclrtSynchronizeStream)(stream.0) };
+                return match self.acl_check("aclrtSynchronizeStream", code) {
+                    Ok(()) => Poll::Done,
+                    Err(e) => Poll::Failed(e),
+                };
+            }
+            if start.elapsed() >= slice {
+                return Poll::Pending;
+            }
+            std::thread::sleep(nap.min(slice.saturating_sub(start.elapsed())));
+            nap = (nap * 2).min(Duration::from_millis(1));
+        }
     }
 }
 
@@ -473,6 +624,35 @@ mod tests {
         }
         assert_eq!(hccl_dtype(DataType::Bf16), HcclDataType::HCCL_DATA_TYPE_BFP16);
         assert_eq!(hccl_dtype(DataType::F16), HcclDataType::HCCL_DATA_TYPE_FP16);
+    }
+
+    #[test]
+    fn exec_timeouts_are_what_each_chip_keeps() {
+        let a2 = Some(HcclChip::A2A3);
+        let other = Some(HcclChip::Other);
+        assert_eq!(exec_timeout_for(a2, 100, false), (100, None));
+        assert_eq!(exec_timeout_for(a2, 20_000, false), (20_000, None));
+        let (s, why) = exec_timeout_for(other, 100, false);
+        assert_eq!(s, 136);
+        assert!(why.is_some_and(|w| w.contains("100 s becomes 136 s")));
+        assert_eq!(exec_timeout_for(other, 68, false), (68, None));
+        assert_eq!(exec_timeout_for(other, 1, false).0, 68);
+        assert_eq!(exec_timeout_for(other, 17_340, false), (17_340, None));
+        assert_eq!(exec_timeout_for(other, 20_000, false).0, 17_340);
+        assert_eq!(exec_timeout_for(None, 30, false).0, 68);
+        let (s, why) = exec_timeout_for(a2, 2000, true);
+        assert_eq!(s, 1091);
+        assert!(why.is_some_and(|w| w.contains("AIV")));
+        assert_eq!(
+            exec_timeout_for(other, 1000, true),
+            (
+                1020,
+                Some(
+                    "hccl execution timeout 1000 s becomes 1020 s: this chip keeps multiples of 68 s up to 17340 s"
+                        .into()
+                )
+            )
+        );
     }
 
     #[test]

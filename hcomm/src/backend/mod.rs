@@ -243,6 +243,32 @@ pub(crate) trait Backend: Send + Sync + 'static {
     }
 }
 
+/// Checks the members of a subgroup of a `world`-rank group that rank
+/// `rank` creates: every member in range, none repeated, `rank` among them.
+/// Each failure is an [`crate::Error::Precondition`] naming the member.
+pub(crate) fn check_members(rank: usize, world: usize, members: &[usize]) -> Result<()> {
+    use crate::error::Error;
+    if let Some(&bad) = members.iter().find(|&&m| m >= world) {
+        return Err(Error::precondition(format!(
+            "subgroup member {bad} is out of range for a communicator of {world} ranks (members {members:?})"
+        )));
+    }
+    let mut seen = vec![false; world];
+    for &m in members {
+        if std::mem::replace(&mut seen[m], true) {
+            return Err(Error::precondition(format!(
+                "subgroup members {members:?} name rank {m} more than once; hint: each rank is a member at most once"
+            )));
+        }
+    }
+    if !seen.get(rank).copied().unwrap_or(false) {
+        return Err(Error::precondition(format!(
+            "rank {rank} is not a member of the subgroup {members:?}"
+        )));
+    }
+    Ok(())
+}
+
 /// A whole collective handed to a device library (HCCL, NCCL), which runs it
 /// with its own algorithms on the communicator's stream. Pointers are device
 /// addresses; counts are in elements of `dtype`.

@@ -6,14 +6,17 @@
 //! all-to-all before 2.28; barrier) are built by the shared device layer from
 //! one group of sends and receives or a one-element all-reduce.
 
+use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::path::Path;
 use std::ptr::null_mut;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use hcomm_sys::{
-    cudaError_t, cudaMemcpyKind, ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclResult_t, ncclUniqueId, CudaApi, NcclApi,
+    cudaError_t, cudaMemcpyKind, cudaStreamNonBlocking, ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclResult_t,
+    ncclUniqueId, CudaApi, NcclApi,
 };
 
 use super::device::driver::{
@@ -29,6 +32,70 @@ pub(crate) struct NcclDriver {
     id: u64,
     pub(crate) nccl: Table<NcclApi>,
     pub(crate) cuda: Table<CudaApi>,
+    versions: NcclVersions,
+    /// One non-blocking stream per device for staging copies
+    /// (`cudaMemcpyAsync` + `cudaStreamSynchronize` of that stream alone:
+    /// a copy never waits for, nor is waited on by, communication work).
+    copy_streams: Mutex<HashMap<i32, Raw>>,
+}
+
+/// The versions of the loaded NCCL, CUDA runtime and NVIDIA driver, as
+/// the libraries report them (`None`: the library lacks the query).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NcclVersions {
+    /// `ncclGetVersion` (`major * 10000 + minor * 100 + patch`).
+    pub nccl: Option<i32>,
+    /// `cudaRuntimeGetVersion` (`major * 1000 + minor * 10`).
+    pub cuda_runtime: Option<i32>,
+    /// `cudaDriverGetVersion`: the newest CUDA the installed driver
+    /// supports; `Some(0)` when no NVIDIA driver is installed.
+    pub cuda_driver: Option<i32>,
+}
+
+impl NcclVersions {
+    fn cuda(v: Option<i32>) -> String {
+        match v {
+            Some(0) => "none".into(),
+            Some(v) => format!("{}.{}", v / 1000, v % 1000 / 10),
+            None => "unknown".into(),
+        }
+    }
+
+    /// Why `cudaGetDeviceCount` (or another first CUDA call) failed, when
+    /// the versions tell: no driver, or a driver older than the runtime.
+    fn driver_problem(&self, runtime_path: &str) -> Option<String> {
+        match (self.cuda_driver, self.cuda_runtime) {
+            (Some(0), _) => Some(format!(
+                "no NVIDIA driver is installed (cudaDriverGetVersion reports 0, so libcuda.so.1 did not load); \
+                 the CUDA runtime {runtime_path} is CUDA {}. hint: install the NVIDIA driver, or run on a \
+                 machine with a GPU",
+                Self::cuda(self.cuda_runtime)
+            )),
+            (Some(d), Some(r)) if d < r => Some(format!(
+                "the NVIDIA driver supports CUDA up to {} but the CUDA runtime {runtime_path} is CUDA {}. \
+                 hint: upgrade the driver, or set HCOMM_CUDART_LIB to a runtime no newer than CUDA {}",
+                Self::cuda(Some(d)),
+                Self::cuda(Some(r)),
+                Self::cuda(Some(d))
+            )),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for NcclVersions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let nccl = match self.nccl {
+            Some(v) => format!("{}.{}.{}", v / 10000, v % 10000 / 100, v % 100),
+            None => "unknown".into(),
+        };
+        write!(
+            f,
+            "nccl {nccl}, cuda runtime {}, driver supports cuda {}",
+            Self::cuda(self.cuda_runtime),
+            Self::cuda(self.cuda_driver)
+        )
+    }
 }
 
 impl std::fmt::Debug for NcclDriver {
@@ -57,20 +124,64 @@ impl NcclDriver {
     }
 
     fn new(nccl: Table<NcclApi>, cuda: Table<CudaApi>) -> Arc<NcclDriver> {
+        let versions = NcclVersions {
+            nccl: nccl.version(),
+            cuda_runtime: cuda.runtime_version(),
+            cuda_driver: cuda.driver_version(),
+        };
+        tracing::info!(
+            nccl = %nccl.path().display(),
+            cudart = %cuda.path().display(),
+            %versions,
+            "nccl backend loaded"
+        );
         Arc::new(NcclDriver {
             id: next_driver_id(),
             nccl,
             cuda,
+            versions,
+            copy_streams: Mutex::new(HashMap::new()),
         })
     }
 
-    fn nccl_check(symbol: &str, code: ncclResult_t) -> DevResult<()> {
+    /// The loaded libraries' versions.
+    pub(crate) fn versions(&self) -> NcclVersions {
+        self.versions
+    }
+
+    /// The copy stream of the calling thread's device (created on first use).
+    fn copy_stream(&self) -> DevResult<Option<Raw>> {
+        if self.cuda.cudaMemcpyAsync.is_none() {
+            return Ok(None);
+        }
+        let mut device: c_int = 0;
+        // SAFETY: a valid out pointer.
+        Self::cuda_check("cudaGetDevice", unsafe { (self.cuda.cudaGetDevice)(&raw mut device) })?;
+        let mut streams = crate::backend::device::lock(&self.copy_streams);
+        if let Some(&s) = streams.get(&device) {
+            return Ok(Some(s));
+        }
+        let s = self.stream_create()?;
+        streams.insert(device, s);
+        Ok(Some(s))
+    }
+
+    /// `code` as a result; a failure carries NCCL's own last message
+    /// (`ncclGetLastError`, where present), which often names the cause
+    /// the code alone does not ("unhandled cuda error").
+    fn nccl_check(&self, symbol: &str, code: ncclResult_t) -> DevResult<()> {
         match code.result() {
             Ok(()) => Ok(()),
-            Err(e) => Err(DevError {
-                timeout: code == ncclResult_t::ncclTimeout,
-                message: format!("{symbol} failed: {e}"),
-            }),
+            Err(e) => {
+                let message = match self.nccl.last_error() {
+                    Some(d) => format!("{symbol} failed: {e}; nccl's last error: {d}"),
+                    None => format!("{symbol} failed: {e}"),
+                };
+                Err(DevError {
+                    timeout: code == ncclResult_t::ncclTimeout,
+                    message,
+                })
+            }
         }
     }
 
@@ -86,7 +197,17 @@ impl NcclDriver {
         let mut n: c_int = 0;
         // SAFETY: a valid out pointer.
         let code = unsafe { (self.cuda.cudaGetDeviceCount)(&raw mut n) };
-        Self::cuda_check("cudaGetDeviceCount", code).map_err(|e| e.into_error("nccl"))?;
+        if let Err(e) = Self::cuda_check("cudaGetDeviceCount", code) {
+            let runtime = self.cuda.path().display().to_string();
+            let message = match self.versions.driver_problem(&runtime) {
+                Some(why) => format!("{}: {why}", e.message),
+                None => format!("{} ({})", e.message, self.versions),
+            };
+            return Err(Error::Backend {
+                backend: "nccl",
+                message,
+            });
+        }
         Ok(usize::try_from(n).unwrap_or(0))
     }
 
@@ -95,7 +216,8 @@ impl NcclDriver {
         let mut id = ncclUniqueId::zeroed();
         // SAFETY: a valid, writable id.
         let code = unsafe { (self.nccl.ncclGetUniqueId)(&raw mut id) };
-        Self::nccl_check("ncclGetUniqueId", code).map_err(|e| e.into_error("nccl"))?;
+        self.nccl_check("ncclGetUniqueId", code)
+            .map_err(|e| e.into_error("nccl"))?;
         Ok(id)
     }
 
@@ -106,7 +228,8 @@ impl NcclDriver {
         let n = c_int::try_from(world).map_err(|_| Error::precondition("world size exceeds int"))?;
         // SAFETY: a valid out pointer; the id is passed by value.
         let code = unsafe { (self.nccl.ncclCommInitRank)(&raw mut comm, n, *id, rank as c_int) };
-        Self::nccl_check("ncclCommInitRank", code).map_err(|e| e.into_error("nccl"))?;
+        self.nccl_check("ncclCommInitRank", code)
+            .map_err(|e| e.into_error("nccl"))?;
         Ok(Raw(comm))
     }
 
@@ -116,7 +239,8 @@ impl NcclDriver {
         let n = c_int::try_from(devices.len()).map_err(|_| Error::precondition("too many devices"))?;
         // SAFETY: `comms` has room for `n` handles, `devices` holds `n` ids.
         let code = unsafe { (self.nccl.ncclCommInitAll)(comms.as_mut_ptr(), n, devices.as_ptr()) };
-        Self::nccl_check("ncclCommInitAll", code).map_err(|e| e.into_error("nccl"))?;
+        self.nccl_check("ncclCommInitAll", code)
+            .map_err(|e| e.into_error("nccl"))?;
         Ok(comms.into_iter().map(Raw).collect())
     }
 }
@@ -152,6 +276,10 @@ impl Driver for NcclDriver {
         "nccl"
     }
 
+    fn pools_memory(&self) -> bool {
+        true
+    }
+
     fn id(&self) -> u64 {
         self.id
     }
@@ -184,16 +312,35 @@ impl Driver for NcclDriver {
             CopyKind::DeviceToHost => cudaMemcpyKind::cudaMemcpyDeviceToHost,
             CopyKind::DeviceToDevice => cudaMemcpyKind::cudaMemcpyDeviceToDevice,
         };
-        // SAFETY: forwarded from the caller.
-        let code = unsafe { (self.cuda.cudaMemcpy)(void(dst), src.cast(), bytes, kind) };
-        Self::cuda_check("cudaMemcpy", code)
+        let (Some(stream), Some(copy)) = (self.copy_stream()?, self.cuda.cudaMemcpyAsync) else {
+            // SAFETY: forwarded from the caller.
+            let code = unsafe { (self.cuda.cudaMemcpy)(void(dst), src.cast(), bytes, kind) };
+            return Self::cuda_check("cudaMemcpy", code);
+        };
+        // SAFETY: forwarded from the caller; the copy stream is live. The
+        // copy is complete (the host side may be reused) once its stream
+        // is synchronised below.
+        let code = unsafe { copy(void(dst), src.cast(), bytes, kind, stream.0) };
+        Self::cuda_check("cudaMemcpyAsync", code)?;
+        // SAFETY: a live stream holding only staging copies.
+        let code = unsafe { (self.cuda.cudaStreamSynchronize)(stream.0) };
+        Self::cuda_check("cudaStreamSynchronize", code)
     }
 
     fn stream_create(&self) -> DevResult<Raw> {
         let mut s = null_mut();
-        // SAFETY: a valid out pointer; the device is bound.
-        let code = unsafe { (self.cuda.cudaStreamCreate)(&raw mut s) };
-        Self::cuda_check("cudaStreamCreate", code)?;
+        // A non-blocking stream: work on it never synchronises with the
+        // legacy default stream (any `cudaMemcpy` or kernel of the
+        // process), so communication and copies cannot wait on each other.
+        if let Some(create) = self.cuda.cudaStreamCreateWithFlags {
+            // SAFETY: a valid out pointer; the device is bound.
+            let code = unsafe { create(&raw mut s, cudaStreamNonBlocking) };
+            Self::cuda_check("cudaStreamCreateWithFlags", code)?;
+        } else {
+            // SAFETY: a valid out pointer; the device is bound.
+            let code = unsafe { (self.cuda.cudaStreamCreate)(&raw mut s) };
+            Self::cuda_check("cudaStreamCreate", code)?;
+        }
         Ok(Raw(s))
     }
 
@@ -210,11 +357,11 @@ impl Driver for NcclDriver {
             let mut async_error = ncclResult_t::ncclSuccess;
             // SAFETY: a live communicator and a valid out pointer.
             let code = unsafe { (self.nccl.ncclCommGetAsyncError)(comm.0, &raw mut async_error) };
-            if let Err(e) = Self::nccl_check("ncclCommGetAsyncError", code) {
+            if let Err(e) = self.nccl_check("ncclCommGetAsyncError", code) {
                 return Poll::Failed(e);
             }
             if async_error != ncclResult_t::ncclInProgress {
-                if let Err(e) = Self::nccl_check("NCCL asynchronous error", async_error) {
+                if let Err(e) = self.nccl_check("NCCL asynchronous error", async_error) {
                     return Poll::Failed(e);
                 }
             }
@@ -241,7 +388,7 @@ impl Driver for NcclDriver {
     unsafe fn batch(&self, comm: Raw, stream: Raw, items: &[Item]) -> DevResult<()> {
         let n = &*self.nccl;
         // SAFETY: group calls take no arguments.
-        Self::nccl_check("ncclGroupStart", unsafe { (n.ncclGroupStart)() })?;
+        self.nccl_check("ncclGroupStart", unsafe { (n.ncclGroupStart)() })?;
         let mut first = Ok(());
         for it in items {
             let t = nccl_dtype(it.dtype);
@@ -261,12 +408,12 @@ impl Driver for NcclDriver {
                 }
             };
             if first.is_ok() {
-                first = Self::nccl_check(symbol, code);
+                first = self.nccl_check(symbol, code);
             }
         }
         // The group is always closed, even after a failed call inside it.
         // SAFETY: closes the group opened above.
-        let end = Self::nccl_check("ncclGroupEnd", unsafe { (n.ncclGroupEnd)() });
+        let end = self.nccl_check("ncclGroupEnd", unsafe { (n.ncclGroupEnd)() });
         first.and(end)
     }
 
@@ -333,17 +480,17 @@ impl Driver for NcclDriver {
                 LibColl::AllToAllV { .. } | LibColl::Barrier => return None,
             }
         };
-        Some(Self::nccl_check(symbol, code))
+        Some(self.nccl_check(symbol, code))
     }
 
     unsafe fn comm_destroy(&self, comm: Raw) -> DevResult<()> {
         if let Some(f) = self.nccl.ncclCommFinalize {
             // SAFETY: forwarded from the caller.
-            Self::nccl_check("ncclCommFinalize", unsafe { f(comm.0) })?;
+            self.nccl_check("ncclCommFinalize", unsafe { f(comm.0) })?;
         }
         // SAFETY: forwarded from the caller.
         let code = unsafe { (self.nccl.ncclCommDestroy)(comm.0) };
-        Self::nccl_check("ncclCommDestroy", code)
+        self.nccl_check("ncclCommDestroy", code)
     }
 
     unsafe fn comm_abort(&self, comm: Raw) -> bool {
@@ -377,6 +524,20 @@ impl Driver for NcclDriver {
     }
 }
 
+impl Drop for NcclDriver {
+    fn drop(&mut self) {
+        let streams = std::mem::take(&mut *crate::backend::device::lock(&self.copy_streams));
+        for (_, s) in streams {
+            // SAFETY: a copy stream of this driver, idle (every copy was
+            // synchronised before `memcpy` returned), destroyed once.
+            let code = unsafe { (self.cuda.cudaStreamDestroy)(s.0) };
+            if let Err(e) = Self::cuda_check("cudaStreamDestroy", code) {
+                super::device::memory::record_teardown_error(e.into_error("nccl"));
+            }
+        }
+    }
+}
+
 const _: () = {
     const fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<NcclDriver>();
@@ -391,6 +552,46 @@ mod tests {
         let mapped: Vec<i32> = DataType::ALL.iter().map(|&d| nccl_dtype(d).0).collect();
         // f32, f64, f16, bf16, i8, u8, i32, u32, i64, u64 (`DataType::ALL`'s order).
         assert_eq!(mapped, vec![7, 8, 6, 9, 0, 1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn versions_read_as_numbers_and_name_a_missing_or_old_driver() {
+        let v = NcclVersions {
+            nccl: Some(23203),
+            cuda_runtime: Some(13000),
+            cuda_driver: Some(12090),
+        };
+        assert_eq!(
+            v.to_string(),
+            "nccl 2.32.3, cuda runtime 13.0, driver supports cuda 12.9"
+        );
+        let old = v.driver_problem("/x/libcudart.so.13").unwrap_or_default();
+        assert!(
+            old.starts_with(
+                "the NVIDIA driver supports CUDA up to 12.9 but the CUDA runtime /x/libcudart.so.13 is CUDA 13.0."
+            ),
+            "{old}"
+        );
+        let none = NcclVersions {
+            cuda_driver: Some(0),
+            ..v
+        };
+        let why = none.driver_problem("/x/libcudart.so.13").unwrap_or_default();
+        assert!(why.starts_with("no NVIDIA driver is installed"), "{why}");
+        let fine = NcclVersions {
+            cuda_driver: Some(13000),
+            ..v
+        };
+        assert_eq!(fine.driver_problem("/x"), None);
+        let unknown = NcclVersions {
+            nccl: None,
+            cuda_runtime: None,
+            cuda_driver: None,
+        };
+        assert_eq!(
+            unknown.to_string(),
+            "nccl unknown, cuda runtime unknown, driver supports cuda unknown"
+        );
     }
 
     #[test]

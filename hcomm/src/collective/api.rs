@@ -5,7 +5,9 @@
 //! confirmation that every rank called the same collective.
 
 use super::raw::{Ctx, RawBuf, Xfer};
-use super::{digest, direct, halving_doubling, one_shot, ring, schedules, tree, Algorithm, CollHeader, Collective};
+use super::{
+    digest, direct, halving_doubling, one_shot, ring, schedules, tree, Algorithm, CollHeader, Collective, Exchange,
+};
 use crate::backend::NativeCall;
 use crate::buffer::{Buffer, BufferMut};
 use crate::comm::Comm;
@@ -23,6 +25,8 @@ struct Call<'a> {
     /// Bytes per rank, for algorithm choice and tracing.
     bytes: usize,
     native: NativeCall<'a>,
+    /// The library exchange this call is (`None`: the user's collective).
+    exchange: Option<Exchange>,
 }
 
 impl Comm {
@@ -52,7 +56,21 @@ impl Comm {
         call: &Call<'_>,
         generic: impl FnOnce(&Ctx<'_>, Algorithm) -> Result<()>,
     ) -> Result<()> {
-        let header = self.enter_collective(call.kind, call.dtype, call.count, call.op, call.root)?;
+        // SAFETY: forwarded from the caller.
+        self.call(call.kind.name(), || unsafe { self.collective_now(call, generic) })
+    }
+
+    /// [`Comm::collective`] inside the call already taken.
+    ///
+    /// # Safety
+    ///
+    /// As [`Comm::collective`].
+    unsafe fn collective_now(
+        &self,
+        call: &Call<'_>,
+        generic: impl FnOnce(&Ctx<'_>, Algorithm) -> Result<()>,
+    ) -> Result<()> {
+        let header = self.enter_collective(call.kind, call.dtype, call.count, call.op, call.root, call.exchange)?;
         let algorithm = self.algorithm(call.kind, call.bytes);
         let span = tracing::debug_span!(
             "collective",
@@ -153,6 +171,7 @@ impl Comm {
             op: Some(op),
             root: None,
             bytes: send.len * size_of::<T>(),
+            exchange: None,
             native: NativeCall::AllReduce {
                 send: send.ptr.cast(),
                 recv: recv.ptr.cast(),
@@ -204,6 +223,30 @@ impl Comm {
     /// `send` valid; `recv` valid, writable, disjoint from `send`, of length
     /// `send.len * world`, until this returns.
     pub(crate) unsafe fn all_gather_raw<T: Element>(&self, send: RawBuf<T>, recv: RawBuf<T>) -> Result<()> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.gather_all(send, recv, None) }
+    }
+
+    /// An all-gather of the library's own (`what`): every rank's `mine`
+    /// lands in block `r` of `all`, under a header no user collective
+    /// matches, so a rank in a user's collective meanwhile gets
+    /// [`Error::Mismatch`] instead of this exchange's data.
+    pub(crate) fn exchange<T: Element>(&self, what: Exchange, mine: &[T], all: &mut [T]) -> Result<()> {
+        let (send, recv) = (self.view(mine)?, self.view_mut(all)?);
+        self.check_blocks(("all", recv.len), ("mine", send.len))?;
+        // SAFETY: distinct borrows that outlive the call.
+        unsafe { self.gather_all(send, recv, Some(what)) }
+    }
+
+    /// # Safety
+    ///
+    /// As [`Comm::all_gather_raw`].
+    unsafe fn gather_all<T: Element>(
+        &self,
+        send: RawBuf<T>,
+        recv: RawBuf<T>,
+        exchange: Option<Exchange>,
+    ) -> Result<()> {
         let n = send.len;
         let call = Call {
             kind: Collective::AllGather,
@@ -212,6 +255,7 @@ impl Comm {
             op: None,
             root: None,
             bytes: n * size_of::<T>(),
+            exchange,
             native: NativeCall::AllGather {
                 send: send.ptr.cast(),
                 recv: recv.ptr.cast(),
@@ -260,6 +304,40 @@ impl Comm {
         recv: RawBuf<T>,
         counts: &[usize],
     ) -> Result<()> {
+        // SAFETY: forwarded from the caller.
+        self.call("all_gatherv", || unsafe {
+            self.all_gatherv_now(send, recv, counts, Exchange::Counts)
+        })
+    }
+
+    /// [`Comm::all_gatherv`] of the library's own: its count exchange
+    /// carries `what`, so no user collective matches it.
+    pub(crate) fn exchange_gatherv<T: Element>(
+        &self,
+        what: Exchange,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[usize],
+    ) -> Result<()> {
+        let (send, recv) = (self.view(send)?, self.view_mut(recv)?);
+        // SAFETY: distinct borrows that outlive the call.
+        self.call(what.name(), || unsafe {
+            self.all_gatherv_now(send, recv, counts, what)
+        })
+    }
+
+    /// [`Comm::all_gatherv_raw`] inside the call already taken.
+    ///
+    /// # Safety
+    ///
+    /// As [`Comm::all_gatherv_raw`].
+    unsafe fn all_gatherv_now<T: Element>(
+        &self,
+        send: RawBuf<T>,
+        recv: RawBuf<T>,
+        counts: &[usize],
+        exchange: Exchange,
+    ) -> Result<()> {
         let (w, me) = (self.world(), self.rank());
         check_len("counts", counts.len(), w)?;
         check_len("send", send.len, counts[me])?;
@@ -281,7 +359,7 @@ impl Comm {
         let _e = span.enter();
         let mine = [send.len as u64, digest(counts)];
         let mut all = vec![0u64; 2 * w];
-        self.all_gather(&mine, &mut all)?;
+        self.exchange(exchange, &mine, &mut all)?;
         let actual: Vec<usize> = (0..w).map(|r| all[2 * r] as usize).collect();
         let want = digest(&actual);
         let wrong: Vec<usize> = (0..w).filter(|&r| all[2 * r + 1] != want).collect();
@@ -337,6 +415,7 @@ impl Comm {
             op: Some(op),
             root: None,
             bytes: send.len * size_of::<T>(),
+            exchange: None,
             native: NativeCall::ReduceScatter {
                 send: send.ptr.cast(),
                 recv: recv.ptr.cast(),
@@ -395,6 +474,30 @@ impl Comm {
     /// `send` valid; `recv` valid, writable, disjoint from `send`, equal
     /// lengths divisible by the world size, until this returns.
     pub(crate) unsafe fn all_to_all_raw<T: Element>(&self, send: RawBuf<T>, recv: RawBuf<T>) -> Result<()> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.to_all(send, recv, None) }
+    }
+
+    /// An all-to-all of the library's own (`what`), under a header no user
+    /// collective matches (see [`Comm::exchange`]).
+    pub(crate) fn exchange_all_to_all<T: Element>(&self, what: Exchange, send: &[T], recv: &mut [T]) -> Result<()> {
+        let (send, recv) = (self.view(send)?, self.view_mut(recv)?);
+        check_len("recv", recv.len, send.len)?;
+        if send.len % self.world() != 0 {
+            return Err(Error::buffer_length(
+                "send",
+                send.len,
+                format_args!("a multiple of the world size {}", self.world()),
+            ));
+        }
+        // SAFETY: distinct borrows that outlive the call.
+        unsafe { self.to_all(send, recv, Some(what)) }
+    }
+
+    /// # Safety
+    ///
+    /// As [`Comm::all_to_all_raw`].
+    unsafe fn to_all<T: Element>(&self, send: RawBuf<T>, recv: RawBuf<T>, exchange: Option<Exchange>) -> Result<()> {
         let w = self.world();
         let block = send.len / w;
         let call = Call {
@@ -404,6 +507,7 @@ impl Comm {
             op: None,
             root: None,
             bytes: send.len * size_of::<T>(),
+            exchange,
             native: NativeCall::AllToAll {
                 send: send.ptr.cast(),
                 recv: recv.ptr.cast(),
@@ -493,6 +597,7 @@ impl Comm {
             op: None,
             root: None,
             bytes: send.len * size_of::<T>(),
+            exchange: None,
             native: NativeCall::AllToAllV {
                 send: send.ptr.cast(),
                 send_counts,
@@ -542,6 +647,7 @@ impl Comm {
             op: None,
             root: Some(root),
             bytes: buf.len * size_of::<T>(),
+            exchange: None,
             native: NativeCall::Broadcast {
                 buf: buf.ptr.cast(),
                 count: buf.len,
@@ -614,6 +720,7 @@ impl Comm {
             op: Some(op),
             root: Some(root),
             bytes: send.len * size_of::<T>(),
+            exchange: None,
             native: NativeCall::Reduce {
                 send: send.ptr.cast(),
                 recv: recv.ptr.cast(),
@@ -659,6 +766,7 @@ impl Comm {
             op: None,
             root: Some(root),
             bytes: send.len * size_of::<T>(),
+            exchange: None,
             native: NativeCall::Gather {
                 send: send.ptr.cast(),
                 recv: recv.ptr.cast(),
@@ -690,6 +798,7 @@ impl Comm {
             op: None,
             root: Some(root),
             bytes: recv.len * size_of::<T>(),
+            exchange: None,
             native: NativeCall::Scatter {
                 send: send.ptr.cast(),
                 recv: recv.ptr.cast(),
@@ -710,6 +819,7 @@ impl Comm {
             op: None,
             root: None,
             bytes: 0,
+            exchange: None,
             native: NativeCall::Barrier,
         };
         // SAFETY: a barrier touches no buffer.

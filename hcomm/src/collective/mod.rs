@@ -107,6 +107,50 @@ pub(crate) struct CollHeader {
     pub(crate) count: Option<u64>,
     pub(crate) op: Option<ReduceOp>,
     pub(crate) root: Option<u32>,
+    /// For an exchange of the library's own (split's, a layout's, a shape
+    /// agreement's): which one; `None` for the user's collectives. Part of
+    /// the agreement, so a user's collective never matches an exchange
+    /// that another rank runs inside a library call.
+    pub(crate) exchange: Option<Exchange>,
+}
+
+/// The library's own exchanges, run as collectives whose headers carry
+/// this kind: a rank inside one of them while another is in a user's
+/// collective (or in another exchange) is a [`CollHeader`] disagreement,
+/// [`crate::Error::Mismatch`] on every rank, never data taken for the
+/// other call's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub(crate) enum Exchange {
+    /// `Comm::split`: every rank's color and key.
+    Split,
+    /// `parallel::Context::init`: every rank's layout.
+    ParallelLayout,
+    /// The group agreement of `tp`/`moe` calls: whether every rank's local
+    /// checks passed and the settings that must agree.
+    Agreement,
+    /// The message lengths of a failed agreement.
+    AgreementText,
+    /// The shape agreement of `tp` calls.
+    Shape,
+    /// `all_gatherv`: every rank's count and counts digest.
+    Counts,
+    /// `moe::dispatch`: the per-expert token counts.
+    ExpertCounts,
+}
+
+impl Exchange {
+    /// The name used in messages.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Exchange::Split => "split",
+            Exchange::ParallelLayout => "parallel layout",
+            Exchange::Agreement => "group agreement",
+            Exchange::AgreementText => "group agreement messages",
+            Exchange::Shape => "shape agreement",
+            Exchange::Counts => "all_gatherv counts",
+            Exchange::ExpertCounts => "moe expert counts",
+        }
+    }
 }
 
 impl CollHeader {
@@ -117,11 +161,15 @@ impl CollHeader {
             && self.count == other.count
             && self.op == other.op
             && self.root == other.root
+            && self.exchange == other.exchange
     }
 }
 
 impl std::fmt::Display for CollHeader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(exchange) = self.exchange {
+            write!(f, "the {} exchange inside the library, ", exchange.name())?;
+        }
         write!(f, "`{}`({}", self.kind, self.dtype)?;
         if let Some(count) = self.count {
             write!(f, " x {count}")?;

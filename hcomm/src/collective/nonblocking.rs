@@ -205,6 +205,22 @@ impl Comm {
         scope: &'s Scope<'s, 'env>,
         body: impl FnOnce(&Comm) -> Result<()> + Send + 'static,
     ) -> Result<Request<'s, 'env>> {
+        self.call("posting a non-blocking collective", || {
+            // SAFETY: forwarded from the caller.
+            unsafe { self.post_task_now(scope, body) }
+        })
+    }
+
+    /// [`Comm::post_task`] inside the call already taken.
+    ///
+    /// # Safety
+    ///
+    /// As [`Comm::post_task`].
+    unsafe fn post_task_now<'s, 'env: 's>(
+        &self,
+        scope: &'s Scope<'s, 'env>,
+        body: impl FnOnce(&Comm) -> Result<()> + Send + 'static,
+    ) -> Result<Request<'s, 'env>> {
         let mut slot = lock(&self.inner.nonblocking);
         let worker = match slot.take() {
             Some(worker) => worker,

@@ -10,6 +10,11 @@
 //! its connections are then protected against accidents (a second job on
 //! the same port, a corrupted stream), not against a process that reads
 //! the library's source.
+//!
+//! An unauthenticated job still has an id of its own when the launcher
+//! names the run: `HCOMM_JOB_ID`, else torchrun's `TORCHELASTIC_RUN_ID`,
+//! is hashed into its key, so two such jobs with different ids cannot mix
+//! (they tell each other apart; neither proves anything to the other).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -20,6 +25,9 @@ use crate::error::{Error, Result};
 
 /// The variable the secret is read from.
 pub const SECRET_VAR: &str = "HCOMM_JOB_SECRET";
+
+/// The variables that name an unauthenticated job's run, first found wins.
+pub const JOB_ID_VARS: [&str; 2] = ["HCOMM_JOB_ID", "TORCHELASTIC_RUN_ID"];
 
 /// The fewest bytes a secret may have.
 const MIN_SECRET: usize = 16;
@@ -48,7 +56,7 @@ impl std::fmt::Debug for JobSecret {
         f.debug_struct("JobSecret")
             .field("authenticated", &self.authenticated)
             .field("job_id", &format_args!("{:016x}", self.job_id()))
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -82,10 +90,32 @@ impl JobSecret {
         }
     }
 
+    /// The secret of an unauthenticated job whose launcher named the run
+    /// `run_id`: as public as [`JobSecret::unauthenticated`], but two runs
+    /// with different ids have different job ids and keys.
+    pub fn unauthenticated_run(run_id: &str) -> JobSecret {
+        let mut h = Sha256::new();
+        h.update(b"hcomm unauthenticated run\0");
+        h.update(run_id.as_bytes());
+        JobSecret {
+            key: h.finalize().into(),
+            authenticated: false,
+        }
+    }
+
     /// `HCOMM_JOB_SECRET`, or an unauthenticated job (said once, as a
-    /// `tracing` warning) when it is unset or empty.
+    /// `tracing` warning) when it is unset or empty, named by the first of
+    /// [`JOB_ID_VARS`] that is set.
     pub fn from_env() -> Result<JobSecret> {
-        let secret = JobSecret::from_value(std::env::var_os(SECRET_VAR).as_deref())?;
+        let mut secret = JobSecret::from_value(std::env::var_os(SECRET_VAR).as_deref())?;
+        if !secret.authenticated {
+            let run = JOB_ID_VARS
+                .iter()
+                .find_map(|v| std::env::var(v).ok().filter(|id| !id.trim().is_empty()));
+            if let Some(run) = run {
+                secret = JobSecret::unauthenticated_run(run.trim());
+            }
+        }
         if !secret.authenticated && !WARNED.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 "`{SECRET_VAR}` is not set: this job is unauthenticated, so any local process can join it; hint: start \
@@ -123,22 +153,13 @@ impl JobSecret {
 
     /// The HMAC of `parts` under this secret, for the purpose `label`.
     pub(crate) fn tag(&self, label: &[u8], parts: &[&[u8]]) -> Key {
-        let mut mac = <HmacSha256 as KeyInit>::new_from_slice(&self.key).unwrap_or_else(|_| {
-            // HMAC takes keys of any length; this branch cannot run.
-            <HmacSha256 as KeyInit>::new(&Default::default())
-        });
-        for part in std::iter::once(label).chain(parts.iter().copied()) {
-            mac.update(&(part.len() as u64).to_le_bytes());
-            mac.update(part);
-        }
-        mac.finalize().into_bytes().into()
+        mac(&self.key, label, parts)
     }
 
     /// Whether `tag` is [`JobSecret::tag`] of the same message, compared in
     /// constant time.
     pub(crate) fn verify(&self, label: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
-        let expected = self.tag(label, parts);
-        tag.len() == expected.len() && expected.iter().zip(tag).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+        mac_verify(&self.key, label, parts, tag)
     }
 
     /// A key for the purpose `label` bound to `parts` (a connection's
@@ -146,6 +167,27 @@ impl JobSecret {
     pub(crate) fn derive(&self, label: &[u8], parts: &[&[u8]]) -> Key {
         self.tag(label, parts)
     }
+}
+
+/// HMAC-SHA-256 under `key` of `label` and `parts`, each length-prefixed.
+pub(crate) fn mac(key: &Key, label: &[u8], parts: &[&[u8]]) -> Key {
+    // HMAC pads a key shorter than SHA-256's 64-byte block with zeros
+    // (RFC 2104); padded here, it fits the block-sized constructor, which
+    // cannot fail.
+    let mut block = [0u8; 64];
+    block[..KEY_BYTES].copy_from_slice(key);
+    let mut mac = <HmacSha256 as KeyInit>::new(&block.into());
+    for part in std::iter::once(label).chain(parts.iter().copied()) {
+        mac.update(&(part.len() as u64).to_le_bytes());
+        mac.update(part);
+    }
+    mac.finalize().into_bytes().into()
+}
+
+/// Whether `tag` is [`mac`] of the same message, compared in constant time.
+pub(crate) fn mac_verify(key: &Key, label: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
+    let expected = mac(key, label, parts);
+    tag.len() == expected.len() && expected.iter().zip(tag).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
 /// Fresh random bytes (a challenge, a secret).
@@ -161,7 +203,11 @@ pub(crate) fn nonce() -> Result<Key> {
 /// A fresh secret in the form `hcomm-run` hands its ranks: 64 hexadecimal
 /// digits.
 pub fn generate_secret() -> Result<String> {
-    Ok(nonce()?.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(nonce()?.iter().fold(String::with_capacity(2 * KEY_BYTES), |mut s, b| {
+        use std::fmt::Write;
+        let _ = write!(s, "{b:02x}");
+        s
+    }))
 }
 
 #[cfg(test)]
@@ -184,6 +230,15 @@ mod tests {
         assert_ne!(a.job_id(), b.job_id());
         assert_eq!(a.job_id(), JobSecret::new("0123456789abcdef-a").unwrap().job_id());
         assert_ne!(a.derive(b"link", &[b"1"]), a.derive(b"link", &[b"2"]));
+        // The padded key gives what HMAC's own padding of the key does.
+        let mut jefe = [0u8; KEY_BYTES];
+        jefe[..4].copy_from_slice(b"Jefe");
+        let mut plain = <HmacSha256 as KeyInit>::new_from_slice(&jefe).unwrap();
+        for part in [&b"l"[..], b"p"] {
+            plain.update(&(part.len() as u64).to_le_bytes());
+            plain.update(part);
+        }
+        assert_eq!(mac(&jefe, b"l", &[b"p"]), <Key>::from(plain.finalize().into_bytes()));
     }
 
     #[test]
@@ -205,5 +260,20 @@ mod tests {
             assert!(bad.to_string().contains("not valid UTF-8"), "{bad}");
         }
         assert!(!format!("{:?}", JobSecret::new(&s).unwrap()).contains(&s));
+    }
+
+    #[test]
+    fn unauthenticated_runs_with_different_ids_do_not_mix() {
+        let a = JobSecret::unauthenticated_run("run-a");
+        let b = JobSecret::unauthenticated_run("run-b");
+        assert!(!a.is_authenticated());
+        assert_ne!(a.job_id(), b.job_id());
+        assert_ne!(a.job_id(), JobSecret::unauthenticated().job_id());
+        assert_eq!(a.job_id(), JobSecret::unauthenticated_run("run-a").job_id());
+        let t = a.tag(b"x", &[]);
+        assert!(!b.verify(b"x", &[], &t));
+        let k = a.derive(b"k", &[b"1"]);
+        assert!(mac_verify(&k, b"m", &[b"p"], &mac(&k, b"m", &[b"p"])));
+        assert!(!mac_verify(&k, b"m", &[b"q"], &mac(&k, b"m", &[b"p"])));
     }
 }

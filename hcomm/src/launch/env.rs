@@ -3,7 +3,46 @@
 //! `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT` when those are unset), and
 //! `LOCAL_RANK` (default: the rank) for the device index.
 
+use std::ffi::OsString;
+
 use crate::error::{Error, Result};
+
+/// The value of environment variable `name` as read (`raw`): `None` when
+/// unset or blank, the text otherwise, an [`Error::Config`] naming the
+/// variable when it is not UTF-8 (never taken for unset).
+pub(crate) fn text(name: &str, raw: Option<OsString>) -> Result<Option<String>> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    match raw.into_string() {
+        Ok(v) if v.trim().is_empty() => Ok(None),
+        Ok(v) => Ok(Some(v)),
+        Err(raw) => Err(Error::Config {
+            message: format!(
+                "`{name}` is not UTF-8 text ({}); hint: set it to plain text or unset it",
+                raw.as_os_str().to_string_lossy()
+            ),
+        }),
+    }
+}
+
+/// [`text`] of this process's variable `name`.
+pub(crate) fn var(name: &str) -> Result<Option<String>> {
+    text(name, std::env::var_os(name))
+}
+
+/// The launcher variables [`JobEnv::from_env`] reads, ours and torchrun's.
+const JOB_VARS: [&str; 9] = [
+    "HCOMM_RANK",
+    "RANK",
+    "HCOMM_WORLD_SIZE",
+    "WORLD_SIZE",
+    "HCOMM_MASTER_ADDR",
+    "MASTER_ADDR",
+    "HCOMM_MASTER_PORT",
+    "MASTER_PORT",
+    "LOCAL_RANK",
+];
 
 /// This process's place in a job of one process per rank, as the launcher's
 /// environment variables describe it.
@@ -38,7 +77,7 @@ fn lookup(
 
 fn number<T: std::str::FromStr>(name: &str, value: &str, what: &str) -> Result<T> {
     value.trim().parse().map_err(|_| Error::Config {
-        message: format!("`{name}={value}`: expected {what}"),
+        message: format!("`{name}={}`: expected {what}", value.escape_debug()),
     })
 }
 
@@ -56,9 +95,21 @@ fn required(
 }
 
 impl JobEnv {
-    /// Reads the job from this process's environment.
+    /// Reads the job from this process's environment. A variable that is
+    /// not UTF-8 is an [`Error::Config`] naming it, as is one that does not
+    /// parse; `HCOMM_TRANSPORT` is checked to be UTF-8 too.
     pub fn from_env() -> Result<JobEnv> {
-        JobEnv::from_vars(|name| std::env::var(name).ok())
+        JobEnv::from_os_vars(|name| std::env::var_os(name))
+    }
+
+    /// [`JobEnv::from_vars`] over raw values, which may not be UTF-8.
+    pub(crate) fn from_os_vars(get: impl Fn(&str) -> Option<OsString>) -> Result<JobEnv> {
+        text("HCOMM_TRANSPORT", get("HCOMM_TRANSPORT"))?;
+        let mut values = Vec::with_capacity(JOB_VARS.len());
+        for name in JOB_VARS {
+            values.push((name, text(name, get(name))?));
+        }
+        JobEnv::from_vars(|name| values.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v.clone()))
     }
 
     /// Reads the job from the variables `get` returns.
@@ -81,6 +132,14 @@ impl JobEnv {
         if master_addr.trim().is_empty() {
             return Err(Error::Config {
                 message: format!("`{addr_var}` is empty"),
+            });
+        }
+        if master_addr.trim().chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(Error::Config {
+                message: format!(
+                    "`{addr_var}={}`: expected a host name or address",
+                    master_addr.escape_debug()
+                ),
             });
         }
         let (port_var, port) = required(&get, "HCOMM_MASTER_PORT", "MASTER_PORT")?;
@@ -190,5 +249,66 @@ mod tests {
             config_message(with(&[("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "-1")]))
                 .contains("`LOCAL_RANK=-1`")
         );
+    }
+
+    fn os(raw: &[u8]) -> OsString {
+        use std::os::unix::ffi::OsStrExt;
+        std::ffi::OsStr::from_bytes(raw).to_owned()
+    }
+
+    /// Hostile values of each launcher variable: huge, negative, NaN, empty,
+    /// blank, control characters, non-UTF-8. Each is accepted with a sane
+    /// value or is a configuration error naming the variable; none panics.
+    #[test]
+    fn hostile_values_are_config_errors_naming_the_variable() {
+        let hostile: Vec<OsString> = [
+            &b"1e20"[..],
+            b"18446744073709551616",
+            b"99999999999999999999999",
+            b"-1",
+            b"NaN",
+            b"inf",
+            b"",
+            b"   ",
+            b"0x10",
+            b"1\n2",
+            b"\xff\xfe",
+            b"h\xc3",
+        ]
+        .iter()
+        .map(|b| os(b))
+        .collect();
+        let base = [
+            ("RANK", "1"),
+            ("WORLD_SIZE", "4"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29500"),
+        ];
+        for name in JOB_VARS.iter().copied().chain(["HCOMM_TRANSPORT"]) {
+            for value in &hostile {
+                let vars: HashMap<&str, OsString> = base
+                    .iter()
+                    .map(|(k, v)| (*k, OsString::from(*v)))
+                    .chain([(name, value.clone())])
+                    .collect();
+                let torch_twin = name.strip_prefix("HCOMM_").filter(|t| vars.contains_key(t));
+                match JobEnv::from_os_vars(|n| vars.get(n).cloned()) {
+                    Ok(j) => {
+                        assert!(j.rank < j.world, "{name}={value:?}: {j:?}");
+                        assert!(!j.master_addr.is_empty() && !j.master_addr.contains(char::is_whitespace));
+                    }
+                    Err(Error::Config { message }) => {
+                        let named = message.contains(name) || torch_twin.is_some_and(|t| message.contains(t));
+                        assert!(named, "{name}={value:?}: {message}");
+                    }
+                    Err(e) => panic!("{name}={value:?}: expected a configuration error, got {e}"),
+                }
+            }
+        }
+        let not_utf8 = JobEnv::from_os_vars(|n| match n {
+            "RANK" => Some(os(b"\xff")),
+            _ => base.iter().find(|(k, _)| *k == n).map(|(_, v)| OsString::from(*v)),
+        });
+        assert!(config_message(not_utf8).contains("`RANK` is not UTF-8"));
     }
 }

@@ -16,7 +16,7 @@ pub(crate) mod ranks;
 pub mod store;
 
 pub use env::JobEnv;
-pub use process::{init_from_env, init_job};
+pub use process::{init_from_env, init_job, init_job_with};
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};
@@ -45,13 +45,17 @@ impl BackendKind {
         }
     }
 
-    /// `HCOMM_BACKEND`, [`BackendKind::Host`] when unset or empty.
+    /// `HCOMM_BACKEND`, [`BackendKind::Host`] when unset or empty; a value
+    /// that is not UTF-8 is an [`Error::Config`] naming the variable.
     pub fn from_env() -> Result<BackendKind> {
-        match std::env::var("HCOMM_BACKEND") {
-            Ok(v) if !v.trim().is_empty() => BackendKind::parse(&v).ok_or_else(|| Error::Config {
-                message: format!("`HCOMM_BACKEND={v}`: expected `host`, `hccl` or `nccl`"),
+        match env::var("HCOMM_BACKEND")? {
+            Some(v) => BackendKind::parse(&v).ok_or_else(|| Error::Config {
+                message: format!(
+                    "`HCOMM_BACKEND={}`: expected `host`, `hccl` or `nccl`",
+                    v.escape_debug()
+                ),
             }),
-            _ => Ok(BackendKind::Host),
+            None => Ok(BackendKind::Host),
         }
     }
 

@@ -25,6 +25,7 @@ use hcomm_sys::{ncclUniqueId, NCCL_UNIQUE_ID_BYTES};
 use super::device::{self, DeviceLibrary};
 use crate::backend::device::Raw;
 use crate::backend::nccl::NcclDriver;
+pub use crate::backend::nccl::NcclVersions;
 use crate::comm::Comm;
 use crate::error::Result;
 use crate::options::CommOptions;
@@ -77,6 +78,15 @@ impl Nccl {
         Ok(Nccl {
             driver: NcclDriver::load(nccl.as_ref(), cudart.as_ref())?,
         })
+    }
+
+    /// The versions of the loaded NCCL, CUDA runtime and NVIDIA driver
+    /// (also a `tracing` event at load).
+    #[doc(alias = "ncclGetVersion")]
+    #[doc(alias = "cudaRuntimeGetVersion")]
+    #[doc(alias = "cudaDriverGetVersion")]
+    pub fn versions(&self) -> NcclVersions {
+        self.driver.versions()
     }
 
     /// The number of visible GPUs.

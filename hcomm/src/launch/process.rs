@@ -6,6 +6,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::auth::JobSecret;
 use super::bind::{allowed_cores, bind_current_thread, Binding};
 use super::env::JobEnv;
 use super::store::Store;
@@ -25,6 +26,11 @@ const ABORT_KEY: &str = "hcomm/abort";
 /// launcher's variables ([`JobEnv::from_env`]) and the communicator options
 /// of the environment ([`CommOptions::from_env`]). Joining waits for the
 /// other processes at most the communicator's timeout (`HCOMM_TIMEOUT`).
+///
+/// The processes prove to each other that they know the job's secret
+/// (`HCOMM_JOB_SECRET`, which `hcomm-run` sets; see [`JobSecret::from_env`]):
+/// a process of another job, or of nobody's, can neither join nor change
+/// the rendezvous store.
 ///
 /// On the host backend the processes talk directly to each other (reading
 /// each other's memory on one host). On HCCL rank 0's `HcclGetRootInfo`
@@ -47,9 +53,15 @@ pub fn init_from_env() -> Result<Comm> {
     )
 }
 
-/// [`init_from_env`] with the backend, job and options given explicitly.
+/// [`init_from_env`] with the backend, job and options given explicitly;
+/// the secret still comes from `HCOMM_JOB_SECRET` ([`JobSecret::from_env`]).
 pub fn init_job(kind: BackendKind, job: &JobEnv, options: &CommOptions) -> Result<Comm> {
-    let rendezvous = Rendezvous::join(job, options.timeout)?;
+    init_job_with(kind, job, options, &JobSecret::from_env()?)
+}
+
+/// [`init_job`] with the job's secret given explicitly.
+pub fn init_job_with(kind: BackendKind, job: &JobEnv, options: &CommOptions, secret: &JobSecret) -> Result<Comm> {
+    let rendezvous = Rendezvous::join(job, options.timeout, secret)?;
     let result = match kind {
         BackendKind::Host => connect_host(&rendezvous, job, options),
         BackendKind::Hccl => rendezvous.device_comm(
@@ -98,6 +110,7 @@ fn connect_host(rendezvous: &Rendezvous, job: &JobEnv, options: &CommOptions) ->
         &options.topology,
         options.timeout,
         &cores,
+        &rendezvous.secret,
     )?;
     if let Some((block, shared)) = binding.process_cores(&cores, here) {
         if bind_current_thread(&block) {
@@ -123,12 +136,13 @@ struct Rendezvous {
     world: usize,
     timeout: Duration,
     deadline: Instant,
+    secret: JobSecret,
 }
 
 impl Rendezvous {
     /// Serves (rank 0) or reaches the store, claims this rank and checks
     /// that every process agrees on the world size.
-    fn join(job: &JobEnv, timeout: Duration) -> Result<Rendezvous> {
+    fn join(job: &JobEnv, timeout: Duration, secret: &JobSecret) -> Result<Rendezvous> {
         let deadline = Instant::now() + timeout;
         let addr = job.store_addr();
         let store = if job.rank == 0 {
@@ -139,9 +153,9 @@ impl Rendezvous {
             } else {
                 format!("0.0.0.0:{}", job.master_port)
             };
-            Store::serve(&bind)?
+            Store::serve_with(&bind, secret)?
         } else {
-            Store::connect(&addr, timeout)?
+            Store::connect_with(&addr, timeout, secret)?
         };
         let r = Rendezvous {
             store: Arc::new(store),
@@ -149,6 +163,7 @@ impl Rendezvous {
             world: job.world,
             timeout,
             deadline,
+            secret: secret.clone(),
         };
         if let Err(e) = r.check(job) {
             r.report(&e);

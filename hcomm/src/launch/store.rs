@@ -7,9 +7,33 @@
 //! # Protocol
 //!
 //! One TCP connection per client. Each message is a frame: a 4-byte
-//! little-endian length, then a [`postcard`]-encoded `Request` (client to
-//! server) or `Reply` (server to client). The client sends one request and
-//! reads its reply before the next; the server answers requests in order.
+//! little-endian length, then that many bytes.
+//!
+//! A connection begins with a handshake in which each end proves that it
+//! knows the job's secret ([`JobSecret`]) without sending it:
+//!
+//! 1. the server sends `ServerHello { magic, job, nonce: sn }`; a client of
+//!    another job (`job` differs from its own) stops here with an error
+//!    naming the address;
+//! 2. the client answers `ClientAuth { nonce: cn, tag }`, `tag` the HMAC of
+//!    both nonces and the job id under the secret; a server that cannot
+//!    verify it closes the connection and goes on serving the others;
+//! 3. the server proves itself back with `ServerAuth { tag }` over the same
+//!    parts under another label, so a client never talks to an impostor.
+//!
+//! Each handshake frame is at most [`HANDSHAKE_FRAME`] bytes and must come
+//! within [`HANDSHAKE_WAIT`]. Then every frame is a [`postcard`]-encoded
+//! `Request` (client to server) or `Reply` (server to client) followed by
+//! a 32-byte MAC under a key derived from both nonces, over the frame's
+//! direction, its sequence number and its bytes: a relay can neither alter,
+//! reorder nor replay a frame. A request is at most [`MAX_REQUEST`] bytes.
+//! The client sends one request and reads its reply before the next; the
+//! server answers requests in order.
+//!
+//! The server keeps at most [`MAX_CONNECTIONS`] connections, closes each
+//! one's socket when it ends, and counts only authenticated clients when
+//! rank 0 waits for the others to leave: a silent or hostile connection
+//! neither holds memory nor delays the job.
 //!
 //! | request | reply |
 //! |---|---|
@@ -25,15 +49,17 @@
 use std::collections::HashMap;
 use std::io::{self, BufReader, BufWriter, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::auth::{mac, mac_verify, nonce, JobSecret, Key, KEY_BYTES};
 use crate::backend::liveness::lock;
 use crate::error::{Error, Result};
-use crate::wire::{read_frame, write_frame};
+use crate::wire::{read_frame_within, read_raw, write_frame, write_raw};
 
 /// A request from a client.
 #[derive(Serialize, Deserialize, Debug)]
@@ -75,6 +101,96 @@ enum Reply {
 const RETRY: Duration = Duration::from_millis(50);
 /// How much longer than a server-side wait a client waits for the reply.
 const REPLY_SLACK: Duration = Duration::from_secs(10);
+/// The longest handshake frame (they hold a few ids and nonces).
+pub const HANDSHAKE_FRAME: usize = 256;
+/// How long either end waits for each handshake frame.
+pub const HANDSHAKE_WAIT: Duration = Duration::from_secs(3);
+/// The longest request or reply: keys and values are small (endpoints,
+/// rank claims, a device communicator's id of about 4 KiB).
+pub const MAX_REQUEST: usize = 64 << 10;
+/// The most connections the server keeps at once; more are closed at once.
+pub const MAX_CONNECTIONS: usize = 512;
+/// Tells a store from something else listening on its port.
+const MAGIC: [u8; 8] = *b"hcstore1";
+
+/// First handshake frame, server to client.
+#[derive(Serialize, Deserialize)]
+struct ServerHello {
+    magic: [u8; 8],
+    job: u64,
+    nonce: Key,
+}
+
+/// Second handshake frame, client to server.
+#[derive(Serialize, Deserialize)]
+struct ClientAuth {
+    nonce: Key,
+    tag: Key,
+}
+
+/// Third handshake frame, server to client.
+#[derive(Serialize, Deserialize)]
+struct ServerAuth {
+    tag: Key,
+}
+
+/// The parts both proofs of a handshake cover.
+fn proof_parts<'a>(sn: &'a Key, cn: &'a Key, job: &'a [u8; 8]) -> [&'a [u8]; 3] {
+    [sn, cn, job]
+}
+
+/// One end of an authenticated connection: frames carry a MAC under `key`
+/// over their direction and sequence number.
+struct Sealed {
+    key: Key,
+    sent: u64,
+    received: u64,
+    /// The label of frames this end sends, and of those it receives.
+    labels: (&'static [u8], &'static [u8]),
+}
+
+impl Sealed {
+    fn new(secret: &JobSecret, sn: &Key, cn: &Key, client: bool) -> Sealed {
+        let labels: (&[u8], &[u8]) = if client {
+            (b"store request", b"store reply")
+        } else {
+            (b"store reply", b"store request")
+        };
+        Sealed {
+            key: secret.derive(b"hcomm store", &[sn, cn]),
+            sent: 0,
+            received: 0,
+            labels,
+        }
+    }
+
+    fn send<T: Serialize>(&mut self, w: &mut impl Write, value: &T, buf: &mut Vec<u8>) -> io::Result<()> {
+        buf.clear();
+        postcard::to_io(value, &mut *buf).map_err(invalid)?;
+        let tag = mac(&self.key, self.labels.0, &[&self.sent.to_le_bytes(), buf]);
+        self.sent += 1;
+        write_raw(w, &[buf, &tag])
+    }
+
+    fn receive<T: DeserializeOwned>(&mut self, r: &mut impl io::Read, buf: &mut Vec<u8>) -> io::Result<T> {
+        read_raw(r, buf, MAX_REQUEST + KEY_BYTES)?;
+        let Some(split) = buf.len().checked_sub(KEY_BYTES) else {
+            return Err(invalid("a frame shorter than its MAC"));
+        };
+        let (body, tag) = buf.split_at(split);
+        if !mac_verify(&self.key, self.labels.1, &[&self.received.to_le_bytes(), body], tag) {
+            return Err(invalid(
+                "a frame whose MAC does not verify (altered, replayed or reordered)",
+            ));
+        }
+        self.received += 1;
+        postcard::from_bytes(body).map_err(invalid)
+    }
+}
+
+fn invalid(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
 
 /// A client of the rendezvous store (and, on the process that serves it,
 /// the server, which stops when this handle is dropped).
@@ -88,6 +204,7 @@ struct Conn {
     reader: BufReader<TcpStream>,
     writer: BufWriter<TcpStream>,
     buf: Vec<u8>,
+    sealed: Sealed,
 }
 
 impl std::fmt::Debug for Store {
@@ -101,26 +218,40 @@ impl std::fmt::Debug for Store {
 
 impl Store {
     /// Serves a store on `addr` (e.g. `0.0.0.0:29500`; port 0 picks a free
-    /// one) and connects to it.
+    /// one) for an unauthenticated job and connects to it.
     pub fn serve(addr: &str) -> Result<Store> {
+        Store::serve_with(addr, &JobSecret::unauthenticated())
+    }
+
+    /// Serves a store on `addr` to the clients that know `secret` and
+    /// connects to it.
+    pub fn serve_with(addr: &str, secret: &JobSecret) -> Result<Store> {
         let listener = TcpListener::bind(addr).map_err(|e| os_error(&format!("cannot listen on {addr}"), &e))?;
         let local = listener
             .local_addr()
             .map_err(|e| os_error(&format!("cannot listen on {addr}"), &e))?;
-        let server = Server::start(listener)?;
+        let server = Server::start(listener, secret.clone())?;
         let target = if local.ip().is_unspecified() {
             SocketAddr::from(([127, 0, 0, 1], local.port()))
         } else {
             local
         };
-        let mut store = Store::connect(&target.to_string(), Duration::from_secs(10))?;
+        let mut store = Store::connect_with(&target.to_string(), Duration::from_secs(10), secret)?;
         store.server = Some(server);
         Ok(store)
     }
 
-    /// Connects to the store at `addr` (`host:port`), retrying until
-    /// `deadline` has passed; an unreachable store is a timeout naming it.
+    /// Connects to the store of an unauthenticated job at `addr`
+    /// (`host:port`), retrying until `deadline` has passed; an unreachable
+    /// store is a timeout naming it.
     pub fn connect(addr: &str, deadline: Duration) -> Result<Store> {
+        Store::connect_with(addr, deadline, &JobSecret::unauthenticated())
+    }
+
+    /// [`Store::connect`] to the store of the job `secret` belongs to. A
+    /// store of another job (or one that does not know the secret) is an
+    /// [`Error::Config`] naming the address, at once.
+    pub fn connect_with(addr: &str, deadline: Duration, secret: &JobSecret) -> Result<Store> {
         let start = Instant::now();
         let mut last = String::from("no address");
         loop {
@@ -128,7 +259,12 @@ impl Store {
                 Ok(addrs) => {
                     for a in addrs {
                         match TcpStream::connect_timeout(&a, RETRY.max(Duration::from_millis(200))) {
-                            Ok(stream) => return Store::over(addr, stream),
+                            Ok(stream) => match Store::over(addr, stream, secret)? {
+                                Ok(store) => return Ok(store),
+                                // No hello (a store at its connection limit
+                                // closes new ones): try again.
+                                Err(why) => last = why,
+                            },
                             Err(e) => last = e.to_string(),
                         }
                     }
@@ -147,19 +283,26 @@ impl Store {
         }
     }
 
-    fn over(addr: &str, stream: TcpStream) -> Result<Store> {
+    /// The client over `stream`; `Ok(Err(why))` when no store hello came
+    /// (worth another try).
+    fn over(addr: &str, mut stream: TcpStream, secret: &JobSecret) -> Result<std::result::Result<Store, String>> {
         let io_err = |e: &io::Error| os_error(&format!("rendezvous store at {addr}"), e);
         stream.set_nodelay(true).map_err(|e| io_err(&e))?;
+        let sealed = match client_handshake(addr, &mut stream, secret)? {
+            Ok(sealed) => sealed,
+            Err(why) => return Ok(Err(why)),
+        };
         let reader = BufReader::new(stream.try_clone().map_err(|e| io_err(&e))?);
-        Ok(Store {
+        Ok(Ok(Store {
             addr: addr.to_owned(),
             conn: Mutex::new(Conn {
                 reader,
                 writer: BufWriter::new(stream),
                 buf: Vec::new(),
+                sealed,
             }),
             server: None,
-        })
+        }))
     }
 
     /// The address this client is connected to.
@@ -187,9 +330,9 @@ impl Store {
         let conn = &mut *conn;
         let result = (|| {
             conn.reader.get_ref().set_read_timeout(Some(wait + REPLY_SLACK))?;
-            write_frame(&mut conn.writer, request, &mut conn.buf)?;
+            conn.sealed.send(&mut conn.writer, request, &mut conn.buf)?;
             conn.writer.flush()?;
-            read_frame::<Reply>(&mut conn.reader, &mut conn.buf)
+            conn.sealed.receive::<Reply>(&mut conn.reader, &mut conn.buf)
         })();
         result.map_err(|e| os_error(&format!("rendezvous store at {}", self.addr), &e))
     }
@@ -281,9 +424,10 @@ impl Store {
         }
     }
 
-    /// On the serving process: waits until every other client has
-    /// disconnected (at most `wait`), so that stopping the server cuts off
-    /// no reply. Returns whether they all did.
+    /// On the serving process: waits until every other authenticated
+    /// client has disconnected (at most `wait`), so that stopping the
+    /// server cuts off no reply; connections that never proved themselves
+    /// are not waited for. Returns whether they all did.
     pub fn wait_for_clients_to_leave(&self, wait: Duration) -> bool {
         let Some(server) = &self.server else {
             return true;
@@ -318,6 +462,91 @@ impl Store {
     }
 }
 
+/// The client's half of the handshake (see the module's documentation);
+/// `Ok(Err(why))` when the server sent no hello.
+fn client_handshake(
+    addr: &str,
+    stream: &mut TcpStream,
+    secret: &JobSecret,
+) -> Result<std::result::Result<Sealed, String>> {
+    let job = secret.job_id().to_le_bytes();
+    let other_job = || Error::Config {
+        message: format!(
+            "the rendezvous store at {addr} belongs to another job (or this process has a wrong `{}`); hint: give \
+             each job its own `MASTER_PORT`, and every process of a job the same secret",
+            super::auth::SECRET_VAR
+        ),
+    };
+    let mut buf = Vec::new();
+    let hello: io::Result<ServerHello> = (|| {
+        stream.set_read_timeout(Some(HANDSHAKE_WAIT))?;
+        read_frame_within(stream, &mut buf, HANDSHAKE_FRAME)
+    })();
+    let hello = match hello {
+        Ok(hello) => hello,
+        Err(e) => return Ok(Err(format!("no store hello ({e}); is something else listening there?"))),
+    };
+    if hello.magic != MAGIC {
+        return Err(Error::Config {
+            message: format!("{addr} is not a rendezvous store of this library (it answered something else)"),
+        });
+    }
+    if hello.job.to_le_bytes() != job {
+        return Err(other_job());
+    }
+    let cn = nonce()?;
+    let parts = proof_parts(&hello.nonce, &cn, &job);
+    let auth = ClientAuth {
+        nonce: cn,
+        tag: secret.tag(b"store client", &parts),
+    };
+    let proof: io::Result<ServerAuth> = (|| {
+        write_frame(stream, &auth, &mut buf)?;
+        read_frame_within(stream, &mut buf, HANDSHAKE_FRAME)
+    })();
+    // The server closes the connection of a client it cannot verify.
+    let proof = proof.map_err(|_| other_job())?;
+    if !secret.verify(b"store server", &parts, &proof.tag) {
+        return Err(Error::Config {
+            message: format!(
+                "the rendezvous store at {addr} could not prove that it knows the job's secret (an impostor, or \
+                 another job); hint: give each job its own `MASTER_PORT`"
+            ),
+        });
+    }
+    stream
+        .set_read_timeout(None)
+        .map_err(|e| os_error(&format!("rendezvous store at {addr}"), &e))?;
+    Ok(Ok(Sealed::new(secret, &hello.nonce, &cn, true)))
+}
+
+/// The server's half of the handshake; `None` when the peer failed it.
+fn server_handshake(stream: &mut TcpStream, secret: &JobSecret, job: u64) -> io::Result<Option<Sealed>> {
+    let job = job.to_le_bytes();
+    let sn = nonce().map_err(|e| io::Error::other(e.to_string()))?;
+    let mut buf = Vec::new();
+    stream.set_read_timeout(Some(HANDSHAKE_WAIT))?;
+    let hello = ServerHello {
+        magic: MAGIC,
+        job: u64::from_le_bytes(job),
+        nonce: sn,
+    };
+    write_frame(stream, &hello, &mut buf)?;
+    let auth: ClientAuth = read_frame_within(stream, &mut buf, HANDSHAKE_FRAME)?;
+    let parts = proof_parts(&sn, &auth.nonce, &job);
+    if !secret.verify(b"store client", &parts, &auth.tag) {
+        return Ok(None);
+    }
+    let proof = ServerAuth {
+        tag: secret.tag(b"store server", &parts),
+    };
+    write_frame(stream, &proof, &mut buf)?;
+    // An authenticated client may wait long between requests (a rank
+    // joining late).
+    stream.set_read_timeout(None)?;
+    Ok(Some(Sealed::new(secret, &sn, &auth.nonce, false)))
+}
+
 /// The serving side: an accept thread and a thread per connection over one
 /// shared map.
 struct Server {
@@ -326,21 +555,36 @@ struct Server {
     accept: Option<std::thread::JoinHandle<()>>,
 }
 
-#[derive(Default)]
 struct Shared {
+    secret: JobSecret,
+    /// `secret.job_id()`, computed once.
+    job: u64,
     map: Mutex<HashMap<String, Vec<u8>>>,
     changed: Condvar,
     stopping: AtomicBool,
-    conns: Mutex<Vec<TcpStream>>,
-    /// Clients connected now.
+    /// The open connections, by number, to shut down when the server
+    /// stops; each is removed (and its socket closed) when it ends.
+    conns: Mutex<HashMap<u64, TcpStream>>,
+    next_conn: AtomicU64,
+    /// Authenticated clients connected now.
     clients: Mutex<usize>,
     left: Condvar,
 }
 
 impl Server {
-    fn start(listener: TcpListener) -> Result<Server> {
+    fn start(listener: TcpListener, secret: JobSecret) -> Result<Server> {
         let addr = listener.local_addr().map_err(|e| os_error("rendezvous store", &e))?;
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            job: secret.job_id(),
+            secret,
+            map: Mutex::default(),
+            changed: Condvar::new(),
+            stopping: AtomicBool::new(false),
+            conns: Mutex::default(),
+            next_conn: AtomicU64::new(0),
+            clients: Mutex::new(0),
+            left: Condvar::new(),
+        });
         let s = Arc::clone(&shared);
         let accept = std::thread::Builder::new()
             .name("hcomm-store".into())
@@ -358,7 +602,7 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.shared.stopping.store(true, Ordering::SeqCst);
         self.shared.changed.notify_all();
-        for c in lock(&self.shared.conns).drain(..) {
+        for (_, c) in lock(&self.shared.conns).drain() {
             let _ = c.shutdown(Shutdown::Both);
         }
         // Wake the accept loop so it sees `stopping`.
@@ -379,39 +623,73 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
             return;
         }
         let Ok(stream) = stream else { continue };
-        let Ok(clone) = stream.try_clone() else { continue };
-        lock(&shared.conns).push(clone);
+        let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut conns = lock(&shared.conns);
+            if conns.len() >= MAX_CONNECTIONS {
+                tracing::warn!(
+                    limit = MAX_CONNECTIONS,
+                    "rendezvous store: too many connections, closing a new one"
+                );
+                continue;
+            }
+            let Ok(clone) = stream.try_clone() else { continue };
+            conns.insert(id, clone);
+        }
         let s = Arc::clone(shared);
-        *lock(&shared.clients) += 1;
         let spawned = std::thread::Builder::new()
             .name("hcomm-store-conn".into())
             .spawn(move || {
                 if let Err(e) = serve_conn(stream, &s) {
                     tracing::debug!(error = %e, "rendezvous store connection closed");
                 }
-                *lock(&s.clients) -= 1;
-                s.left.notify_all();
+                lock(&s.conns).remove(&id);
             });
         if let Err(e) = spawned {
-            *lock(&shared.clients) -= 1;
+            lock(&shared.conns).remove(&id);
             tracing::warn!(error = %e, "rendezvous store: cannot serve a connection");
         }
     }
 }
 
-fn serve_conn(stream: TcpStream, shared: &Shared) -> io::Result<()> {
+/// Counts an authenticated client while it is connected.
+struct Client<'a>(&'a Shared);
+
+impl<'a> Client<'a> {
+    fn arrive(shared: &'a Shared) -> Client<'a> {
+        *lock(&shared.clients) += 1;
+        Client(shared)
+    }
+}
+
+impl Drop for Client<'_> {
+    fn drop(&mut self) {
+        *lock(&self.0.clients) -= 1;
+        self.0.left.notify_all();
+    }
+}
+
+fn serve_conn(mut stream: TcpStream, shared: &Shared) -> io::Result<()> {
     stream.set_nodelay(true)?;
+    let Some(mut sealed) = server_handshake(&mut stream, &shared.secret, shared.job)? else {
+        tracing::warn!(
+            peer = ?stream.peer_addr().ok(),
+            "rendezvous store: a connection failed the handshake (another job, or a wrong secret); closed it"
+        );
+        return Ok(());
+    };
+    let _client = Client::arrive(shared);
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut writer = BufWriter::new(stream);
     let mut buf = Vec::new();
     loop {
-        let request: Request = match read_frame(&mut reader, &mut buf) {
+        let request: Request = match sealed.receive(&mut reader, &mut buf) {
             Ok(r) => r,
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
             Err(e) => return Err(e),
         };
         let reply = shared.apply(request);
-        write_frame(&mut writer, &reply, &mut buf)?;
+        sealed.send(&mut writer, &reply, &mut buf)?;
         writer.flush()?;
     }
 }
@@ -517,6 +795,44 @@ mod tests {
     }
 
     #[test]
+    fn a_relay_can_neither_alter_nor_replay_nor_reorder_frames() {
+        let secret = JobSecret::new("0123456789abcdef-store").unwrap();
+        let (sn, cn) = ([1u8; KEY_BYTES], [2u8; KEY_BYTES]);
+        let mut client = Sealed::new(&secret, &sn, &cn, true);
+        let mut server = Sealed::new(&secret, &sn, &cn, false);
+        let mut buf = Vec::new();
+        let mut wire = Vec::new();
+        let first = Request::Delete { key: "a".into() };
+        client.send(&mut wire, &first, &mut buf).unwrap();
+        let one = wire.clone();
+        client
+            .send(&mut wire, &Request::Delete { key: "b".into() }, &mut buf)
+            .unwrap();
+        let two = wire[one.len()..].to_vec();
+        // Reordered: the second frame first.
+        let mut fresh = Sealed::new(&secret, &sn, &cn, false);
+        let e = fresh.receive::<Request>(&mut &two[..], &mut buf).unwrap_err();
+        assert!(e.to_string().contains("MAC"), "{e}");
+        // In order: both.
+        let mut r = &wire[..];
+        assert!(matches!(server.receive(&mut r, &mut buf).unwrap(), Request::Delete { key } if key == "a"));
+        assert!(matches!(server.receive(&mut r, &mut buf).unwrap(), Request::Delete { key } if key == "b"));
+        // Replayed: the first frame again.
+        assert!(server.receive::<Request>(&mut &one[..], &mut buf).is_err());
+        // Altered: one bit of the key.
+        let mut altered = one.clone();
+        altered[6] ^= 1;
+        let mut fresh = Sealed::new(&secret, &sn, &cn, false);
+        assert!(fresh.receive::<Request>(&mut &altered[..], &mut buf).is_err());
+        // A reply is not a request: the directions have their own labels.
+        let mut back = Vec::new();
+        let mut fresh = Sealed::new(&secret, &sn, &cn, true);
+        fresh.send(&mut back, &first, &mut buf).unwrap();
+        let mut as_reply = Sealed::new(&secret, &sn, &cn, true);
+        assert!(as_reply.receive::<Request>(&mut &back[..], &mut buf).is_err());
+    }
+
+    #[test]
     fn an_absent_store_is_a_timeout_naming_its_address() {
         // A port nobody listens on: bind one, then drop the listener.
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -526,6 +842,36 @@ mod tests {
             matches!(&e, Error::Timeout { operation, .. } if operation.contains(&addr)),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_listener_that_sends_no_hello_is_tried_again_until_the_deadline() {
+        // What a store at its connection limit does: accept, then close.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        listener.set_nonblocking(true).unwrap();
+        let stop = AtomicBool::new(false);
+        let accepted = std::thread::scope(|s| {
+            let closer = s.spawn(|| {
+                let mut n = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    if let Ok((c, _)) = listener.accept() {
+                        drop(c);
+                        n += 1;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                n
+            });
+            let e = Store::connect_with(&addr, Duration::from_millis(400), &JobSecret::unauthenticated()).unwrap_err();
+            stop.store(true, Ordering::SeqCst);
+            assert!(
+                matches!(&e, Error::Timeout { operation, .. } if operation.contains(&addr) && operation.contains("no store hello")),
+                "{e}"
+            );
+            closer.join().unwrap()
+        });
+        assert!(accepted >= 2, "tried {accepted} times");
     }
 
     #[test]

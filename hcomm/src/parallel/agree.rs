@@ -3,7 +3,7 @@
 //! one rank fails the call on all of them instead of leaving the others
 //! waiting.
 
-use crate::collective::digest;
+use crate::collective::{digest, Exchange};
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 
@@ -24,7 +24,7 @@ pub(crate) fn all_ok(comm: &Comm, what: &str, local: Result<()>, same: &[(&str, 
     let mut mine = vec![message.len() as u64];
     mine.extend(same.iter().map(|&(_, v)| v));
     let mut all = vec![0u64; mine.len() * comm.world()];
-    comm.all_gather(&mine, &mut all)?;
+    comm.exchange(Exchange::Agreement, &mine, &mut all)?;
     let rows: Vec<&[u64]> = all.chunks(mine.len()).collect();
     let lens: Vec<u64> = rows.iter().map(|r| r[0]).collect();
     if lens.iter().all(|&l| l == 0) {
@@ -41,7 +41,7 @@ pub(crate) fn all_ok(comm: &Comm, what: &str, local: Result<()>, same: &[(&str, 
     }
     let counts: Vec<usize> = lens.iter().map(|&l| l as usize).collect();
     let mut text = vec![0u8; counts.iter().sum()];
-    comm.all_gatherv(message.as_bytes(), &mut text, &counts)?;
+    comm.exchange_gatherv(Exchange::AgreementText, message.as_bytes(), &mut text, &counts)?;
     let mut parts = Vec::new();
     let mut start = 0;
     for (rank, &n) in counts.iter().enumerate() {
@@ -66,7 +66,7 @@ pub(crate) fn same_shape(comm: &Comm, what: &str, shape: &[usize]) -> Result<()>
         *slot = d as u64;
     }
     let mut all = vec![0u64; mine.len() * comm.world()];
-    comm.all_gather(&mine, &mut all)?;
+    comm.exchange(Exchange::Shape, &mine, &mut all)?;
     let rows: Vec<&[u64]> = all.chunks(mine.len()).collect();
     let Some(other) = rows.iter().position(|r| *r != rows[0]) else {
         return Ok(());

@@ -2,6 +2,7 @@
 //! expert-parallel communicators.
 
 use super::layout::{Coords, ParallelConfig};
+use crate::collective::Exchange;
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 
@@ -46,6 +47,10 @@ impl Context {
     /// `tp * pp * dp` is not the communicator's size, or `ep` does not
     /// divide `dp`.
     pub fn init(comm: &Comm, config: ParallelConfig) -> Result<Context> {
+        comm.call("parallel::Context::init", || Context::init_now(comm, config))
+    }
+
+    fn init_now(comm: &Comm, config: ParallelConfig) -> Result<Context> {
         let span = tracing::debug_span!(
             "parallel_context",
             comm.rank = comm.rank(),
@@ -57,7 +62,7 @@ impl Context {
         let _e = span.enter();
         let mine = config.words();
         let mut all = vec![0u64; mine.len() * comm.world()];
-        comm.all_gather(&mine, &mut all)?;
+        comm.exchange(Exchange::ParallelLayout, &mine, &mut all)?;
         let configs: Vec<&[u64]> = all.chunks(mine.len()).collect();
         if let Some(other) = configs.iter().position(|c| *c != configs[0]) {
             return Err(Error::mismatch(format!(

@@ -126,7 +126,19 @@ impl<'a, T: Element> Exec<'a, T> {
     /// Runs `body` with an executor for `schedule` on `comm`. Whatever
     /// `body` returns (or if it panics), every operation still in flight is
     /// cancelled before the borrowed buffers are released.
+    ///
+    /// The whole call is one call on `comm` for its one-call-at-a-time
+    /// guard: another thread's call on it meanwhile is refused.
     pub fn run(
+        comm: &'a Comm,
+        schedule: &'static Schedule,
+        body: impl FnOnce(&mut Exec<'a, T>) -> Result<()>,
+    ) -> Result<()> {
+        comm.call(&schedule.name, || Exec::run_now(comm, schedule, body))
+    }
+
+    /// [`Exec::run`] inside the call already taken.
+    fn run_now(
         comm: &'a Comm,
         schedule: &'static Schedule,
         body: impl FnOnce(&mut Exec<'a, T>) -> Result<()>,

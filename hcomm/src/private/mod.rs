@@ -29,8 +29,10 @@ fn evaluation(what: std::fmt::Arguments<'_>, e: EvalError) -> Error {
     }
 }
 
+/// `a op b` for an arithmetic operator (`+ - * / % << >>`), with the
+/// language's semantics and error.
 #[inline]
-fn op(op: BinOp, a: i64, b: i64) -> Result<i64> {
+pub fn binary(op: BinOp, a: i64, b: i64) -> Result<i64> {
     match rules::binary(op, a, b) {
         Ok(v) => Ok(v),
         Err(e) => Err(op_error(op, a, b, e)),
@@ -43,6 +45,31 @@ fn op(op: BinOp, a: i64, b: i64) -> Result<i64> {
 #[inline(never)]
 fn op_error(op: BinOp, a: i64, b: i64, e: EvalError) -> Error {
     evaluation(format_args!("{a} {} {b}", op.as_str()), e)
+}
+
+/// The IR of a schedule from its source text (`NAME::SOURCE`), which the
+/// macro parsed and checked at compile time with the same
+/// `hcomm_schedule::syntax`; it holds one item.
+///
+/// # Panics
+///
+/// When the text no longer parses or resolves. The macro checked at
+/// compile time that it parses back into the IR it checked, with this
+/// version of `hcomm-schedule` (the workspace pins the macro's and the
+/// runtime's to one), so this does not happen.
+pub fn schedule_from_source(source: &str) -> hcomm_schedule::ir::Schedule {
+    let front = hcomm_schedule::syntax::parse_str(source)
+        .map_err(|e| e.to_string())
+        .and_then(|input| {
+            let item = input.items.first().ok_or("no item")?;
+            hcomm_schedule::syntax::front(item).map_err(|r| format!("{:?}", r.errors.first().map(|e| &e.1)))
+        });
+    match front {
+        Ok(front) => front.ir,
+        Err(e) => panic!(
+            "internal error: a schedule checked at compile time does not parse at run time ({e}); please report it"
+        ),
+    }
 }
 
 /// Turns the entry agreement check of `comm_schedule!` calls on `comm` (every
@@ -83,41 +110,41 @@ fn too_large(x: usize) -> Error {
 /// `a + b`.
 #[inline]
 pub fn add(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Add, a, b)
+    binary(BinOp::Add, a, b)
 }
 
 /// `a - b`.
 #[inline]
 pub fn sub(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Sub, a, b)
+    binary(BinOp::Sub, a, b)
 }
 
 /// `a * b`.
 #[inline]
 pub fn mul(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Mul, a, b)
+    binary(BinOp::Mul, a, b)
 }
 
 /// `a / b`, rounded toward negative infinity.
 #[inline]
 pub fn div(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Div, a, b)
+    binary(BinOp::Div, a, b)
 }
 
 /// `a % m`, Euclidean.
 #[inline]
 pub fn rem(a: i64, m: i64) -> Result<i64> {
-    op(BinOp::Rem, a, m)
+    binary(BinOp::Rem, a, m)
 }
 
 /// `a << b`, exact (`a * 2^b`).
 pub fn shl(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Shl, a, b)
+    binary(BinOp::Shl, a, b)
 }
 
 /// `a >> b`, `floor(a / 2^b)`.
 pub fn shr(a: i64, b: i64) -> Result<i64> {
-    op(BinOp::Shr, a, b)
+    binary(BinOp::Shr, a, b)
 }
 
 /// `-a`.

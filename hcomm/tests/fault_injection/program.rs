@@ -508,7 +508,8 @@ pub(crate) fn rank_verdict(c: &Case, r: usize, log: &Log) -> Vec<String> {
 
 /// Whether `e`, returned by a survivor, names the fault of case `c`: the
 /// victim as the failed peer, or a peer that failed because of it (whose
-/// reason carries the victim's own error); after a stall, the timeout.
+/// reason carries the victim's own error); after a stall, the timeout, or
+/// the abort of a rank that timed out.
 pub(crate) fn names_the_fault(c: &Case, e: &Error) -> bool {
     let injected = format!(
         "injected {} on rank {}",
@@ -526,6 +527,9 @@ pub(crate) fn names_the_fault(c: &Case, e: &Error) -> bool {
             *rank == c.victim || reason.contains(&injected)
         }
         (Fault::Stall, Error::Timeout { .. } | Error::PeerFailed { .. }) => true,
+        // A rank that timed out waiting for the staller aborted the
+        // communicator, naming itself and the operation.
+        (Fault::Stall, Error::Aborted { reason }) => reason.contains(" timed out in "),
         _ => false,
     }
 }

@@ -89,7 +89,7 @@ impl DeviceBackend {
                         count,
                         op,
                     };
-                    self.native(st, &c, dtype)
+                    self.reduction(st, &c, dtype, staging)
                 }
                 NativeCall::Broadcast { buf, count, root } => {
                     let d = staging.output(buf, count * es, me == root)?;
@@ -124,7 +124,7 @@ impl DeviceBackend {
                         op,
                         root: lib(root),
                     };
-                    self.native(st, &c, dtype)
+                    self.reduction(st, &c, dtype, staging)
                 }
                 NativeCall::ReduceScatter {
                     send,
@@ -144,7 +144,7 @@ impl DeviceBackend {
                         recv_count,
                         op,
                     };
-                    self.native(st, &c, dtype)
+                    self.reduction(st, &c, dtype, staging)
                 }
                 NativeCall::AllGather { send, recv, send_count } => {
                     let block = send_count * es;
@@ -293,7 +293,7 @@ impl DeviceBackend {
     }
 
     /// Enqueues a collective every library has; all ranks become dependencies.
-    fn native(&self, st: &mut State, call: &LibColl<'_>, dtype: DataType) -> Result<()> {
+    pub(super) fn native(&self, st: &mut State, call: &LibColl<'_>, dtype: DataType) -> Result<()> {
         match self.enqueue(st, call, dtype) {
             Some(r) => {
                 r?;

@@ -260,6 +260,13 @@ pub(crate) trait Driver: Send + Sync + 'static {
     fn name(&self) -> &'static str;
     /// Distinguishes loaded instances (tests load the stand-in explicitly).
     fn id(&self) -> u64;
+    /// Whether freed device memory is kept for reuse ([`super::memory`]'s
+    /// pool) instead of handed back at once: NCCL, where `cudaFree`
+    /// synchronises the whole device and so would wait for communication
+    /// in flight on any stream.
+    fn pools_memory(&self) -> bool {
+        false
+    }
     /// Binds `device` to the calling thread (cheap when already bound).
     fn bind(&self, device: i32) -> DevResult<()>;
     fn malloc(&self, bytes: usize) -> DevResult<*mut u8>;
@@ -282,6 +289,13 @@ pub(crate) trait Driver: Send + Sync + 'static {
     /// # Safety
     /// Live handles; every item's device range valid until the stream drained.
     unsafe fn batch(&self, comm: Raw, stream: Raw, items: &[Item]) -> DevResult<()>;
+    /// Whether the library runs `call` on `dtype` (it has the entry point
+    /// and accepts the type and operator); where not, reductions are
+    /// emulated (`emulate.rs`).
+    fn runs(&self, call: &LibColl<'_>, dtype: DataType) -> bool {
+        let _ = (call, dtype);
+        true
+    }
     /// Enqueues a collective; `None` when the library lacks it.
     ///
     /// # Safety

@@ -23,6 +23,42 @@ pub(crate) struct DeviceCtx {
     /// Communicators of this device with abandoned device work.
     stuck: AtomicUsize,
     deferred: Mutex<Vec<usize>>,
+    /// Freed allocations kept for reuse, by size class (drivers that pool).
+    pool: Mutex<Pool>,
+}
+
+/// Freed device allocations by size class (a power of two of at least
+/// [`Pool::MIN_CLASS`] bytes), at most [`Pool::CAP`] bytes in all; a free
+/// beyond the cap hands the memory back to the library.
+#[derive(Default)]
+struct Pool {
+    free: HashMap<usize, Vec<usize>>,
+    bytes: usize,
+}
+
+impl Pool {
+    const MIN_CLASS: usize = 512;
+    const CAP: usize = 256 << 20;
+
+    fn class(bytes: usize) -> usize {
+        bytes.max(Self::MIN_CLASS).next_power_of_two()
+    }
+
+    fn take(&mut self, class: usize) -> Option<*mut u8> {
+        let p = self.free.get_mut(&class)?.pop()?;
+        self.bytes -= class;
+        Some(p as *mut u8)
+    }
+
+    /// Keeps `ptr` of `class` bytes; `false` when the pool is full.
+    fn keep(&mut self, ptr: *mut u8, class: usize) -> bool {
+        if self.bytes + class > Self::CAP {
+            return false;
+        }
+        self.bytes += class;
+        self.free.entry(class).or_default().push(ptr as usize);
+        true
+    }
 }
 
 impl std::fmt::Debug for DeviceCtx {
@@ -46,6 +82,7 @@ impl DeviceCtx {
                 device,
                 stuck: AtomicUsize::new(0),
                 deferred: Mutex::new(Vec::new()),
+                pool: Mutex::new(Pool::default()),
             })
         }))
     }
@@ -67,15 +104,33 @@ impl DeviceCtx {
             });
         }
         self.bind()?;
-        let ptr = self
-            .driver
-            .malloc(bytes)
-            .map_err(|e| e.into_error(self.driver.name()))?;
+        let pooled = if self.driver.pools_memory() {
+            lock(&self.pool).take(Pool::class(bytes))
+        } else {
+            None
+        };
+        let ptr = match pooled {
+            Some(p) => p,
+            None => self
+                .driver
+                .malloc(self.alloc_bytes(bytes))
+                .map_err(|e| e.into_error(self.driver.name()))?,
+        };
         Ok(DevMem {
             ctx: Arc::clone(self),
             ptr,
             bytes,
         })
+    }
+
+    /// The bytes allocated for a request of `bytes`: its size class where
+    /// freed memory is pooled, so any allocation of the class can reuse it.
+    fn alloc_bytes(&self, bytes: usize) -> usize {
+        if self.driver.pools_memory() {
+            Pool::class(bytes)
+        } else {
+            bytes
+        }
     }
 
     /// A synchronous copy of `bytes` bytes.
@@ -108,10 +163,10 @@ impl DeviceCtx {
         }
     }
 
-    fn free(&self, ptr: *mut u8) {
+    fn free(&self, ptr: *mut u8, bytes: usize) {
         if self.stuck.load(Ordering::SeqCst) > 0 {
             lock(&self.deferred).push(ptr as usize);
-        } else {
+        } else if !(self.driver.pools_memory() && lock(&self.pool).keep(ptr, Pool::class(bytes))) {
             self.free_now(ptr);
         }
     }
@@ -157,7 +212,7 @@ const _: () = {
 impl Drop for DevMem {
     fn drop(&mut self) {
         if self.bytes > 0 {
-            self.ctx.free(self.ptr);
+            self.ctx.free(self.ptr, self.bytes);
         }
     }
 }
@@ -205,4 +260,28 @@ pub(crate) fn record_teardown_error(error: Error) {
 /// Takes the errors recorded by destructors since the last call.
 pub(crate) fn take_teardown_errors() -> Vec<Error> {
     std::mem::take(&mut *lock(&TEARDOWN_ERRORS))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Pool;
+
+    #[test]
+    fn the_pool_reuses_by_size_class_and_stops_at_its_cap() {
+        assert_eq!(Pool::class(1), 512);
+        assert_eq!(Pool::class(512), 512);
+        assert_eq!(Pool::class(513), 1024);
+        assert_eq!(Pool::class(3 << 20), 4 << 20);
+        let mut pool = Pool::default();
+        let a = 0x1000 as *mut u8;
+        assert!(pool.keep(a, 1024));
+        assert_eq!(pool.take(512), None, "another class");
+        assert_eq!(pool.take(1024), Some(a));
+        assert_eq!(pool.take(1024), None, "taken once");
+        assert_eq!(pool.bytes, 0);
+        // fill to the cap: the next one is handed back to the library
+        assert!(pool.keep(a, Pool::CAP));
+        assert!(!pool.keep(0x2000 as *mut u8, 512));
+        assert_eq!(pool.bytes, Pool::CAP);
+    }
 }

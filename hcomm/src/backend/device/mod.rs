@@ -19,6 +19,9 @@
 //!   HCCL; all-to-all-v on NCCL) are built from one batch call. Nothing falls
 //!   back to the host algorithms, which would dereference device addresses
 //!   (`collective.rs`).
+//! * **Reductions the library rejects** (HCCL's support matrix) run as its
+//!   data movement plus a fold on the host, with the host backend's result
+//!   (`emulate.rs`).
 //! * **Host memory** is accepted everywhere: it is staged through device
 //!   buffers (copy in, operate, copy out), so programs written for host
 //!   slices run unchanged; [`crate::DeviceBuffer`]s avoid the copies
@@ -37,6 +40,7 @@
 mod backend;
 mod collective;
 pub(crate) mod driver;
+mod emulate;
 mod handle;
 pub(crate) mod memory;
 mod p2p;

@@ -107,6 +107,73 @@ pub(super) struct Staging<'a> {
     pub(super) memory: Vec<DevMem>,
     /// `(host, device, bytes)` of every staged output.
     outputs: Vec<(*mut u8, *const u8, usize)>,
+    /// Host folds to run once the stream drained, before the copies back.
+    folds: Vec<Fold>,
+}
+
+/// A reduction on the host of blocks the library delivered
+/// ([`super::emulate`]): `dst = fold(op, blocks at src + offsets[q])` for
+/// every rank `q` in order.
+#[derive(Debug)]
+pub(super) struct Fold {
+    src: *const u8,
+    offsets: Vec<usize>,
+    count: usize,
+    dtype: DataType,
+    op: ReduceOp,
+    dst: *mut u8,
+}
+
+impl Fold {
+    pub(super) fn new(
+        src: *const u8,
+        offsets: Vec<usize>,
+        count: usize,
+        dtype: DataType,
+        op: ReduceOp,
+        dst: *mut u8,
+    ) -> Self {
+        Fold {
+            src,
+            offsets,
+            count,
+            dtype,
+            op,
+            dst,
+        }
+    }
+
+    /// Runs the fold.
+    ///
+    /// # Safety
+    ///
+    /// `src` valid device memory up to the last offset plus one block,
+    /// drained; `dst` valid for one block (host or device), exclusive.
+    unsafe fn run(&self, ctx: &DeviceCtx) -> Result<()> {
+        let bytes = self.count * self.dtype.size();
+        let Some(&last) = self.offsets.iter().max() else {
+            return Ok(());
+        };
+        if bytes == 0 {
+            return Ok(());
+        }
+        let total = last + bytes;
+        // u64 words keep every element type aligned
+        let mut all = vec![0u64; total.div_ceil(8)];
+        let all = all.as_mut_ptr().cast::<u8>();
+        let mut acc = vec![0u64; bytes.div_ceil(8)];
+        let acc = acc.as_mut_ptr().cast::<u8>();
+        // SAFETY: `all` holds `total` bytes, `acc` `bytes`; the source
+        // and destination per the caller; every offset is within `total`.
+        unsafe {
+            ctx.copy(all, self.src, total, CopyKind::DeviceToHost)?;
+            std::ptr::copy_nonoverlapping(all.add(self.offsets[0]), acc, bytes);
+            for &o in &self.offsets[1..] {
+                self.dtype.reduce_raw(self.op, acc, all.add(o), self.count);
+            }
+            local_copy(ctx, self.dst, acc, bytes)
+        }
+    }
 }
 
 impl<'a> Staging<'a> {
@@ -115,6 +182,7 @@ impl<'a> Staging<'a> {
             ctx,
             memory: Vec::new(),
             outputs: Vec::new(),
+            folds: Vec::new(),
         }
     }
 
@@ -189,12 +257,23 @@ impl<'a> Staging<'a> {
         self.outputs.clear();
     }
 
-    /// Copies every staged output back to its host buffer.
+    /// Runs `fold` in [`Staging::copy_back`], before the copies.
+    pub(super) fn fold(&mut self, fold: Fold) {
+        self.folds.push(fold);
+    }
+
+    /// Runs the host folds, then copies every staged output back to its
+    /// host buffer.
     ///
     /// # Safety
     ///
     /// The stream drained; the host outputs still valid and exclusive.
     pub(super) unsafe fn copy_back(&self) -> Result<()> {
+        for f in &self.folds {
+            // SAFETY: the stream drained; the fold's buffers are this
+            // collective's (staging memory or the caller's outputs).
+            unsafe { f.run(self.ctx)? };
+        }
         for &(host, dev, bytes) in &self.outputs {
             // SAFETY: `dev` holds the result, `host` is the caller's output
             // buffer of `bytes` bytes.

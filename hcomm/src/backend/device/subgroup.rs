@@ -13,23 +13,13 @@ impl DeviceBackend {
     /// The backend of subgroup `members` (see
     /// [`crate::backend::Backend::subgroup`]).
     pub(super) fn split(&self, key: &str, members: &[usize]) -> Result<DeviceBackend> {
-        let world = self.lib_rank.len();
+        crate::backend::check_members(self.rank, self.lib_rank.len(), members)?;
         let me = members.iter().position(|&m| m == self.rank).ok_or_else(|| {
             Error::precondition(format!(
                 "rank {} is not a member of the subgroup {members:?}",
                 self.rank
             ))
         })?;
-        if let Some(&bad) = members.iter().find(|&&m| m >= world) {
-            return Err(Error::precondition(format!(
-                "subgroup member {bad} is out of range for a communicator of {world} ranks"
-            )));
-        }
-        if members.iter().enumerate().any(|(i, m)| members[..i].contains(m)) {
-            return Err(Error::precondition(format!(
-                "subgroup members {members:?} repeat a rank"
-            )));
-        }
         let global: Vec<usize> = members.iter().map(|&m| self.global[m]).collect();
         let in_world: Vec<u32> = global.iter().map(|&g| g as u32).collect();
         let sub_key = format!("{}/{key}{members:?}", self.key);

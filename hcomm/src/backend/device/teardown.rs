@@ -29,7 +29,8 @@ impl Drop for DeviceBackend {
                 if ctx.bind().is_ok() {
                     // Let the device finish (its own execution timeout ends
                     // abandoned work), then release in dependency order.
-                    let deadline = Instant::now() + limit.saturating_mul(2) + Duration::from_secs(5);
+                    let deadline =
+                        crate::options::deadline_after(limit.saturating_mul(2).saturating_add(Duration::from_secs(5)));
                     loop {
                         match ctx.driver.poll(comm.raw, stream, POLL_SLICE) {
                             Poll::Pending if Instant::now() < deadline => {}

@@ -67,7 +67,7 @@ impl DeviceWorld {
             ids.entry(key.to_owned()).or_insert((bytes, 0));
             self.ids_cv.notify_all();
         }
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::options::deadline_after(timeout);
         loop {
             if let Some((bytes, taken)) = ids.get_mut(key) {
                 *taken += 1;

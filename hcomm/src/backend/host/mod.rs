@@ -9,7 +9,7 @@ pub(crate) mod wait;
 mod world;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub(crate) use board::BOARD_BYTES;
 pub(crate) use fabric::Fabric;
@@ -77,9 +77,7 @@ impl Backend for HostBackend {
     }
 
     fn wait(&self, ids: &[OpId], timeout: Duration, what: &str) -> Result<()> {
-        let deadline = Instant::now()
-            .checked_add(timeout)
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
+        let deadline = crate::options::deadline_after(timeout);
         self.fabric.wait(self.rank, ids, deadline, what, timeout)
     }
 
@@ -159,16 +157,11 @@ impl HostBoard<'_> {
 /// ranks are the global ranks `global`): its rank there and the members'
 /// global ranks.
 pub(crate) fn subgroup_of(rank: usize, global: &[usize], members: &[usize]) -> Result<(usize, Vec<usize>)> {
+    crate::backend::check_members(rank, global.len(), members)?;
     let new_rank = members
         .iter()
         .position(|&m| m == rank)
         .ok_or_else(|| Error::precondition(format!("rank {rank} is not a member of the subgroup {members:?}")))?;
-    if let Some(&bad) = members.iter().find(|&&m| m >= global.len()) {
-        return Err(Error::precondition(format!(
-            "subgroup member {bad} is out of range for a communicator of {} ranks",
-            global.len()
-        )));
-    }
     Ok((new_rank, members.iter().map(|&m| global[m]).collect()))
 }
 

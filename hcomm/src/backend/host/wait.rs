@@ -363,7 +363,7 @@ impl Signal {
         let slept_at = now_ns();
         let guard = if let (Some(progress), Some(bell)) = (progress, &self.doorbell) {
             drop(guard);
-            progress.block(bell.0.as_raw_fd(), Instant::now() + left);
+            progress.block(bell.0.as_raw_fd(), crate::options::deadline_after(left));
             lock_spinning(mutex)
         } else {
             self.cv

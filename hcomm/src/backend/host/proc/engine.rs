@@ -19,7 +19,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read};
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
@@ -36,9 +36,13 @@ use crate::collective::CollHeader;
 use crate::element::{DataType, ReduceOp};
 use crate::error::{Error, Result};
 
-/// How long releasing an offered send waits for the receiver to confirm
-/// that it will not read it.
-const CANCEL_WAIT: Duration = Duration::from_secs(30);
+/// How long releasing operations waits, all together, for a peer to
+/// confirm that it will not read an offered send and for copies in
+/// progress to end, before it withdraws them by force: a withdrawn send's
+/// lease is revoked (a peer that reads the buffer later fails that
+/// receive), and a connection that streams a buffer is cut (the thread
+/// blocked on it returns at once; the peer counts as failed).
+const RELEASE_GRACE: Duration = Duration::from_millis(500);
 /// Receives that combine read the data in pieces of this many bytes.
 const SCRATCH_BYTES: usize = 256 << 10;
 
@@ -67,6 +71,9 @@ struct Offer {
     count: usize,
     dtype: DataType,
     header: Option<CollHeader>,
+    /// For a send offered by a peer: its withdrawal counter's address and
+    /// expected value.
+    lease: (u64, u64),
 }
 
 #[derive(Default)]
@@ -139,6 +146,7 @@ enum Copy {
     Pull {
         link: Arc<Link>,
         addr: u64,
+        lease: (u64, u64),
         send: WireOp,
         recv: u32,
     },
@@ -166,6 +174,12 @@ pub(crate) struct Engine {
     /// Threads of this rank in a wait of the engine (they read the links
     /// that carry no data themselves).
     waiting: AtomicUsize,
+    /// How many offered sends were withdrawn without the receiver's
+    /// confirmation. Peers read it (cross-memory) after reading a send's
+    /// buffer: its address and value travel in every `Rts`, so it must stay
+    /// at one address while the engine lives (it does: the engine is
+    /// behind an `Arc`).
+    revoked: AtomicU64,
 }
 
 /// Counts a thread in [`Engine::waiting`] while alive.
@@ -205,6 +219,7 @@ impl Engine {
             entries: EntryBook::default(),
             holding: AtomicBool::new(false),
             waiting: AtomicUsize::new(0),
+            revoked: AtomicU64::new(0),
         });
         let watcher: std::sync::Weak<dyn Watcher> = Arc::downgrade(&(Arc::clone(&engine) as Arc<dyn Watcher>));
         engine.liveness.watch(watcher);
@@ -294,6 +309,8 @@ impl Engine {
                                 count: op.count as u64,
                                 dtype: op.dtype,
                                 header: op.header,
+                                lease: std::ptr::from_ref(&self.revoked) as u64,
+                                epoch: self.revoked.load(Ordering::SeqCst),
                             });
                         }
                     }
@@ -304,6 +321,7 @@ impl Engine {
                             count: op.count,
                             dtype: op.dtype,
                             header: op.header,
+                            lease: (0, 0),
                         };
                         copies.extend(self.offer(&mut st, key, offer));
                     }
@@ -386,6 +404,7 @@ impl Engine {
                     Some(Copy::Pull {
                         link,
                         addr: offer.addr,
+                        lease: offer.lease,
                         send,
                         recv,
                     })
@@ -428,7 +447,13 @@ impl Engine {
                 st.finish(recv, None);
                 self.signal.notify();
             }
-            Copy::Pull { link, addr, send, recv } => {
+            Copy::Pull {
+                link,
+                addr,
+                lease,
+                send,
+                recv,
+            } => {
                 let (dst, count, dtype, reduce) = {
                     let st = self.lock();
                     let r = &st.slots[recv];
@@ -440,7 +465,8 @@ impl Engine {
                     fill(dst, count, dtype, reduce, |chunk, offset| {
                         read_remote(link.pid, addr + offset as u64, chunk)
                     })
-                };
+                }
+                .and_then(|()| lease_held(link.pid, lease));
                 let mut st = self.lock();
                 let mut dead = None;
                 match result {
@@ -501,6 +527,8 @@ impl Engine {
                     count,
                     dtype,
                     header,
+                    lease,
+                    epoch,
                 } => {
                     let key = ChannelKey {
                         group,
@@ -515,6 +543,7 @@ impl Engine {
                         count: count as usize,
                         dtype,
                         header,
+                        lease: (lease, epoch),
                     };
                     copy = self.offer(&mut st, key, offer);
                 }
@@ -565,8 +594,14 @@ impl Engine {
                 Msg::Data { recv, len } => {
                     let target = match st.live(recv) {
                         Some(SlotState::AwaitingData) => {
-                            let s = &st.slots[recv.slot];
-                            (s.count * s.dtype.size() == len as usize).then_some((s.ptr, s.count, s.dtype, s.reduce))
+                            let s = &mut st.slots[recv.slot];
+                            let fits = s.count * s.dtype.size() == len as usize;
+                            if fits {
+                                // Being filled: a release waits for the end
+                                // of the fill (or cuts the connection).
+                                s.state = SlotState::Claimed;
+                            }
+                            fits.then_some((s.ptr, s.count, s.dtype, s.reduce))
                         }
                         _ => None,
                     };
@@ -714,9 +749,13 @@ impl Engine {
         if self.closing.load(Ordering::SeqCst) {
             return;
         }
+        let reason = if why.contains("integrity check failed") {
+            format!("{why}; hint: something between the two processes changes their traffic")
+        } else {
+            format!("its process exited or was killed ({why})")
+        };
         if self.liveness.state(from) == RankState::Running {
-            self.liveness
-                .set_failed(from, format!("its process exited or was killed ({why})"), false);
+            self.liveness.set_failed(from, reason.clone(), false);
         }
         // Receives whose data was to come over the connection can never be
         // filled; everything else that waits on the peer sees its state.
@@ -730,7 +769,7 @@ impl Engine {
                     .root_failure(members)
                     .unwrap_or_else(|| Error::PeerFailed {
                         rank: s.peer_rank,
-                        reason: format!("its process exited or was killed ({why})"),
+                        reason: reason.clone(),
                     });
                 s.state = SlotState::Failed(e);
             }
@@ -758,15 +797,43 @@ impl Engine {
     }
 
     /// Releases the slots of `ids`: removes queued ones, withdraws offered
-    /// sends, waits out claimed ones, frees all.
+    /// sends, waits out claimed ones, frees all; within [`RELEASE_GRACE`]
+    /// plus the time a cut connection's thread needs to return.
+    ///
+    /// What makes giving the buffers back sound when a peer does not answer
+    /// (frozen, unreachable):
+    /// * an offered send a peer may read from this process's memory: the
+    ///   withdrawal counter moves before the slot is freed, and a peer
+    ///   checks it after each read (`lease_held`), so a read that may have
+    ///   seen the buffer after its release fails instead of completing;
+    /// * a buffer the writer thread streams, or a receive the reader thread
+    ///   fills: the connection is cut (`shutdown`), which makes the blocked
+    ///   `write`/`read` return at once; the slot is freed only after that
+    ///   thread finished it, so no thread touches a released buffer;
+    /// * a receive whose data has not started: freed at once (data that
+    ///   arrives later names a stale generation and is skipped).
     fn release<'a>(&'a self, mut st: MutexGuard<'a, State>, ids: &[OpId]) -> MutexGuard<'a, State> {
+        let grace = Instant::now() + RELEASE_GRACE;
         for id in ids {
-            let mut cancel_deadline = None;
+            let mut cut = false;
             loop {
                 match st.slot_state(*id) {
                     None | Some(SlotState::Free) => break,
-                    Some(SlotState::Claimed | SlotState::AwaitingData) => {
-                        st = self.signal.sleep_with(&self.state, st, None, Some(self));
+                    Some(SlotState::Claimed) => {
+                        let now = Instant::now();
+                        if now >= grace && !cut {
+                            cut = true;
+                            let s = &st.slots[id.slot];
+                            let (peer, peer_rank) = (Self::peer_of(s), s.peer_rank);
+                            drop(st);
+                            self.cut(peer, peer_rank);
+                            st = self.lock();
+                            continue;
+                        }
+                        // Before the cut, until the grace ends; after it,
+                        // the thread returns at once (looked at every 10 ms).
+                        let until = if cut { now + Duration::from_millis(10) } else { grace };
+                        st = self.signal.sleep_with(&self.state, st, Some(until), Some(self));
                     }
                     Some(SlotState::Advertised) => {
                         let peer = st.slots[id.slot].key.dst as usize;
@@ -785,15 +852,20 @@ impl Engine {
                         }
                     }
                     Some(SlotState::Cancelling) => {
-                        let deadline = *cancel_deadline.get_or_insert_with(|| Instant::now() + CANCEL_WAIT);
                         let now = Instant::now();
                         let peer = st.slots[id.slot].key.dst as usize;
-                        if now >= deadline || self.liveness.state(peer) != RankState::Running {
+                        if now >= grace || self.liveness.state(peer) != RankState::Running {
+                            // The peer may still hold the offer (and, over
+                            // cross-memory, read the buffer): revoke the
+                            // lease before the buffer goes back. The fence
+                            // orders the count before the caller's next
+                            // writes to the buffer.
+                            self.revoked.fetch_add(1, Ordering::SeqCst);
+                            fence(Ordering::SeqCst);
                             st.free_slot(id.slot);
                             break;
                         }
-                        let until = deadline.min(now + Duration::from_millis(100));
-                        st = self.signal.sleep_with(&self.state, st, Some(until), Some(self));
+                        st = self.signal.sleep_with(&self.state, st, Some(grace), Some(self));
                     }
                     Some(SlotState::Queued) => {
                         let (key, dir) = {
@@ -811,7 +883,7 @@ impl Engine {
                         st.free_slot(id.slot);
                         break;
                     }
-                    Some(SlotState::Done | SlotState::Failed(_)) => {
+                    Some(SlotState::AwaitingData | SlotState::Done | SlotState::Failed(_)) => {
                         st.free_slot(id.slot);
                         break;
                     }
@@ -819,6 +891,38 @@ impl Engine {
             }
         }
         st
+    }
+
+    /// The global rank of the other end of an operation.
+    fn peer_of(s: &Slot) -> usize {
+        match s.dir {
+            Dir::Send => s.key.dst as usize,
+            Dir::Recv => s.key.src as usize,
+        }
+    }
+
+    /// Gives up on global rank `peer` (`peer_rank` in the operation's
+    /// group), which let a copy in progress stand still past the grace:
+    /// it counts as failed, and its connection is cut so that the thread
+    /// blocked reading or writing it returns.
+    fn cut(&self, peer: usize, peer_rank: usize) {
+        if peer == self.me {
+            return;
+        }
+        let reason = format!(
+            "it sent or took no bytes of a transfer in progress until the timeout ran out (stopped, frozen or \
+             unreachable; rank {peer_rank} of the communicator)"
+        );
+        tracing::warn!(
+            peer,
+            "cutting the connection to a peer that stalled a transfer past the timeout"
+        );
+        if self.liveness.state(peer) == RankState::Running {
+            self.liveness.set_failed(peer, reason, false);
+        }
+        if let Some(link) = self.link(peer) {
+            link.shutdown();
+        }
     }
 
     /// Why a pending operation can never complete, if that is already known.
@@ -1181,6 +1285,24 @@ impl State {
             None => SlotState::Done,
             Some(e) => SlotState::Failed(e.clone()),
         };
+    }
+}
+
+/// Whether the sender's withdrawal counter (`lease`: its address and the
+/// value it had when the send was offered) still holds, read after the
+/// send's buffer was read: if it moved, the sender may have given the
+/// buffer back while it was read, and the data cannot be trusted.
+fn lease_held(pid: i32, lease: (u64, u64)) -> io::Result<()> {
+    // Orders the reads of the buffer before the read of the counter.
+    fence(Ordering::SeqCst);
+    let mut word = [0u8; 8];
+    read_remote(pid, lease.0, &mut word)?;
+    if u64::from_ne_bytes(word) == lease.1 {
+        Ok(())
+    } else {
+        Err(io::Error::other(
+            "it withdrew the send while this rank read it (it gave up waiting); the data read is not used",
+        ))
     }
 }
 

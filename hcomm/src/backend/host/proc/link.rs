@@ -11,7 +11,7 @@
 //! and its end still tells that the peer's process is gone.
 
 use std::collections::VecDeque;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +24,7 @@ use crate::backend::liveness::lock;
 use crate::backend::Context;
 use crate::collective::CollHeader;
 use crate::element::DataType;
+use crate::launch::auth::Key;
 use crate::wire::write_frame;
 
 use super::ring::Ring;
@@ -38,10 +39,15 @@ pub(super) struct WireOp {
 /// What two processes tell each other.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(super) enum Msg {
-    /// First message on a connection.
+    /// First message on a connection, answered by a proof that the sender
+    /// knows the job's secret (`mod.rs`, `handshake`).
     Hello {
         rank: u32,
         world: u32,
+        /// The job's id (`JobSecret::job_id`): another job's is refused.
+        job: u64,
+        /// The sender's challenge, fresh for this connection.
+        nonce: [u8; 32],
         pid: i32,
         host: String,
         /// Address and value of a word the peer may read to test whether
@@ -68,6 +74,12 @@ pub(super) enum Msg {
         count: u64,
         dtype: DataType,
         header: Option<CollHeader>,
+        /// Address of the sender's withdrawal counter and its value when
+        /// the send was offered: a receiver that reads the buffer from the
+        /// sender's memory reads the counter after the data, and fails the
+        /// receive if it moved (the sender may have given the buffer back).
+        lease: u64,
+        epoch: u64,
     },
     /// The receiver has the data of `send`.
     Done { send: WireOp },
@@ -171,6 +183,10 @@ pub(super) struct Link {
     /// Whether the connection may hold something to read (the waiting
     /// thread saw it readable).
     kicked: AtomicBool,
+    /// The keys of the integrity tags of what this process writes and what
+    /// it reads (links whose data travels on the connection).
+    tx_key: Key,
+    rx_key: Key,
 }
 
 /// Bytes received on a connection, not yet handled.
@@ -216,16 +232,24 @@ const RING_FULL_PAUSE: std::time::Duration = std::time::Duration::from_micros(50
 const HOLD_LIMIT: usize = 32;
 
 impl Link {
+    /// A link on `stream`; `mac_key` is the key both ends share, `lower`
+    /// whether this process has the lower rank of the two (each direction
+    /// gets a key of its own, derived from `mac_key`).
     pub(super) fn new(
         pid: i32,
         cma: bool,
         stream: TcpStream,
-        rx: Option<Ring>,
-        tx: Option<Ring>,
+        rings: (Option<Ring>, Option<Ring>),
+        mac_key: Key,
+        lower: bool,
     ) -> io::Result<Arc<Link>> {
+        let (rx, tx) = rings;
         if cma {
             stream.set_write_timeout(Some(DIRECT_WRITE_LIMIT))?;
         }
+        let up = direction_key(&mac_key, b"lower to higher");
+        let down = direction_key(&mac_key, b"higher to lower");
+        let (tx_key, rx_key) = if lower { (up, down) } else { (down, up) };
         Ok(Arc::new(Link {
             pid,
             cma,
@@ -242,7 +266,22 @@ impl Link {
             rx,
             tx,
             kicked: AtomicBool::new(false),
+            tx_key,
+            rx_key,
         }))
+    }
+
+    /// The reader of the connection's frames and data, checking their
+    /// integrity tags (links whose data travels on the connection).
+    pub(super) fn reader<R: Read>(&self, inner: R) -> TagReader<R> {
+        TagReader {
+            inner,
+            key: self.rx_key,
+            seq: 0,
+            data_left: 0,
+            block_left: 0,
+            hasher: blake3::Hasher::new_keyed(&self.rx_key),
+        }
     }
 
     /// Handles, in order, the messages that arrived on this connection (one
@@ -576,6 +615,7 @@ impl Link {
     pub(super) fn write_loop(&self) -> io::Result<()> {
         let mut w = BufWriter::with_capacity(64 << 10, self.stream.try_clone()?);
         let mut buf = Vec::with_capacity(256);
+        let mut seq = 0u64;
         loop {
             let item = {
                 let mut q = lock(&self.queue);
@@ -600,16 +640,22 @@ impl Link {
                 return Ok(());
             };
             match item {
-                Out::Msg(m) => write_frame(&mut w, &m, &mut buf)?,
+                Out::Msg(m) => {
+                    write_frame(&mut io::sink(), &m, &mut buf)?;
+                    write_tagged(&mut w, &self.tx_key, &mut seq, &buf)?;
+                }
                 Out::Stream { recv, ptr, len, done } => {
                     let result = (|| {
-                        write_frame(&mut w, &Msg::Data { recv, len: len as u64 }, &mut buf)?;
+                        write_frame(&mut io::sink(), &Msg::Data { recv, len: len as u64 }, &mut buf)?;
+                        write_tagged(&mut w, &self.tx_key, &mut seq, &buf)?;
                         if len > 0 {
                             // SAFETY: the send this stream belongs to stays
                             // claimed, its buffer valid and unchanged, until
                             // `done` runs below.
                             let data = unsafe { std::slice::from_raw_parts(ptr, len) };
-                            w.write_all(data)?;
+                            for block in data.chunks(TAG_BLOCK) {
+                                write_tagged(&mut w, &self.tx_key, &mut seq, block)?;
+                            }
                         }
                         w.flush()
                     })();
@@ -635,6 +681,135 @@ impl Link {
                 done(Err(io::Error::new(io::ErrorKind::BrokenPipe, "connection closed")));
             }
         }
+    }
+}
+
+/// Streamed data carries an integrity tag after every this many bytes.
+const TAG_BLOCK: usize = 256 << 10;
+/// The bytes of an integrity tag.
+const TAG_BYTES: usize = 32;
+/// The longest frame a connection that carries data accepts.
+const MAX_DATA_LINK_FRAME: usize = 1 << 24;
+
+/// The key of one direction of a connection.
+fn direction_key(key: &Key, direction: &[u8]) -> Key {
+    let mut h = blake3::Hasher::new_keyed(key);
+    h.update(b"hcomm link direction\0");
+    h.update(direction);
+    *h.finalize().as_bytes()
+}
+
+/// The integrity tag of the `seq`-th unit (frame or data block) of one
+/// direction: keyed BLAKE3 over the sequence number and the bytes, so
+/// that an altered, dropped, reordered or replayed unit fails the check.
+fn tag(key: &Key, seq: u64, bytes: &[u8]) -> blake3::Hash {
+    let mut h = blake3::Hasher::new_keyed(key);
+    h.update(&seq.to_le_bytes());
+    h.update(bytes);
+    h.finalize()
+}
+
+/// Writes `bytes` and their tag as the `seq`-th unit, and counts it.
+fn write_tagged(w: &mut impl Write, key: &Key, seq: &mut u64, bytes: &[u8]) -> io::Result<()> {
+    let t = tag(key, *seq, bytes);
+    *seq += 1;
+    w.write_all(bytes)?;
+    w.write_all(t.as_bytes())
+}
+
+/// The error of a unit whose tag does not match.
+fn integrity_error(seq: u64, what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "integrity check failed on {what} {seq} of the connection (altered, dropped, reordered or replayed bytes)"
+        ),
+    )
+}
+
+/// Reads the frames of a connection that carries data, and the data after
+/// each `Data` frame (through its `Read`), checking every unit's tag.
+pub(super) struct TagReader<R> {
+    inner: R,
+    key: Key,
+    /// The sequence number of the next unit.
+    seq: u64,
+    /// Data bytes of the current `Data` frame not yet read.
+    data_left: u64,
+    /// Bytes of the current data block not yet read.
+    block_left: usize,
+    /// The tag of the current data block so far.
+    hasher: blake3::Hasher,
+}
+
+impl<R: Read> TagReader<R> {
+    /// The next frame, decoded, once its tag checked; after a `Data` frame
+    /// its data must be read (through `Read`) before the next frame.
+    pub(super) fn next_msg(&mut self, buf: &mut Vec<u8>) -> io::Result<Msg> {
+        if self.data_left > 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the data of the last frame was not read",
+            ));
+        }
+        buf.clear();
+        buf.resize(4, 0);
+        self.inner.read_exact(&mut buf[..4])?;
+        let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+        if len > MAX_DATA_LINK_FRAME {
+            // Checked before the tag, so a corrupt length cannot make this
+            // process wait for bytes that never come: still an integrity
+            // failure (nothing this process writes is that long).
+            return Err(integrity_error(self.seq, "frame"));
+        }
+        buf.resize(4 + len + TAG_BYTES, 0);
+        self.inner.read_exact(&mut buf[4..])?;
+        let (frame, got) = buf.split_at(4 + len);
+        let mut want = [0u8; TAG_BYTES];
+        want.copy_from_slice(got);
+        if tag(&self.key, self.seq, frame) != blake3::Hash::from_bytes(want) {
+            return Err(integrity_error(self.seq, "frame"));
+        }
+        self.seq += 1;
+        let msg = postcard::from_bytes::<Msg>(&frame[4..])
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("a corrupt message: {e}")))?;
+        if let Msg::Data { len, .. } = &msg {
+            self.data_left = *len;
+        }
+        Ok(msg)
+    }
+}
+
+impl<R: Read> Read for TagReader<R> {
+    /// Reads data of the current `Data` frame; each block's tag is checked
+    /// once the block is read (a failed check fails the read: the receive
+    /// it was for fails, whatever it holds).
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if self.data_left == 0 || out.is_empty() {
+            return Ok(0);
+        }
+        if self.block_left == 0 {
+            self.block_left = usize::try_from(self.data_left).map_or(TAG_BLOCK, |l| l.min(TAG_BLOCK));
+            self.hasher = blake3::Hasher::new_keyed(&self.key);
+            self.hasher.update(&self.seq.to_le_bytes());
+        }
+        let want = out.len().min(self.block_left);
+        let n = self.inner.read(&mut out[..want])?;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed"));
+        }
+        self.hasher.update(&out[..n]);
+        self.block_left -= n;
+        self.data_left -= n as u64;
+        if self.block_left == 0 {
+            let mut got = [0u8; TAG_BYTES];
+            self.inner.read_exact(&mut got)?;
+            if self.hasher.finalize() != blake3::Hash::from_bytes(got) {
+                return Err(integrity_error(self.seq, "data block"));
+            }
+            self.seq += 1;
+        }
+        Ok(n)
     }
 }
 
@@ -683,14 +858,136 @@ pub(super) fn read_remote(pid: i32, addr: u64, dst: &mut [u8]) -> io::Result<()>
     Ok(())
 }
 
-/// Lets any process of this user read this process's memory even where the
-/// Yama security module restricts it to ancestors (what cross-memory attach
-/// needs between sibling ranks); a no-op elsewhere.
-pub(super) fn allow_peer_reads() {
-    // SAFETY: `prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY)` takes no pointers
-    // and only changes this process's ptrace policy; failure (no Yama) is
-    // harmless and ignored.
+/// With `allow`, lets any process of this user read this process's memory
+/// even where the Yama security module restricts it to ancestors (what
+/// cross-memory attach needs between sibling ranks); without, restores the
+/// restriction. A no-op where there is no Yama. The kernel still refuses
+/// processes of other users.
+pub(super) fn allow_peer_reads(allow: bool) {
+    let tracer = if allow { libc::PR_SET_PTRACER_ANY } else { 0 };
+    // SAFETY: `prctl(PR_SET_PTRACER, tracer)` takes no pointers and only
+    // changes this process's ptrace policy; failure (no Yama) is harmless
+    // and ignored.
     unsafe {
-        libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0);
+        libc::prctl(libc::PR_SET_PTRACER, tracer, 0, 0, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: Key = [7; 32];
+
+    /// The bytes one direction of a link writes: a `Wake`, a `Data` frame
+    /// with `data`, then another `Wake`.
+    fn stream(data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        let mut seq = 0;
+        let mut frame = |m: &Msg, out: &mut Vec<u8>, seq: &mut u64| {
+            write_frame(&mut io::sink(), m, &mut buf).unwrap();
+            write_tagged(out, &KEY, seq, &buf).unwrap();
+        };
+        frame(&Msg::Wake, &mut out, &mut seq);
+        let recv = WireOp { slot: 1, generation: 2 };
+        frame(
+            &Msg::Data {
+                recv,
+                len: data.len() as u64,
+            },
+            &mut out,
+            &mut seq,
+        );
+        for block in data.chunks(TAG_BLOCK) {
+            write_tagged(&mut out, &KEY, &mut seq, block).unwrap();
+        }
+        frame(&Msg::Wake, &mut out, &mut seq);
+        out
+    }
+
+    fn reader(bytes: &[u8]) -> TagReader<&[u8]> {
+        TagReader {
+            inner: bytes,
+            key: KEY,
+            seq: 0,
+            data_left: 0,
+            block_left: 0,
+            hasher: blake3::Hasher::new_keyed(&KEY),
+        }
+    }
+
+    /// Reads the whole stream: the data, or the first error.
+    fn read_all(bytes: &[u8], len: usize) -> io::Result<Vec<u8>> {
+        let mut r = reader(bytes);
+        let mut buf = Vec::new();
+        assert!(matches!(r.next_msg(&mut buf)?, Msg::Wake));
+        assert!(matches!(r.next_msg(&mut buf)?, Msg::Data { len: l, .. } if l == len as u64));
+        let mut data = vec![0; len];
+        r.read_exact(&mut data)?;
+        assert!(matches!(r.next_msg(&mut buf)?, Msg::Wake));
+        Ok(data)
+    }
+
+    fn data(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 31 % 251) as u8).collect()
+    }
+
+    #[test]
+    fn an_intact_stream_reads_back_exactly() {
+        let d = data(2 * TAG_BLOCK + 1000);
+        assert_eq!(read_all(&stream(&d), d.len()).unwrap(), d);
+    }
+
+    #[test]
+    fn every_altered_byte_fails_the_check() {
+        let d = data(TAG_BLOCK + 10);
+        let s = stream(&d);
+        // Every byte of the frames and tags, and a sample of the data.
+        let positions = (0..s.len()).filter(|&i| i < 200 || i + 200 > s.len() || i % 4093 == 0);
+        for at in positions {
+            let mut bad = s.clone();
+            bad[at] ^= 0x40;
+            let e = read_all(&bad, d.len()).expect_err("an altered byte must fail the stream");
+            assert!(
+                e.to_string().contains("integrity check failed") || e.kind() == io::ErrorKind::UnexpectedEof,
+                "byte {at}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_dropped_or_replayed_frame_fails_the_check() {
+        let mut buf = Vec::new();
+        let mut one = Vec::new();
+        let mut seq = 0;
+        write_frame(&mut io::sink(), &Msg::Wake, &mut buf).unwrap();
+        write_tagged(&mut one, &KEY, &mut seq, &buf).unwrap();
+        let mut two = one.clone();
+        write_tagged(&mut two, &KEY, &mut seq, &buf).unwrap();
+        // The first frame twice (a replay, or the second dropped and the
+        // first sent again).
+        let replay = [&one[..], &one[..]].concat();
+        let mut r = reader(&replay);
+        assert!(matches!(r.next_msg(&mut buf), Ok(Msg::Wake)));
+        let e = r.next_msg(&mut buf).expect_err("a replayed frame must fail");
+        assert!(e.to_string().contains("integrity check failed on frame 1"), "{e}");
+        // The second frame alone (the first dropped).
+        let mut r = reader(&two[one.len()..]);
+        let e = r.next_msg(&mut buf).expect_err("a frame out of sequence must fail");
+        assert!(e.to_string().contains("integrity check failed on frame 0"), "{e}");
+        // Intact: both read.
+        let mut r = reader(&two);
+        assert!(matches!(r.next_msg(&mut buf), Ok(Msg::Wake)));
+        assert!(matches!(r.next_msg(&mut buf), Ok(Msg::Wake)));
+    }
+
+    #[test]
+    fn the_two_directions_have_different_keys() {
+        let key = [3; 32];
+        assert_ne!(
+            direction_key(&key, b"lower to higher"),
+            direction_key(&key, b"higher to lower")
+        );
     }
 }

@@ -33,8 +33,9 @@ use crate::backend::{Backend, OpId, OpIds, P2pOp};
 use crate::buffer::Memory;
 use crate::collective::CollHeader;
 use crate::error::{Error, Result};
+use crate::launch::auth::{self, JobSecret, Key, SECRET_VAR};
 use crate::topology::Topology;
-use crate::wire::{read_frame, write_frame};
+use crate::wire::{read_frame_within, write_frame};
 
 /// Read by peers to test whether they can read this process's memory.
 static PROBE: AtomicU64 = AtomicU64::new(0);
@@ -218,11 +219,58 @@ pub(crate) struct HostPeers {
     pub(crate) same_cores: bool,
 }
 
+/// How long a connection on a rank's data port may take to prove itself
+/// before it is dropped (accepting goes on meanwhile).
+const HANDSHAKE_WAIT: Duration = Duration::from_secs(3);
+
+/// The longest handshake frame (a `Hello` holds a host name and a list of
+/// cores).
+const HANDSHAKE_FRAME: usize = 64 << 10;
+
+/// The most connections proving themselves at once on a rank's data port;
+/// more are closed at once.
+const MAX_PENDING: usize = 64;
+
+/// Second frame of a connection's handshake: the sender knows the job's
+/// secret, for this connection (both nonces) and these two ranks.
+#[derive(Serialize, Deserialize)]
+struct Proof {
+    tag: Key,
+}
+
+/// What this rank tells each peer.
+struct Me {
+    rank: usize,
+    world: usize,
+    job: u64,
+    pid: i32,
+    host: String,
+    probe_addr: u64,
+    probe: u64,
+    cores: Vec<u32>,
+    secret: JobSecret,
+}
+
+/// A peer that proved itself.
+struct Peer {
+    rank: usize,
+    world: usize,
+    pid: i32,
+    host: String,
+    probe_addr: u64,
+    probe: u64,
+    cores: Vec<u32>,
+    /// The key of this connection: only its two ends can compute it.
+    link_key: Key,
+}
+
 /// The world backend of rank `rank` of `world` processes: publishes where
 /// it listens in `store`, connects to every other rank (lower ranks are
 /// dialled, higher ones accepted) and starts the connection threads; also
 /// which ranks share this host, told by each peer with the `cores` its
-/// process may run on.
+/// process may run on. Every connection proves that both ends know
+/// `secret` (`handshake`); one on this rank's port that does not is
+/// dropped and accepting goes on.
 pub(crate) fn connect(
     store: &dyn Directory,
     rank: usize,
@@ -230,10 +278,17 @@ pub(crate) fn connect(
     topology: &Topology,
     timeout: Duration,
     cores: &[usize],
+    secret: &JobSecret,
 ) -> Result<(Arc<dyn Backend>, HostPeers)> {
-    allow_peer_reads();
-    let nonce = nonce();
-    PROBE.store(nonce, Ordering::SeqCst);
+    let force_tcp = std::env::var("HCOMM_TRANSPORT").is_ok_and(|v| v.trim().eq_ignore_ascii_case("tcp"));
+    // Before any peer can probe this process's memory; withdrawn below
+    // when no peer reads it.
+    let may_read = !force_tcp && world > 1;
+    if may_read {
+        allow_peer_reads(true);
+    }
+    let probe = probe_value();
+    PROBE.store(probe, Ordering::SeqCst);
     let local_ip = store.local_ip();
     let bind_ip = if local_ip.is_loopback() {
         local_ip
@@ -251,68 +306,37 @@ pub(crate) fn connect(
     store.publish(&format!("hcomm/peer/{rank}"), &endpoint)?;
     let host = hostname();
     let mine: Vec<u32> = cores.iter().filter_map(|&c| u32::try_from(c).ok()).collect();
-    let hello = Msg::Hello {
-        rank: rank as u32,
-        world: world as u32,
+    let me = Arc::new(Me {
+        rank,
+        world,
+        job: secret.job_id(),
         pid: std::process::id() as i32,
         host: host.clone(),
         probe_addr: std::ptr::from_ref(&PROBE) as u64,
-        probe: nonce,
+        probe,
         cores: mine.clone(),
-    };
+        secret: secret.clone(),
+    });
     let deadline = Instant::now() + timeout;
-    let mut streams: Vec<Option<(TcpStream, Msg)>> = (0..world).map(|_| None).collect();
+    let mut streams: Vec<Option<(TcpStream, Peer)>> = (0..world).map(|_| None).collect();
     for (peer, slot) in streams.iter_mut().enumerate().take(rank) {
         let bytes = store.lookup(&format!("hcomm/peer/{peer}"), deadline)?;
         let ep: Endpoint = postcard::from_bytes(&bytes).map_err(|e| os_error("decoding a peer's endpoint", &e))?;
         let addr = SocketAddr::new(ep.ip, ep.port);
         let mut stream = TcpStream::connect_timeout(&addr, timeout.max(Duration::from_secs(1)))
             .map_err(|e| os_error(&format!("cannot connect to rank {peer} at {addr}"), &e))?;
-        let theirs = handshake(&mut stream, &hello, deadline)?;
+        let wait = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_secs(1));
+        let theirs = handshake(&mut stream, &me, Some(peer), wait).map_err(|why| Error::Config {
+            message: format!(
+                "rank {rank}: rank {peer} at {addr} failed the handshake: {why}; hint: every process of a job needs \
+                 the same `{SECRET_VAR}`"
+            ),
+        })?;
         *slot = Some((stream, theirs));
     }
-    listener.set_nonblocking(true).map_err(|e| os_error("listener", &e))?;
-    let mut accepted = 0;
-    let mut next_check = Instant::now();
-    while accepted < world - rank - 1 {
-        match listener.accept() {
-            Ok((mut stream, _)) => {
-                stream
-                    .set_nonblocking(false)
-                    .map_err(|e| os_error("peer connection", &e))?;
-                let theirs = handshake(&mut stream, &hello, deadline)?;
-                let Msg::Hello { rank: r, .. } = theirs else { continue };
-                let r = r as usize;
-                if r <= rank || r >= world || streams[r].is_some() {
-                    return Err(Error::Config {
-                        message: format!("rank {rank}: an unexpected peer connected claiming rank {r} of {world}"),
-                    });
-                }
-                streams[r] = Some((stream, theirs));
-                accepted += 1;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() >= next_check {
-                    if let Some(e) = store.gave_up() {
-                        return Err(e);
-                    }
-                    next_check = Instant::now() + Duration::from_millis(100);
-                }
-                if Instant::now() >= deadline {
-                    let missing: Vec<usize> = (rank + 1..world).filter(|&r| streams[r].is_none()).collect();
-                    return Err(Error::Timeout {
-                        operation: format!("waiting for ranks {missing:?} to connect"),
-                        rank,
-                        waited: timeout,
-                        limit: timeout,
-                    });
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            Err(e) => return Err(os_error("accepting a peer", &e)),
-        }
-    }
-    let force_tcp = std::env::var("HCOMM_TRANSPORT").is_ok_and(|v| v.trim().eq_ignore_ascii_case("tcp"));
+    accept_peers(&listener, store, &me, &mut streams, deadline, timeout)?;
     // Tell each peer whether this process can read its memory, then learn
     // the same from it: data moves by memory reads only when both can.
     let mut ready = Vec::new();
@@ -323,45 +347,46 @@ pub(crate) fn connect(
         same_cores: true,
     };
     for (peer, s) in streams.into_iter().enumerate() {
-        let Some((
-            mut stream,
-            Msg::Hello {
-                pid,
-                host: their_host,
-                probe_addr,
-                probe,
-                world: their_world,
-                cores: theirs,
-                ..
-            },
-        )) = s
-        else {
+        let Some((mut stream, theirs)) = s else {
             continue;
         };
-        let same_host = their_host == host;
+        let same_host = theirs.host == host;
         if same_host {
             here.count += 1;
             here.index += usize::from(peer < rank);
-            here.same_cores &= theirs == mine;
+            here.same_cores &= theirs.cores == mine;
         }
-        if their_world as usize != world {
+        if theirs.world != world {
             return Err(Error::Config {
-                message: format!("rank {peer} runs in a world of {their_world} ranks, rank {rank} in one of {world}"),
+                message: format!(
+                    "rank {peer} runs in a world of {} ranks, rank {rank} in one of {world}",
+                    theirs.world
+                ),
             });
         }
-        let can_read = !force_tcp && same_host && can_read(pid, probe_addr, probe);
+        let can_read =
+            may_read && same_host && same_user(theirs.pid) && can_read(theirs.pid, theirs.probe_addr, theirs.probe);
         // The ring this peer may send its control messages in (where it
         // cannot map it, they come on the connection).
         let rx = if can_read { Ring::create().ok() } else { None };
         let ring = rx.as_ref().map(Ring::fd);
         write_frame(&mut stream, &Msg::Ready { can_read, ring }, &mut buf)
             .map_err(|e| os_error("handshake with a peer", &e))?;
-        ready.push((peer, stream, pid, can_read, rx));
+        ready.push((peer, stream, theirs.pid, can_read, rx, theirs.link_key));
     }
     let mut links: Vec<Option<Arc<Link>>> = (0..world).map(|_| None).collect();
     let mut readers = Vec::new();
-    for (peer, mut stream, pid, can_read, rx) in ready {
-        let theirs: Msg = read_frame(&mut stream, &mut buf).map_err(|e| os_error("handshake with a peer", &e))?;
+    for (peer, mut stream, pid, can_read, rx, link_key) in ready {
+        // The peer answers once it has accepted its own peers: up to the
+        // deadline (a connection accepted here kept the short wait of its
+        // handshake until now).
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_secs(1));
+        let theirs: Msg = stream
+            .set_read_timeout(Some(left))
+            .and_then(|()| read_frame_within(&mut stream, &mut buf, HANDSHAKE_FRAME))
+            .map_err(|e| os_error("handshake with a peer", &e))?;
         let (cma, their_ring) = match theirs {
             Msg::Ready { can_read: true, ring } => (can_read, ring),
             _ => (false, None),
@@ -377,8 +402,14 @@ pub(crate) fn connect(
         stream.set_nodelay(true).map_err(io)?;
         stream.set_read_timeout(None).map_err(io)?;
         let read_half = stream.try_clone().map_err(io)?;
-        links[peer] = Some(Link::new(pid, cma, stream, rx, tx).map_err(io)?);
+        // The connection's key (derived in the authenticated handshake from
+        // the job secret, both nonces and both ranks), for the frames' MACs.
+        links[peer] = Some(Link::new(pid, cma, stream, (rx, tx), link_key, rank < peer).map_err(io)?);
         readers.push((peer, read_half));
+    }
+    if may_read && !links.iter().flatten().any(|l| l.cma) {
+        // No peer reads this process's memory.
+        allow_peer_reads(false);
     }
     let liveness = Liveness::new(world);
     let engine = Engine::new(rank, Arc::clone(&liveness), links);
@@ -397,19 +428,185 @@ pub(crate) fn connect(
     Ok((backend, here))
 }
 
-/// Sends our `Hello` and reads the peer's.
-fn handshake(stream: &mut TcpStream, hello: &Msg, deadline: Instant) -> Result<Msg> {
-    let left = deadline
-        .saturating_duration_since(Instant::now())
-        .max(Duration::from_secs(1));
+/// Accepts the ranks above `me.rank` until each proved itself, each
+/// connection's handshake on a thread of its own, so that a silent or
+/// hostile connection delays nobody: it is dropped when it fails or after
+/// `HANDSHAKE_WAIT`, and so is a valid one claiming a rank already taken.
+fn accept_peers(
+    listener: &TcpListener,
+    store: &dyn Directory,
+    me: &Arc<Me>,
+    streams: &mut [Option<(TcpStream, Peer)>],
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<()> {
+    let (rank, world) = (me.rank, me.world);
+    listener.set_nonblocking(true).map_err(|e| os_error("listener", &e))?;
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<(TcpStream, std::result::Result<Peer, String>)>();
+    let mut pending = 0usize;
+    let mut accepted = 0;
+    let mut next_check = Instant::now();
+    while accepted < world - rank - 1 {
+        let mut idle = true;
+        match listener.accept() {
+            Ok((mut stream, from)) => {
+                idle = false;
+                if pending >= MAX_PENDING {
+                    tracing::warn!(rank, %from, "too many connections proving themselves; closed one");
+                } else if stream.set_nonblocking(false).is_ok() {
+                    pending += 1;
+                    let me = Arc::clone(me);
+                    let done = done_tx.clone();
+                    let spawned = std::thread::Builder::new().name("hcomm-hello".into()).spawn(move || {
+                        let result = handshake(&mut stream, &me, None, HANDSHAKE_WAIT);
+                        let _ = done.send((stream, result));
+                    });
+                    if let Err(e) = spawned {
+                        pending -= 1;
+                        tracing::warn!(rank, %e, "cannot check a peer connection; closed it");
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(os_error("accepting a peer", &e)),
+        }
+        while let Ok((stream, result)) = done_rx.try_recv() {
+            idle = false;
+            pending -= 1;
+            match result {
+                Ok(peer) if streams[peer.rank].is_none() => {
+                    let r = peer.rank;
+                    streams[r] = Some((stream, peer));
+                    accepted += 1;
+                }
+                Ok(peer) => {
+                    tracing::warn!(
+                        rank,
+                        claimed = peer.rank,
+                        "a second connection claimed a rank; dropped it"
+                    );
+                }
+                Err(why) => {
+                    let from = stream.peer_addr().ok();
+                    tracing::warn!(rank, ?from, %why, "a connection failed the handshake; dropped it");
+                }
+            }
+        }
+        if Instant::now() >= next_check {
+            if let Some(e) = store.gave_up() {
+                return Err(e);
+            }
+            next_check = Instant::now() + Duration::from_millis(100);
+        }
+        if Instant::now() >= deadline {
+            let missing: Vec<usize> = (rank + 1..world).filter(|&r| streams[r].is_none()).collect();
+            return Err(Error::Timeout {
+                operation: format!("waiting for ranks {missing:?} to connect"),
+                rank,
+                waited: timeout,
+                limit: timeout,
+            });
+        }
+        if idle {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    Ok(())
+}
+
+/// Both ends send a `Hello` with a fresh nonce, then a `Proof` (the
+/// dialling end first): the HMAC
+/// under the job's secret of the sender's nonce, the receiver's, the
+/// sender's rank, the receiver's and the job id. `expect`: the rank this
+/// end dialled; `None` on the accepting end, which takes any rank above
+/// its own. Each read waits at most `wait`; the error says why the peer
+/// failed.
+fn handshake(
+    stream: &mut TcpStream,
+    me: &Me,
+    expect: Option<usize>,
+    wait: Duration,
+) -> std::result::Result<Peer, String> {
+    let nonce = auth::nonce().map_err(|e| e.to_string())?;
     let mut buf = Vec::new();
-    let result = (|| {
-        stream.set_read_timeout(Some(left))?;
-        write_frame(stream, hello, &mut buf)?;
-        // The read timeout stays until the handshake's second message.
-        read_frame(stream, &mut buf)
-    })();
-    result.map_err(|e| os_error("handshake with a peer", &e))
+    let io = |e: std::io::Error| e.to_string();
+    stream.set_read_timeout(Some(wait)).map_err(io)?;
+    let hello = Msg::Hello {
+        rank: me.rank as u32,
+        world: me.world as u32,
+        job: me.job,
+        nonce,
+        pid: me.pid,
+        host: me.host.clone(),
+        probe_addr: me.probe_addr,
+        probe: me.probe,
+        cores: me.cores.clone(),
+    };
+    write_frame(stream, &hello, &mut buf).map_err(io)?;
+    let theirs: Msg = read_frame_within(stream, &mut buf, HANDSHAKE_FRAME).map_err(io)?;
+    let Msg::Hello {
+        rank: their_rank,
+        world,
+        job,
+        nonce: their_nonce,
+        pid,
+        host,
+        probe_addr,
+        probe,
+        cores,
+    } = theirs
+    else {
+        return Err("its first message is not a hello".into());
+    };
+    if job != me.job {
+        return Err("it belongs to another job (or has a wrong secret)".into());
+    }
+    let r = their_rank as usize;
+    let fits = match expect {
+        Some(p) => r == p,
+        None => r > me.rank && r < me.world,
+    };
+    if !fits {
+        return Err(format!("it claims rank {r}, not one rank {} expects there", me.rank));
+    }
+    let mine = (me.rank as u64).to_le_bytes();
+    let their = (r as u64).to_le_bytes();
+    let job = me.job.to_le_bytes();
+    let tag = me
+        .secret
+        .tag(b"hcomm hello", &[&nonce, &their_nonce, &mine, &their, &job]);
+    // The dialling end proves itself first (it reached the address the
+    // store published); the accepting end answers only a peer that did,
+    // so a stranger learns no proof of it.
+    if expect.is_some() {
+        write_frame(stream, &Proof { tag }, &mut buf).map_err(io)?;
+    }
+    let proof: Proof = read_frame_within(stream, &mut buf, HANDSHAKE_FRAME).map_err(io)?;
+    if !me
+        .secret
+        .verify(b"hcomm hello", &[&their_nonce, &nonce, &their, &mine, &job], &proof.tag)
+    {
+        return Err(format!("its proof for rank {r} does not verify (a wrong secret)"));
+    }
+    if expect.is_none() {
+        write_frame(stream, &Proof { tag }, &mut buf).map_err(io)?;
+    }
+    let (lo, hi) = if r < me.rank {
+        ((&their_nonce, &their), (&nonce, &mine))
+    } else {
+        ((&nonce, &mine), (&their_nonce, &their))
+    };
+    let link_key = me.secret.derive(b"hcomm link", &[lo.0, hi.0, lo.1, hi.1]);
+    Ok(Peer {
+        rank: r,
+        world: world as usize,
+        pid,
+        host,
+        probe_addr,
+        probe,
+        cores,
+        link_key,
+    })
 }
 
 /// The reader and writer threads of the connection to `peer`.
@@ -467,10 +664,10 @@ fn spawn_threads(engine: &Arc<Engine>, peer: usize, read_half: TcpStream) -> Res
     }
     reader
         .spawn(move || {
-            let mut r = BufReader::with_capacity(64 << 10, read_half);
+            let mut r = link.reader(BufReader::with_capacity(64 << 10, read_half));
             let mut buf = Vec::with_capacity(256);
             let why = loop {
-                match read_frame::<Msg>(&mut r, &mut buf) {
+                match r.next_msg(&mut buf) {
                     Ok(msg) => {
                         if let Err(err) = e.handle(peer, msg, &mut r) {
                             break err.to_string();
@@ -503,8 +700,18 @@ pub(crate) fn hostname() -> String {
         .unwrap_or_default()
 }
 
+/// Whether process `pid` runs as this process's effective user (whose
+/// memory this process may then read; another user's, never).
+fn same_user(pid: i32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: `geteuid` takes no arguments, touches no memory and cannot
+    // fail.
+    let me = unsafe { libc::geteuid() };
+    std::fs::metadata(format!("/proc/{pid}")).is_ok_and(|m| m.uid() == me)
+}
+
 /// A value no other process is likely to hold at the probe's address.
-fn nonce() -> u64 {
+fn probe_value() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u32(std::process::id());
@@ -520,5 +727,145 @@ fn os_error(what: &str, e: &dyn std::fmt::Display) -> Error {
     Error::Backend {
         backend: "host",
         message: format!("{what}: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::{Condvar, Mutex};
+
+    use super::*;
+    use crate::backend::liveness::lock;
+
+    /// The store of a job, in memory.
+    #[derive(Default)]
+    struct Board {
+        map: Mutex<HashMap<String, Vec<u8>>>,
+        changed: Condvar,
+    }
+
+    impl Directory for Board {
+        fn publish(&self, key: &str, value: &[u8]) -> Result<()> {
+            lock(&self.map).insert(key.to_owned(), value.to_vec());
+            self.changed.notify_all();
+            Ok(())
+        }
+
+        fn lookup(&self, key: &str, deadline: Instant) -> Result<Vec<u8>> {
+            let mut map = lock(&self.map);
+            loop {
+                if let Some(v) = map.get(key) {
+                    return Ok(v.clone());
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(Error::Timeout {
+                        operation: format!("waiting for `{key}`"),
+                        rank: 0,
+                        waited: left,
+                        limit: left,
+                    });
+                }
+                map = self
+                    .changed
+                    .wait_timeout(map, left)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .0;
+            }
+        }
+
+        fn local_ip(&self) -> IpAddr {
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        }
+
+        fn gave_up(&self) -> Option<Error> {
+            None
+        }
+    }
+
+    fn me(rank: usize, secret: &JobSecret) -> Me {
+        Me {
+            rank,
+            world: 2,
+            job: secret.job_id(),
+            pid: std::process::id() as i32,
+            host: hostname(),
+            probe_addr: 0,
+            probe: 1,
+            cores: Vec::new(),
+            secret: secret.clone(),
+        }
+    }
+
+    #[test]
+    fn both_ends_of_a_handshake_derive_the_same_link_key() {
+        let secret = JobSecret::new("0123456789abcdef-link").unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (a, b) = std::thread::scope(|s| {
+            let dialer = s.spawn(|| {
+                let mut stream = TcpStream::connect(addr).unwrap();
+                handshake(&mut stream, &me(1, &secret), Some(0), HANDSHAKE_WAIT).unwrap()
+            });
+            let (mut stream, _) = listener.accept().unwrap();
+            let b = handshake(&mut stream, &me(0, &secret), None, HANDSHAKE_WAIT).unwrap();
+            (dialer.join().unwrap(), b)
+        });
+        assert_eq!((a.rank, b.rank), (0, 1));
+        let link_key: Key = a.link_key;
+        assert_eq!(link_key, b.link_key);
+        assert_ne!(link_key, [0; auth::KEY_BYTES]);
+        assert_ne!(link_key, secret.derive(b"hcomm link", &[]));
+    }
+
+    #[test]
+    fn a_fake_hello_claiming_rank_1_is_dropped_and_the_real_rank_1_joins() {
+        let secret = JobSecret::new("0123456789abcdef-job").unwrap();
+        let board = Board::default();
+        let cores = [0usize];
+        std::thread::scope(|s| {
+            let rank0 = s.spawn(|| {
+                connect(
+                    &board,
+                    0,
+                    2,
+                    &Topology::FullMesh,
+                    Duration::from_secs(20),
+                    &cores,
+                    &secret,
+                )
+            });
+            // Right job id, right format, claiming rank 1, wrong secret.
+            let bytes = board
+                .lookup("hcomm/peer/0", Instant::now() + Duration::from_secs(10))
+                .unwrap();
+            let ep: Endpoint = postcard::from_bytes(&bytes).unwrap();
+            let mut fake = TcpStream::connect(SocketAddr::new(ep.ip, ep.port)).unwrap();
+            let mut intruder = me(1, &JobSecret::new("0123456789abcdef-evil").unwrap());
+            intruder.job = secret.job_id();
+            let why = handshake(&mut fake, &intruder, Some(0), HANDSHAKE_WAIT).err();
+            // Rank 0 closes the connection after the intruder's proof:
+            // the intruder reads its end, or rank 0's proof it cannot check.
+            assert!(why.is_some(), "the intruder's handshake succeeded");
+            let start = Instant::now();
+            let rank1 = s.spawn(|| {
+                connect(
+                    &board,
+                    1,
+                    2,
+                    &Topology::FullMesh,
+                    Duration::from_secs(20),
+                    &cores,
+                    &secret,
+                )
+            });
+            let (r0, r1) = (rank0.join().unwrap(), rank1.join().unwrap());
+            assert!(r0.is_ok() && r1.is_ok(), "{:?} {:?}", r0.err(), r1.err());
+            assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+            let (b0, b1) = (r0.unwrap().0, r1.unwrap().0);
+            assert_eq!((b0.rank(), b1.rank(), b0.world()), (0, 1, 2));
+            drop(fake);
+        });
     }
 }

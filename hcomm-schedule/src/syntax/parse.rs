@@ -1,4 +1,4 @@
-//! Syntax of `comm_schedule!`: `Parse` impls building the AST.
+//! Syntax of the schedule language: `Parse` impls building the AST.
 //!
 //! Parsing happens in two stages so that a mistake inside one function body
 //! still lets the macro emit that function's signature (the fallback item of
@@ -7,6 +7,7 @@
 //! [`Item::attrs`] parse those later. Every node keeps a [`Sp`] (its first and
 //! last token) so errors can underline exactly the user's tokens.
 
+use crate::ir::{BinOp, UnOp};
 use proc_macro2::{Delimiter, Group, Punct, Spacing, Span, TokenStream, TokenTree};
 use quote::{ToTokens, TokenStreamExt};
 use syn::parse::{Parse, ParseStream, Parser};
@@ -59,14 +60,16 @@ const SYNTAX: &str = "syntax error: ";
 /// The first and last token of a node; an error on it underlines both and
 /// everything between.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Sp {
-    pub(crate) start: Span,
-    pub(crate) end: Span,
+pub struct Sp {
+    /// The first token.
+    pub start: Span,
+    /// The last token.
+    pub end: Span,
 }
 
 impl Sp {
     /// A node made of one token.
-    pub(crate) fn one(span: Span) -> Self {
+    pub fn one(span: Span) -> Self {
         Sp { start: span, end: span }
     }
 
@@ -79,7 +82,7 @@ impl Sp {
     }
 
     /// An error underlining this node.
-    pub(crate) fn error(self, message: impl std::fmt::Display) -> syn::Error {
+    pub fn error(self, message: impl std::fmt::Display) -> syn::Error {
         syn::Error::new_spanned(self, message)
     }
 }
@@ -117,49 +120,69 @@ fn syntax(error: syn::Error) -> syn::Error {
 
 // ---------------------------------------------------------------- items
 
-/// The whole macro input: one or more schedule functions.
-pub(crate) struct Schedule {
-    pub(crate) items: Vec<Item>,
+/// A whole input (the macro's, or a text): one or more schedule functions.
+pub struct Input {
+    /// The items, in order.
+    pub items: Vec<Item>,
 }
 
 /// One `fn` item; its body is parsed later by [`Item::body`].
-pub(crate) struct Item {
+pub struct Item {
     pub(crate) attrs: Vec<Attribute>,
-    pub(crate) vis: Visibility,
+    /// The item's visibility.
+    pub vis: Visibility,
     pub(crate) fn_token: Token![fn],
-    pub(crate) name: Ident,
-    pub(crate) params: Vec<Param>,
+    /// The function's name.
+    pub name: Ident,
+    /// The parameters, in order.
+    pub params: Vec<Param>,
     /// The `)` closing the parameter list.
     pub(crate) params_close: Span,
     pub(crate) body: Group,
+    /// The item's tokens, attributes included.
+    pub(crate) tokens: TokenStream,
 }
 
 /// A parameter of a schedule function.
-pub(crate) struct Param {
-    pub(crate) name: Ident,
-    pub(crate) kind: ParamKind,
+pub struct Param {
+    /// The parameter's name.
+    pub name: Ident,
+    /// What it is.
+    pub kind: ParamKind,
+    /// A buffer's length `LEN`.
+    pub(crate) len: Option<Expr>,
     /// The type, from `&` (or `usize`) to `]`.
     pub(crate) ty_sp: Sp,
 }
 
 /// What a parameter is.
-pub(crate) enum ParamKind {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamKind {
     /// `&[T; LEN]` or `&mut [T; LEN]`.
-    Buffer { mutable: bool, len: Expr },
+    Buffer {
+        /// `&mut`.
+        mutable: bool,
+    },
     /// `usize`.
     Scalar,
     /// `ReduceOp`: an operator parameter.
     Op,
     /// `&[usize; world]` (a count vector) or `&[[usize; world]; world]` (a
     /// count matrix, `matrix == true`).
-    Counts { matrix: bool },
+    Counts {
+        /// A `world x world` matrix.
+        matrix: bool,
+    },
 }
 
-impl Parse for Schedule {
+impl Parse for Input {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let mut items = Vec::new();
         while !input.is_empty() {
-            items.push(input.parse::<Item>().map_err(syntax)?);
+            let start = input.cursor();
+            let mut item = input.parse::<Item>().map_err(syntax)?;
+            item.tokens = tokens_between(start, input.cursor());
+            items.push(item);
         }
         if items.is_empty() {
             // There is no token to point at: the invocation is empty.
@@ -170,8 +193,20 @@ impl Parse for Schedule {
                 ),
             ));
         }
-        Ok(Schedule { items })
+        Ok(Input { items })
     }
+}
+
+/// The tokens from `start` up to (not including) `end`.
+fn tokens_between(start: syn::buffer::Cursor<'_>, end: syn::buffer::Cursor<'_>) -> TokenStream {
+    let mut out = TokenStream::new();
+    let mut cursor = start;
+    while cursor != end {
+        let Some((tt, next)) = cursor.token_tree() else { break };
+        out.append(tt);
+        cursor = next;
+    }
+    out
 }
 
 impl Parse for Item {
@@ -217,6 +252,7 @@ impl Parse for Item {
             params,
             params_close,
             body,
+            tokens: TokenStream::new(),
         })
     }
 }
@@ -245,6 +281,7 @@ impl Parse for Param {
                 return Ok(Param {
                     name,
                     kind: ParamKind::Counts { matrix },
+                    len: None,
                     ty_sp,
                 });
             }
@@ -253,7 +290,8 @@ impl Parse for Param {
             let len = parse_expr(&content, 0)?;
             Ok(Param {
                 name,
-                kind: ParamKind::Buffer { mutable, len },
+                kind: ParamKind::Buffer { mutable },
+                len: Some(len),
                 ty_sp: Sp {
                     start: and.span,
                     end: bracket.span.close(),
@@ -264,6 +302,7 @@ impl Parse for Param {
             Ok(Param {
                 name,
                 kind: ParamKind::Scalar,
+                len: None,
                 ty_sp: Sp::one(ty.span),
             })
         } else if lookahead.peek(kw::ReduceOp) {
@@ -271,6 +310,7 @@ impl Parse for Param {
             Ok(Param {
                 name,
                 kind: ParamKind::Op,
+                len: None,
                 ty_sp: Sp::one(ty.span),
             })
         } else {
@@ -1197,56 +1237,24 @@ pub(crate) enum Expr {
     },
 }
 
-/// Unary operators.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum UnOp {
-    Neg,
-    Not,
+/// Binding strength, as in Rust (higher binds tighter).
+fn precedence(op: BinOp) -> u8 {
+    match op {
+        BinOp::Or => 1,
+        BinOp::And => 2,
+        BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => 3,
+        BinOp::BitOr => 4,
+        BinOp::BitXor => 5,
+        BinOp::BitAnd => 6,
+        BinOp::Shl | BinOp::Shr => 7,
+        BinOp::Add | BinOp::Sub => 8,
+        BinOp::Mul | BinOp::Div | BinOp::Rem => 9,
+    }
 }
 
-/// Binary operators.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum BinOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Rem,
-    Shl,
-    Shr,
-    BitAnd,
-    BitOr,
-    BitXor,
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-    And,
-    Or,
-}
-
-impl BinOp {
-    /// Binding strength, as in Rust (higher binds tighter).
-    fn precedence(self) -> u8 {
-        match self {
-            BinOp::Or => 1,
-            BinOp::And => 2,
-            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => 3,
-            BinOp::BitOr => 4,
-            BinOp::BitXor => 5,
-            BinOp::BitAnd => 6,
-            BinOp::Shl | BinOp::Shr => 7,
-            BinOp::Add | BinOp::Sub => 8,
-            BinOp::Mul | BinOp::Div | BinOp::Rem => 9,
-        }
-    }
-
-    /// Whether this is a comparison (which do not chain, as in Rust).
-    fn is_comparison(self) -> bool {
-        self.precedence() == 3
-    }
+/// Whether `op` is a comparison (which do not chain, as in Rust).
+fn is_comparison(op: BinOp) -> bool {
+    precedence(op) == 3
 }
 
 impl Expr {
@@ -1356,7 +1364,7 @@ fn parse_binary(input: ParseStream, min_prec: u8, depth: usize) -> syn::Result<E
     // Each operator deepens the (left-leaning) tree: count it like nesting.
     let mut depth = depth;
     while let Some(op) = peek_binop(input) {
-        let prec = op.precedence();
+        let prec = precedence(op);
         if prec < min_prec {
             break;
         }
@@ -1364,14 +1372,14 @@ fn parse_binary(input: ParseStream, min_prec: u8, depth: usize) -> syn::Result<E
         if depth > MAX_DEPTH {
             return Err(input.error(format!("{SYNTAX}expression too long")));
         }
-        if op.is_comparison() && last_comparison {
+        if is_comparison(op) && last_comparison {
             return Err(input.error(format!(
                 "{SYNTAX}comparison operators cannot be chained\nhint: use parentheses or `&&`"
             )));
         }
         take_binop(input, op)?;
         let rhs = parse_binary(input, prec + 1, depth + 1)?;
-        last_comparison = op.is_comparison();
+        last_comparison = is_comparison(op);
         lhs = Expr::Binary {
             op,
             lhs: Box::new(lhs),

@@ -10,14 +10,15 @@
 //! stops at the first problem: it records a diagnostic (at most one per
 //! statement, [`MAX_ERRORS`] in all) and goes on with a placeholder.
 
-use hcomm_schedule::diag::{DiagKind, Diagnostic};
-use hcomm_schedule::ir;
-use hcomm_schedule::ir::SpanId;
-use hcomm_schedule::resolve::{suggest, UNRESOLVED};
 use syn::Ident;
 
-use crate::errors::MAX_ERRORS;
-use crate::parse::{self, Attrs, CollCall, CollKind, Expr, Item, ParamKind, Region, Sp, Stmt, StmtKind, ValueSet};
+use super::parse::{self, Attrs, CollCall, CollKind, Expr, Item, ParamKind, Region, Sp, Stmt, StmtKind, ValueSet};
+use super::MAX_ERRORS;
+use crate::diag::{DiagKind, Diagnostic};
+use crate::eval;
+use crate::ir;
+use crate::ir::SpanId;
+use crate::resolve::{suggest, UNRESOLVED};
 
 /// The functions of the language.
 const FUNCTIONS: [(&str, ir::Func); 5] = [
@@ -29,7 +30,8 @@ const FUNCTIONS: [(&str, ir::Func); 5] = [
 ];
 
 /// The user's tokens of every IR node, indexed by [`SpanId`].
-pub(crate) struct SpanTable {
+#[derive(Clone, Debug)]
+pub struct SpanTable {
     spans: Vec<Sp>,
     /// Used for a span id that is not in the table (never expected).
     fallback: Sp,
@@ -51,7 +53,7 @@ impl SpanTable {
     }
 
     /// The tokens of `id`.
-    pub(crate) fn get(&self, id: SpanId) -> Sp {
+    pub fn get(&self, id: SpanId) -> Sp {
         usize::try_from(id.0)
             .ok()
             .and_then(|i| self.spans.get(i))
@@ -88,12 +90,21 @@ pub(crate) fn lower(item: &Item, attrs: &Attrs, body: &[Stmt], diags: &mut Vec<D
         let span = cx.spans.id(Sp::one(param.name.span()).to(param.ty_sp));
         let name = param.name.to_string();
         match &param.kind {
-            ParamKind::Buffer { mutable, len } => buffers.push(ir::Buffer {
-                name,
-                writable: *mutable,
-                len: cx.expr(len),
-                span,
-            }),
+            ParamKind::Buffer { mutable } => {
+                let len = match &param.len {
+                    Some(len) => cx.expr(len),
+                    None => ir::Expr {
+                        kind: ir::ExprKind::Int(0),
+                        span,
+                    },
+                };
+                buffers.push(ir::Buffer {
+                    name,
+                    writable: *mutable,
+                    len,
+                    span,
+                });
+            }
             ParamKind::Scalar | ParamKind::Op => scalars.push(ir::Scalar {
                 name,
                 op: matches!(param.kind, ParamKind::Op),
@@ -180,17 +191,11 @@ impl Lower<'_> {
                 kind: ir::NameKind::Var,
                 text: name.to_string(),
             }),
-            Expr::Unary { op, expr, .. } => {
-                let op = match op {
-                    parse::UnOp::Neg => ir::UnOp::Neg,
-                    parse::UnOp::Not => ir::UnOp::Not,
-                };
-                ir::ExprKind::Unary(op, Box::new(self.expr(expr)))
-            }
+            Expr::Unary { op, expr, .. } => ir::ExprKind::Unary(*op, Box::new(self.expr(expr))),
             Expr::Binary { op, lhs, rhs, .. } => {
                 let lhs = self.expr(lhs);
                 let rhs = self.expr(rhs);
-                ir::ExprKind::Binary(binop(*op), Box::new(lhs), Box::new(rhs))
+                ir::ExprKind::Binary(*op, Box::new(lhs), Box::new(rhs))
             }
             Expr::Call { func, args, .. } if func == "sum" => {
                 if let [arg] = &args[..] {
@@ -470,32 +475,27 @@ impl Lower<'_> {
         })
     }
 
-    /// An integer constant of `#[verify(world in ..)]`.
+    /// An integer constant of `#[verify(world in ..)]`: literals, `-`, `+`,
+    /// `-`, `*`, `<<` and `pow2`, computed by the language's evaluator
+    /// (overflow is not a constant).
     fn constant(&mut self, e: &Expr) -> Option<i64> {
         let value = match e {
             Expr::Int(lit) => lit.base10_parse::<i64>().ok(),
             Expr::Paren { expr, .. } => return self.constant(expr),
             Expr::Unary {
-                op: parse::UnOp::Neg,
+                op: ir::UnOp::Neg,
                 expr,
                 ..
-            } => self.constant(expr)?.checked_neg(),
-            Expr::Binary { op, lhs, rhs, .. } => {
+            } => self.constant(expr).and_then(|x| eval::unary(ir::UnOp::Neg, x).ok()),
+            Expr::Binary { op, lhs, rhs, .. }
+                if matches!(op, ir::BinOp::Add | ir::BinOp::Sub | ir::BinOp::Mul | ir::BinOp::Shl) =>
+            {
                 let (a, b) = (self.constant(lhs)?, self.constant(rhs)?);
-                match op {
-                    parse::BinOp::Add => a.checked_add(b),
-                    parse::BinOp::Sub => a.checked_sub(b),
-                    parse::BinOp::Mul => a.checked_mul(b),
-                    parse::BinOp::Shl => u32::try_from(b).ok().and_then(|b| a.checked_shl(b)),
-                    _ => None,
-                }
+                eval::binary(*op, a, b).ok()
             }
             Expr::Call { func, args, .. } if func == "pow2" && args.len() == 1 => {
                 let k = self.constant(&args[0])?;
-                u32::try_from(k)
-                    .ok()
-                    .and_then(|k| 1_i64.checked_shl(k))
-                    .filter(|v| *v > 0)
+                eval::call(ir::Func::Pow2, &[k]).ok()
             }
             _ => None,
         };
@@ -785,29 +785,5 @@ fn plus_one(e: ir::Expr) -> ir::Expr {
     ir::Expr {
         kind: ir::ExprKind::Binary(ir::BinOp::Add, Box::new(e), Box::new(one)),
         span,
-    }
-}
-
-fn binop(op: parse::BinOp) -> ir::BinOp {
-    use parse::BinOp as P;
-    match op {
-        P::Add => ir::BinOp::Add,
-        P::Sub => ir::BinOp::Sub,
-        P::Mul => ir::BinOp::Mul,
-        P::Div => ir::BinOp::Div,
-        P::Rem => ir::BinOp::Rem,
-        P::Shl => ir::BinOp::Shl,
-        P::Shr => ir::BinOp::Shr,
-        P::BitAnd => ir::BinOp::BitAnd,
-        P::BitOr => ir::BinOp::BitOr,
-        P::BitXor => ir::BinOp::BitXor,
-        P::Eq => ir::BinOp::Eq,
-        P::Ne => ir::BinOp::Ne,
-        P::Lt => ir::BinOp::Lt,
-        P::Le => ir::BinOp::Le,
-        P::Gt => ir::BinOp::Gt,
-        P::Ge => ir::BinOp::Ge,
-        P::And => ir::BinOp::And,
-        P::Or => ir::BinOp::Or,
     }
 }

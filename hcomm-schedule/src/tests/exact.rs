@@ -1,0 +1,250 @@
+//! The checker's word is exact: cases that a sampled or size-capped check
+//! once let through (wrong data with `Ok`), each now decided or reported
+//! as not decided.
+
+use super::*;
+use crate::verify::{check_world, verify};
+use crate::DiagKind;
+
+/// Bruck's all-gather with blocks of `block` elements whose final rotation
+/// copies blocks `0..rotated`, its scratch buffer `extra` elements longer
+/// than needed.
+fn bruck(block: impl Fn() -> Expr, rotated: Expr, extra: i64, worlds: &[i64]) -> Schedule {
+    let tmp = || scr("tmp");
+    let mut s = S::new("bruck");
+    // constant blocks: no length variable
+    s.0.len_vars.clear();
+    s.input("input", block())
+        .output("output", block() * world())
+        .world_list(worlds)
+        .post(PostKind::AllGather {
+            input: bref(0, "input"),
+            output: bref(1, "output"),
+        })
+        .body(vec![
+            scratch("tmp", block() * world() + extra),
+            copy(p(0, "input"), tmp().slice(0, block())),
+            for_(
+                "k",
+                0,
+                log2(world() - 1) + 1,
+                vec![
+                    let_("d", pow2(var("k"))),
+                    let_("cnt", min(var("d"), world() - var("d"))),
+                    batch(vec![
+                        send(tmp().slice(0, var("cnt") * block()), (rank() - var("d")) % world()),
+                        recv(
+                            tmp().slice(var("d") * block(), (var("d") + var("cnt")) * block()),
+                            (rank() + var("d")) % world(),
+                        ),
+                    ]),
+                ],
+            ),
+            for_(
+                "i",
+                0,
+                rotated,
+                vec![copy(
+                    tmp().slice(var("i") * block(), (var("i") + 1) * block()),
+                    p(1, "output").chunk((rank() + var("i")) % world()),
+                )],
+            ),
+        ])
+}
+
+#[test]
+fn large_blocks_are_checked_one_symbol_per_block() {
+    // 64 ranks of 16384-element blocks: 64 * 129 * 16384 elements, once
+    // skipped above 2^26; the run moves one symbol per block
+    let d = verify(&bruck(|| int(16384), world() / 2, 0, &[64]));
+    let d = one(&d, DiagKind::PostconditionViolated);
+    assert_eq!(
+        d.message,
+        "with world = 64, rank 0 ends with output block 32 element 0 = rank 0's initial output block 32 \
+         element 0, expected rank 32's input block 0 element 0"
+    );
+    assert!(verify(&bruck(|| int(16384), world(), 0, &[64])).is_empty());
+}
+
+#[test]
+fn a_run_past_the_element_limit_is_an_error_naming_it() {
+    // one element more in the scratch buffer: no common factor, so the
+    // run would need 64 * (16384 * 129 + 1) elements
+    let s = bruck(|| int(16384), world(), 1, &[64]);
+    let all = verify(&s);
+    let d = one(&all, DiagKind::EvaluationError);
+    assert_eq!(
+        d.message,
+        "with world = 64, the postcondition is not decided: its symbolic run needs 135266368 elements in all \
+         (every rank's buffers, after dividing out the lengths' common factor), more than the checker's limit \
+         of 67108864 (2^26)"
+    );
+    assert!(d.hint.as_deref().is_some_and(|h| h.contains("#[verify(world in ..)]")));
+    // the same at run time, for a size outside the verify set
+    let at_run_time = check_world(&s, 64, &[]);
+    assert_eq!(one(&at_run_time, DiagKind::EvaluationError).message, d.message);
+    let cache = crate::VerifyCache::new();
+    let e = cache.check(&s, 64, &[]).unwrap_err();
+    assert!(
+        e.starts_with("evaluation error: with world = 64, the postcondition is not decided"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_length_variable_is_run_past_the_crossings_of_the_bounds() {
+    // forwards elements 0..1 and n - 1..n of each block: right at n = 1 and
+    // n = 2, the middle of the block is lost from n = 3 on
+    let out = || p(1, "output");
+    let blk = |k: Expr| out().chunk(k);
+    let s = S::new("ends")
+        .input("input", n())
+        .output("output", n() * world())
+        .worlds(2, 4)
+        .post(PostKind::AllGather {
+            input: bref(0, "input"),
+            output: bref(1, "output"),
+        })
+        .body(vec![
+            copy(p(0, "input"), out().chunk(rank())),
+            for_(
+                "s",
+                0,
+                world() - 1,
+                vec![
+                    batch(vec![
+                        send(blk((rank() - var("s")) % world()).slice(0, 1), right()),
+                        recv(blk((rank() - var("s") - 1) % world()).slice(0, 1), left()),
+                    ]),
+                    batch(vec![
+                        send(blk((rank() - var("s")) % world()).slice(n() - 1, n()), right()),
+                        recv(blk((rank() - var("s") - 1) % world()).slice(n() - 1, n()), left()),
+                    ]),
+                ],
+            ),
+        ]);
+    let d = verify(&s);
+    let d = one(&d, DiagKind::PostconditionViolated);
+    assert_eq!(
+        d.message,
+        "with world = 2, n = 3, rank 0 ends with output block 1 element 1 = rank 0's initial output block 1 \
+         element 1, expected rank 1's input block 0 element 1"
+    );
+}
+
+#[test]
+fn overlaps_with_two_length_variables_are_exact() {
+    // c[m..m + 1] and c[n - 1..n] share an element when n = m + 1, which no
+    // sample point of the old check hit
+    let m = || {
+        ex(ExprKind::Name(Name {
+            kind: NameKind::LenVar(1),
+            text: "m".to_owned(),
+        }))
+    };
+    let c = || p(2, "c");
+    let mut b = S::new("two")
+        .input("a", n())
+        .input("b", m())
+        .output("c", n() + m())
+        .worlds(3, 3);
+    b.0.len_vars.push(ident("m"));
+    let s = b.body(vec![batch(vec![
+        send(p(0, "a").slice(0, 1), right()),
+        send(p(1, "b").slice(0, 1), left()),
+        recv(c().slice(m(), m() + 1), left()),
+        recv(c().slice(n() - 1, n()), right()),
+    ])]);
+    let d = verify(&s);
+    assert!(
+        !d.is_empty() && d.iter().all(|x| x.kind == DiagKind::BufferHazard),
+        "{d:#?}"
+    );
+    assert!(d[0].message.contains("when n = 2, m = 1"), "{}", d[0].message);
+}
+
+#[test]
+fn bounds_that_cross_far_out_are_reported_not_sampled() {
+    // a scratch buffer of n + 100 elements next to blocks at 2n: the
+    // bounds cross at n = 100, past the values the checker runs
+    let out = || p(1, "output");
+    let s = S::new("far")
+        .input("input", n())
+        .output("output", n() * world())
+        .worlds(2, 2)
+        .post(PostKind::AllGather {
+            input: bref(0, "input"),
+            output: bref(1, "output"),
+        })
+        .body(vec![
+            scratch("tmp", n() + 100),
+            copy(p(0, "input"), scr("tmp").slice(0, n())),
+            copy(scr("tmp").slice(0, n()), out().chunk(rank())),
+            batch(vec![
+                send(out().chunk(rank()), right()),
+                recv(out().chunk(left()), left()),
+            ]),
+        ]);
+    let d = verify(&s);
+    let d = one(&d, DiagKind::EvaluationError);
+    assert_eq!(
+        d.message,
+        "with world = 2, the postcondition is not decided: deciding every value of `n` takes a run at each `n` \
+         up to 203, and the checker runs at most 64"
+    );
+    // 10 more elements: run at every n up to 2 * 10 + 3, and right
+    let mut s = s;
+    if let StmtKind::Scratch { len, .. } = &mut s.body[0].kind {
+        *len = n() + 10;
+    }
+    assert!(verify(&s).is_empty());
+}
+
+#[test]
+fn a_peer_out_of_range_gets_the_hint_its_shape_calls_for() {
+    let exchange = |s: S| {
+        s.input("input", n())
+            .output("output", n())
+            .world_list(&[3])
+            .body(vec![batch(vec![
+                send(p(0, "input"), rank() ^ 1),
+                recv(p(1, "output"), rank() ^ 1),
+            ])])
+    };
+    // a partner that world = 3 does not give rank 2: a guard or a
+    // `#[requires]`, not `% world` (which would pair rank 2 with rank 0,
+    // whose partner is rank 1)
+    let d = verify(&exchange(S::new("pairs")));
+    assert_eq!(d[0].kind, DiagKind::RankOutOfRange);
+    assert_eq!(
+        d[0].hint.as_deref(),
+        Some(
+            "rank 2 has no partner `rank ^ 1` at world = 3: guard the statement (`if rank ^ 1 < world { .. }`), \
+             or limit the world sizes with `#[requires(..)]` (e.g. `#[requires(is_pow2(world))]`)"
+        )
+    );
+    // the schedule's own `#[requires]` lets 3 through
+    let d = verify(&exchange(S::new("pairs").requires(ge(world(), 2))));
+    assert_eq!(
+        d[0].hint.as_deref(),
+        Some(
+            "rank 2 has no partner `rank ^ 1` at world = 3: guard the statement (`if rank ^ 1 < world { .. }`), \
+             or tighten the schedule's `#[requires]`, which lets world = 3 through"
+        )
+    );
+    // a ring's neighbour: wrap it
+    let s = S::new("ring")
+        .input("input", n())
+        .output("output", n())
+        .world_list(&[3])
+        .body(vec![batch(vec![
+            send(p(0, "input"), rank() + 1),
+            recv(p(1, "output"), left()),
+        ])]);
+    let d = verify(&s);
+    assert_eq!(d[0].kind, DiagKind::RankOutOfRange);
+    assert_eq!(
+        d[0].hint.as_deref(),
+        Some("wrap the peer with `% world` (`%` is Euclidean, so `(rank - 1) % world` wraps too)")
+    );
+}
