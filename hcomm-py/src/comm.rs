@@ -6,7 +6,8 @@ use pyo3::types::PyList;
 
 use crate::array::{lend, zeros, Lent, Raw};
 use crate::errors::precondition;
-use crate::exec::{run, start};
+use crate::exec::{run, start, start_request};
+use crate::executor::Req;
 use crate::ops::{peer, tag, Reduction};
 use crate::request::Request;
 
@@ -45,6 +46,19 @@ impl Comm {
         let comm = self.inner.clone();
         let started = start(Some(&self.inner), lends, move |raws| job(&comm, raws))?;
         Ok(Request::new(started, result, what))
+    }
+
+    /// Posts a non-blocking operation on this communicator's executor and
+    /// returns its request.
+    fn post_request<F>(&self, lends: Vec<(Lent, bool)>, what: &'static str, post: F) -> PyResult<Request>
+    where
+        F: for<'s> FnOnce(&'s hcomm::Scope<'s, 'static>, &hcomm::Comm, &[Raw]) -> hcomm::Result<Req<'s>>
+            + Send
+            + 'static,
+    {
+        let comm = self.inner.clone();
+        let started = start_request(&self.inner, lends, move |s, raws| post(s, &comm, raws))?;
+        Ok(Request::new(started, None, what))
     }
 
     /// Either runs `job` (returning `result`) or posts it (returning a request).
@@ -154,6 +168,38 @@ fn send_raw(comm: &hcomm::Comm, raw: Raw, dst: usize, tag: hcomm::Tag) -> hcomm:
     })
 }
 
+/// Posts a send of `raw` in the executor's scope `s`.
+fn post_send<'s>(
+    s: &'s hcomm::Scope<'s, 'static>,
+    comm: &hcomm::Comm,
+    raw: Raw,
+    dst: usize,
+    tag: hcomm::Tag,
+) -> hcomm::Result<Req<'s>> {
+    typed!(raw.dtype, T => {
+        // SAFETY: `raw` is lent to this operation (registered, kept alive
+        // until the executor has completed the request).
+        let buf: &'s [T] = unsafe { raw.slice() };
+        comm.isend_tagged(s, buf, dst, tag)
+    })
+}
+
+/// Posts a receive into `raw` in the executor's scope `s`.
+fn post_recv<'s>(
+    s: &'s hcomm::Scope<'s, 'static>,
+    comm: &hcomm::Comm,
+    raw: Raw,
+    src: usize,
+    tag: hcomm::Tag,
+) -> hcomm::Result<Req<'s>> {
+    typed!(raw.dtype, T => {
+        // SAFETY: `raw` is lent for writing to this operation alone (kept
+        // alive until the executor has completed the request).
+        let buf: &'s mut [T] = unsafe { raw.slice_mut() };
+        comm.irecv_tagged(s, buf, src, tag)
+    })
+}
+
 fn recv_raw(comm: &hcomm::Comm, raw: Raw, src: usize, tag: hcomm::Tag) -> hcomm::Result<()> {
     typed!(raw.dtype, T => {
         // SAFETY: `raw` is lent for writing to this operation alone.
@@ -252,8 +298,8 @@ impl Comm {
     fn isend(&self, tensor: &Bound<'_, PyAny>, dst: i64, tag: i64) -> PyResult<Request> {
         let (dst, tag) = (peer(dst, self.inner.world(), "isend")?, crate::ops::tag(tag)?);
         let lent = lend(tensor, false, "tensor")?;
-        self.post(vec![(lent, false)], None, "isend", move |c, r| {
-            send_raw(c, r[0], dst, tag)
+        self.post_request(vec![(lent, false)], "isend", move |s, c, r| {
+            post_send(s, c, r[0], dst, tag)
         })
     }
 
@@ -262,8 +308,8 @@ impl Comm {
     fn irecv(&self, tensor: &Bound<'_, PyAny>, src: i64, tag: i64) -> PyResult<Request> {
         let (src, tag) = (peer(src, self.inner.world(), "irecv")?, crate::ops::tag(tag)?);
         let lent = lend(tensor, true, "tensor")?;
-        self.post(vec![(lent, true)], None, "irecv", move |c, r| {
-            recv_raw(c, r[0], src, tag)
+        self.post_request(vec![(lent, true)], "irecv", move |s, c, r| {
+            post_recv(s, c, r[0], src, tag)
         })
     }
 

@@ -73,3 +73,17 @@ pub(crate) fn precondition(message: impl Into<String>) -> PyErr {
 pub(crate) fn internal(message: &str) -> PyErr {
     PyRuntimeError::new_err(format!("hcomm internal error: {message}"))
 }
+
+/// What a panic in an operation becomes.
+pub(crate) fn panicked(p: &(dyn std::any::Any + Send)) -> hcomm::Error {
+    hcomm::Error::Backend {
+        backend: "hcomm-py",
+        message: format!(
+            "the operation panicked: {}",
+            p.downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_default()
+        ),
+    }
+}

@@ -1,6 +1,6 @@
-//! How Python calls run: every communicating call runs on a helper thread
-//! (of [`crate::pool`])
-//! that owns raw views of the lent arrays, while the calling thread waits
+//! How Python calls run: every call on a communicator runs on its executor
+//! thread (of [`crate::executor`]), one without a communicator on a helper
+//! thread (of [`crate::pool`]); either owns raw views of the lent arrays, while the calling thread waits
 //! with the GIL released, in slices of at most 100 ms between which it
 //! checks for signals. The runtime's blocking waits cannot be interrupted,
 //! so on Ctrl-C the caller aborts the communicator (the helper's call then
@@ -153,7 +153,33 @@ pub(crate) struct Started {
     pub(crate) comm: Option<hcomm::Comm>,
 }
 
-/// Starts `job` on a helper thread with the arrays `lends` (`true`: written).
+/// Registers `lends` for a new operation: its number, the raw views in the
+/// order of `lends`, and its outcome's slot.
+fn lend_all(lends: &[(Lent, bool)]) -> PyResult<(u64, Vec<Raw>, Arc<Slot>)> {
+    sweep_orphans();
+    let raws: Vec<(Raw, bool)> = lends.iter().map(|(l, w)| (l.raw, *w)).collect();
+    let op = NEXT_OP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    register(op, &raws)?;
+    Ok((op, raws.iter().map(|(r, _)| *r).collect(), Slot::new()))
+}
+
+/// Completes operation `op` with `result`: its lends end, then its slot is
+/// filled.
+fn complete(op: u64, slot: &Slot, result: hcomm::Result<()>) {
+    unregister(op);
+    slot.finish(result);
+}
+
+fn started(slot: Arc<Slot>, lends: Vec<(Lent, bool)>, comm: Option<&hcomm::Comm>) -> Started {
+    Started {
+        slot,
+        keep: lends.into_iter().map(|(l, _)| l.owner).collect(),
+        comm: comm.cloned(),
+    }
+}
+
+/// Starts `job` with the arrays `lends` (`true`: written): on `comm`'s
+/// executor (see [`crate::executor`]), or on a helper thread without one.
 ///
 /// `job` receives the raw views in the order of `lends`; it may turn them into
 /// slices (the registry guarantees no overlap with a written range).
@@ -161,38 +187,53 @@ pub(crate) fn start<F>(comm: Option<&hcomm::Comm>, lends: Vec<(Lent, bool)>, job
 where
     F: FnOnce(&[Raw]) -> hcomm::Result<()> + Send + 'static,
 {
-    sweep_orphans();
-    let raws: Vec<(Raw, bool)> = lends.iter().map(|(l, w)| (l.raw, *w)).collect();
-    let op = NEXT_OP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    register(op, &raws)?;
-    let slot = Slot::new();
+    let (op, views, slot) = lend_all(&lends)?;
     let done = Arc::clone(&slot);
-    let views: Vec<Raw> = raws.iter().map(|(r, _)| *r).collect();
-    let spawned = crate::pool::submit(Box::new(move || {
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&views))).unwrap_or_else(|p| {
-            Err(hcomm::Error::Backend {
-                backend: "hcomm-py",
-                message: format!(
-                    "the operation panicked: {}",
-                    p.downcast_ref::<&str>()
-                        .map(|s| (*s).to_owned())
-                        .or_else(|| p.downcast_ref::<String>().cloned())
-                        .unwrap_or_default()
-                ),
-            })
-        });
-        unregister(op);
-        done.finish(result);
-    }));
+    let work: crate::executor::Blocking = Box::new(move || {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&views)))
+            .unwrap_or_else(|p| Err(crate::errors::panicked(&*p)));
+        complete(op, &done, result);
+    });
+    let spawned = match comm {
+        Some(c) => crate::executor::submit(c, crate::executor::Command::Run(work)),
+        None => crate::pool::submit(work),
+    };
     if let Err(e) = spawned {
         unregister(op);
         return Err(internal(&format!("cannot start a thread: {e}")));
     }
-    Ok(Started {
-        slot,
-        keep: lends.into_iter().map(|(l, _)| l.owner).collect(),
-        comm: comm.cloned(),
-    })
+    Ok(started(slot, lends, comm))
+}
+
+/// Fixes the higher-ranked signature of a posting closure.
+fn posting<F>(f: F) -> F
+where
+    F: for<'s> FnOnce(&'s hcomm::Scope<'s, 'static>) -> hcomm::Result<crate::executor::Req<'s>>,
+{
+    f
+}
+
+/// Posts a non-blocking operation on `comm`'s executor with the arrays
+/// `lends` (`true`: written): `post` receives the executor's scope and the
+/// raw views in the order of `lends` (it may turn them into slices, as for
+/// [`start`]) and returns the request, which the executor completes.
+pub(crate) fn start_request<F>(comm: &hcomm::Comm, lends: Vec<(Lent, bool)>, post: F) -> PyResult<Started>
+where
+    F: for<'s> FnOnce(&'s hcomm::Scope<'s, 'static>, &[Raw]) -> hcomm::Result<crate::executor::Req<'s>>
+        + Send
+        + 'static,
+{
+    let (op, views, slot) = lend_all(&lends)?;
+    let done = Arc::clone(&slot);
+    let command = crate::executor::Command::Post(
+        Box::new(posting(move |s| post(s, &views))),
+        Box::new(move |result| complete(op, &done, result)),
+    );
+    if let Err(e) = crate::executor::submit(comm, command) {
+        unregister(op);
+        return Err(internal(&format!("cannot start a thread: {e}")));
+    }
+    Ok(started(slot, lends, Some(comm)))
 }
 
 /// Waits for `started` with the GIL released, up to `limit` (`None`: until

@@ -6,6 +6,7 @@ mod array;
 mod comm;
 mod errors;
 mod exec;
+mod executor;
 mod moe;
 mod ops;
 mod parallel;

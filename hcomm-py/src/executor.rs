@@ -1,0 +1,176 @@
+//! One executor thread per communicator: it makes every call on it, so the
+//! runtime's one-call-at-a-time guard never refuses Python's operations, and
+//! it takes them in the order Python started them (the order that pairs
+//! them up across ranks).
+//!
+//! A blocking operation (a collective, `send`/`recv`, an asynchronous
+//! collective) runs on the executor to its end. A non-blocking one
+//! (`isend`/`irecv`) is posted in a scope the executor keeps open while any
+//! is pending; between commands the executor tests the pending requests and
+//! completes each one's outcome when its test says done. With nothing
+//! pending it waits for the next command, and it ends after [`IDLE`] without
+//! one.
+
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+/// A blocking command: runs to its end and completes its own outcome.
+pub(crate) type Blocking = Box<dyn FnOnce() + Send + 'static>;
+
+/// Posts a non-blocking operation in the executor's scope.
+pub(crate) type Post =
+    Box<dyn for<'s> FnOnce(&'s hcomm::Scope<'s, 'static>) -> hcomm::Result<Req<'s>> + Send + 'static>;
+
+/// Completes a posted operation's outcome (once).
+pub(crate) type Done = Box<dyn FnOnce(hcomm::Result<()>) + Send + 'static>;
+
+/// A request of the executor's scope.
+pub(crate) type Req<'s> = hcomm::Request<'s, 'static>;
+
+/// What the executor is asked to do.
+pub(crate) enum Command {
+    Run(Blocking),
+    Post(Post, Done),
+}
+
+/// How long an executor with nothing pending waits for a command before it
+/// ends.
+const IDLE: Duration = Duration::from_secs(30);
+
+/// How long an executor with pending requests and nothing new yields
+/// between tests before it sleeps between them instead.
+const SPIN: Duration = Duration::from_micros(200);
+
+/// The pause between tests once [`SPIN`] has passed without progress.
+const NAP: Duration = Duration::from_micros(50);
+
+/// The running executors, each by its communicator.
+static EXECUTORS: Mutex<Vec<(hcomm::Comm, Sender<Command>)>> = Mutex::new(Vec::new());
+
+fn executors() -> MutexGuard<'static, Vec<(hcomm::Comm, Sender<Command>)>> {
+    EXECUTORS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Hands `command` to `comm`'s executor, starting one if there is none.
+pub(crate) fn submit(comm: &hcomm::Comm, command: Command) -> std::io::Result<()> {
+    // Sent under the lock: an executor leaves the list under it too, after a
+    // last look at its channel, so no command is lost to an ending thread.
+    let mut list = executors();
+    let command = match list.iter().find(|(c, _)| c.same_group(comm)) {
+        Some((_, tx)) => match tx.send(command) {
+            Ok(()) => return Ok(()),
+            Err(back) => back.0,
+        },
+        None => command,
+    };
+    list.retain(|(c, _)| !c.same_group(comm));
+    let (tx, rx) = channel::<Command>();
+    tx.send(command)
+        .map_err(|_| std::io::Error::other("a new command channel is closed"))?;
+    let own = comm.clone();
+    std::thread::Builder::new()
+        .name("hcomm-py-comm".into())
+        .spawn(move || serve(&own, &rx))?;
+    list.push((comm.clone(), tx));
+    Ok(())
+}
+
+/// The executor's loop: a command at a time, and the pending requests.
+fn serve(comm: &hcomm::Comm, rx: &Receiver<Command>) {
+    loop {
+        let command = match rx.recv_timeout(IDLE) {
+            Ok(command) => command,
+            Err(RecvTimeoutError::Timeout) => {
+                let mut list = executors();
+                if let Ok(command) = rx.try_recv() {
+                    command
+                } else {
+                    list.retain(|(c, _)| !c.same_group(comm));
+                    return;
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        // Every request posted here is completed (tested done, or waited)
+        // before the closure returns; an error left over at the end of the
+        // scope belongs to no Python operation.
+        let _ = hcomm::scope(|s| {
+            let mut pending = Vec::new();
+            handle(s, command, &mut pending);
+            drive(comm, s, rx, &mut pending);
+            Ok(())
+        });
+    }
+}
+
+/// A posted request, its outcome's completion and when it was posted.
+struct InFlight<'s> {
+    req: Req<'s>,
+    done: Done,
+    since: Instant,
+}
+
+/// Runs or posts `command`.
+fn handle<'s>(scope: &'s hcomm::Scope<'s, 'static>, command: Command, pending: &mut Vec<InFlight<'s>>) {
+    match command {
+        Command::Run(job) => job(),
+        Command::Post(post, done) => {
+            let posted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| post(scope)))
+                .unwrap_or_else(|p| Err(crate::errors::panicked(&*p)));
+            match posted {
+                Ok(req) => pending.push(InFlight {
+                    req,
+                    done,
+                    since: Instant::now(),
+                }),
+                Err(e) => done(Err(e)),
+            }
+        }
+    }
+}
+
+/// Takes commands and tests `pending` until none is left.
+fn drive<'s>(
+    comm: &hcomm::Comm,
+    scope: &'s hcomm::Scope<'s, 'static>,
+    rx: &Receiver<Command>,
+    pending: &mut Vec<InFlight<'s>>,
+) {
+    let mut last_progress = Instant::now();
+    while !pending.is_empty() {
+        let mut progressed = false;
+        while let Ok(command) = rx.try_recv() {
+            handle(scope, command, pending);
+            progressed = true;
+        }
+        let limit = comm.timeout();
+        for flight in std::mem::take(pending) {
+            let InFlight { req, done, since } = flight;
+            match req.test() {
+                Ok(hcomm::Progress::Done) => {
+                    done(Ok(()));
+                    progressed = true;
+                }
+                Ok(hcomm::Progress::Pending(req)) if since.elapsed() >= limit => {
+                    // Past the communicator's limit: the wait ends it (done,
+                    // or a timeout error that ends the communicator).
+                    done(req.wait());
+                    progressed = true;
+                }
+                Ok(hcomm::Progress::Pending(req)) => pending.push(InFlight { req, done, since }),
+                Err(e) => {
+                    done(Err(e));
+                    progressed = true;
+                }
+            }
+        }
+        if progressed {
+            last_progress = Instant::now();
+        } else if last_progress.elapsed() < SPIN {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(NAP);
+        }
+    }
+}
