@@ -99,10 +99,12 @@ mod tests {
         );
         let bad = u32::MAX.to_le_bytes();
         assert_eq!(
-            read_frame_within::<Msg>(&mut &bad[..], &mut buf, LIMIT).unwrap_err().kind(),
+            read_frame_within::<Msg>(&mut &bad[..], &mut buf, LIMIT)
+                .unwrap_err()
+                .kind(),
             io::ErrorKind::InvalidData
         );
-        // A small limit refuses what the default accepts.
+        // A small limit refuses what a large one accepts.
         let mut r = &stream[..];
         assert_eq!(
             read_frame_within::<Msg>(&mut r, &mut buf, 3).unwrap_err().kind(),
