@@ -19,6 +19,25 @@ def test_module_level_ring_with_requests(world):
     np.testing.assert_array_equal(got, np.full((2, 3), (r - 1) % w, dtype=np.float32))
 
 
+def test_many_requests_in_flight_around_a_collective(comm):
+    # Eight receives and eight sends pending on one communicator at once
+    # (receives posted in the reverse tag order of the sends), a blocking
+    # all_reduce while they are in flight, then waited last to first.
+    w, r = comm.size(), comm.rank()
+    n = 8
+    got = [np.zeros(4, dtype=np.int64) for _ in range(n)]
+    recvs = [comm.irecv(got[t], (r - 1) % w, tag=t) for t in reversed(range(n))]
+    sends = [comm.isend(np.arange(4, dtype=np.int64) + 100 * r + t, (r + 1) % w, tag=t) for t in range(n)]
+    total = np.full(3, r + 1, dtype=np.int64)
+    comm.all_reduce(total)
+    np.testing.assert_array_equal(total, np.full(3, w * (w + 1) // 2))
+    for req in reversed(recvs + sends):
+        req.wait(timeout=20)
+    src = (r - 1) % w
+    for t in range(n):
+        np.testing.assert_array_equal(got[t], np.arange(4) + 100 * src + t)
+
+
 def test_blocking_pairs(comm):
     w, r = comm.size(), comm.rank()
     if w % 2:
