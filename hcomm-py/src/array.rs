@@ -8,9 +8,11 @@ use pyo3::prelude::*;
 
 use crate::errors::precondition;
 
-/// Runs `$body` with `$T` the Rust type of the element type `$dt`.
+/// Runs `$body` with `$T` the Rust type of the element type `$dt`, or
+/// `$fallback` (with `$other` the element type) for a type numpy arrays do
+/// not have. The one place the element types are listed for this package.
 macro_rules! with_type {
-    ($dt:expr, $T:ident => $body:expr) => {
+    ($dt:expr, $T:ident => $body:expr, $other:ident => $fallback:expr) => {
         match $dt {
             hcomm::DataType::F16 => {
                 type $T = half::f16;
@@ -48,15 +50,11 @@ macro_rules! with_type {
                 type $T = u64;
                 $body
             }
-            other => {
-                return Err($crate::errors::precondition(format!(
-                    "element type {} is not supported for numpy arrays",
-                    other.name()
-                )))
-            }
+            $other => $fallback,
         }
     };
 }
+pub(crate) use with_type;
 
 /// The element types numpy arrays may have, with numpy's names.
 const SUPPORTED: &str = "float16, float32, float64, int8, uint8, int32, uint32, int64, uint64";
@@ -194,5 +192,8 @@ pub(crate) fn lend(obj: &Bound<'_, PyAny>, write: bool, what: &str) -> PyResult<
 pub(crate) fn zeros<'py>(py: Python<'py>, dtype: DataType, shape: &[usize]) -> PyResult<Bound<'py, PyAny>> {
     with_type!(dtype, T => {
         Ok(numpy::PyArray::<T, ndarray::IxDyn>::zeros(py, ndarray::IxDyn(shape), false).into_any())
-    })
+    }, other => Err(precondition(format!(
+        "element type {} is not supported for numpy arrays",
+        other.name()
+    ))))
 }

@@ -110,50 +110,12 @@ impl Comm {
 }
 
 /// Runs `$body` (an `hcomm::Result<()>`) with `$T` the Rust type of `$dt`,
-/// inside jobs.
+/// inside jobs; another element type is an `hcomm::Error::Precondition`.
 macro_rules! typed {
     ($dt:expr, $T:ident => $body:expr) => {{
-        match $dt {
-            hcomm::DataType::F16 => {
-                type $T = half::f16;
-                $body
-            }
-            hcomm::DataType::F32 => {
-                type $T = f32;
-                $body
-            }
-            hcomm::DataType::F64 => {
-                type $T = f64;
-                $body
-            }
-            hcomm::DataType::I8 => {
-                type $T = i8;
-                $body
-            }
-            hcomm::DataType::U8 => {
-                type $T = u8;
-                $body
-            }
-            hcomm::DataType::I32 => {
-                type $T = i32;
-                $body
-            }
-            hcomm::DataType::U32 => {
-                type $T = u32;
-                $body
-            }
-            hcomm::DataType::I64 => {
-                type $T = i64;
-                $body
-            }
-            hcomm::DataType::U64 => {
-                type $T = u64;
-                $body
-            }
-            other => Err(hcomm::Error::Precondition {
-                message: format!("element type {} is not supported", other.name()),
-            }),
-        }
+        crate::array::with_type!($dt, $T => $body, other => Err(hcomm::Error::Precondition {
+            message: format!("element type {} is not supported", other.name()),
+        }))
     }};
 }
 pub(crate) use typed;

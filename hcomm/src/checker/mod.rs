@@ -13,7 +13,7 @@
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! # let comm: hcomm::Comm = unimplemented!();
+//! let comm = hcomm::init_from_env()?;
 //! let text = std::fs::read_to_string("ring.sched")?;
 //! let schedules = hcomm::checker::parse_schedules(&text).map_err(|diagnostics| {
 //!     hcomm::Error::Config { message: format!("{}", diagnostics[0]) }
