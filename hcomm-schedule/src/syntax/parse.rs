@@ -126,7 +126,7 @@ pub struct Input {
     pub items: Vec<Item>,
 }
 
-/// One `fn` item; its body is parsed later by [`Item::body`].
+/// One `fn` item; its body is parsed later by `Item::body`.
 pub struct Item {
     pub(crate) attrs: Vec<Attribute>,
     /// The item's visibility.

@@ -2,9 +2,9 @@
 //!
 //! Every process of a job started by `hcomm-run` gets the same fresh secret
 //! in `HCOMM_JOB_SECRET`; a process that knows it can answer a challenge
-//! ([`JobSecret::tag`], HMAC-SHA-256 over a label and the parts of the
-//! message, each length-prefixed so that no two part lists encode alike)
-//! and derive the keys of the job's connections ([`JobSecret::derive`]).
+//! (an HMAC-SHA-256 tag over a label and the parts of the message, each
+//! length-prefixed so that no two part lists encode alike) and derive the
+//! keys of the job's connections from it.
 //! The secret itself never travels. A job started without a secret still
 //! runs, with the all-zero key, and says once that it is unauthenticated:
 //! its connections are then protected against accidents (a second job on
