@@ -153,6 +153,10 @@ macro_rules! c_enum {
         impl $name {
             $( $(#[$cmeta])* pub const $konst: Self = Self($value); )*
 
+            /// Every value this crate declares, with its C name, in declaration
+            /// order (what an ABI probe compares against the C header).
+            pub const NAMED: &'static [(&'static str, Self)] = &[$((stringify!($konst), Self::$konst)),*];
+
             /// The C name of this value, or `None` for a value this crate does not know.
             pub fn name(self) -> Option<&'static str> {
                 // The first name wins where C gives one value two names (aliases).

@@ -528,6 +528,14 @@ macro_rules! api_table {
         static $cell: std::sync::OnceLock<Result<$api, $crate::LoadError>> = std::sync::OnceLock::new();
 
         impl $api {
+            /// Every function of this table as declared here: its C name, its
+            /// parameter types and its return type (`""` for none), each as
+            /// Rust source text, for probes that check them against the C header.
+            pub const PROTOTYPES: &'static [(&'static str, &'static [&'static str], &'static str)] = &[
+                $( (stringify!($req), &[$(stringify!($raty)),*], stringify!($($rret)?)), )*
+                $( (stringify!($opt), &[$(stringify!($oaty)),*], stringify!($($oret)?)), )*
+            ];
+
             /// The process-wide table, searched for and loaded on first use (see
             /// [`load`](crate::load) for the search order). Never panics; the error is
             /// cached too.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use hcomm_sys::{
     cudaError_t, cudaMemcpyKind, cudaStreamNonBlocking, ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclResult_t,
-    ncclUniqueId, CudaApi, NcclApi,
+    ncclUniqueId, CudaApi, CudaError, NcclApi,
 };
 
 use super::device::driver::{
@@ -156,7 +156,7 @@ impl NcclDriver {
         }
         let mut device: c_int = 0;
         // SAFETY: a valid out pointer.
-        Self::cuda_check("cudaGetDevice", unsafe { (self.cuda.cudaGetDevice)(&raw mut device) })?;
+        self.cuda_check("cudaGetDevice", unsafe { (self.cuda.cudaGetDevice)(&raw mut device) })?;
         let mut streams = crate::backend::device::lock(&self.copy_streams);
         if let Some(&s) = streams.get(&device) {
             return Ok(Some(s));
@@ -168,15 +168,21 @@ impl NcclDriver {
 
     /// `code` as a result; a failure carries NCCL's own last message
     /// (`ncclGetLastError`, where present), which often names the cause
-    /// the code alone does not ("unhandled cuda error").
+    /// the code alone does not ("unhandled cuda error"), and the driver
+    /// problem the versions show, if any.
     fn nccl_check(&self, symbol: &str, code: ncclResult_t) -> DevResult<()> {
         match code.result() {
             Ok(()) => Ok(()),
             Err(e) => {
-                let message = match self.nccl.last_error() {
-                    Some(d) => format!("{symbol} failed: {e}; nccl's last error: {d}"),
-                    None => format!("{symbol} failed: {e}"),
-                };
+                let mut message = format!("{symbol} failed: {e}");
+                if let Some(d) = self.nccl.last_error() {
+                    message = format!("{message}; nccl's last error: {d}");
+                }
+                if code == ncclResult_t::ncclUnhandledCudaError {
+                    if let Some(why) = self.driver_problem() {
+                        message = format!("{message}; cause: {why}");
+                    }
+                }
                 Err(DevError {
                     timeout: code == ncclResult_t::ncclTimeout,
                     message,
@@ -185,11 +191,27 @@ impl NcclDriver {
         }
     }
 
-    fn cuda_check(symbol: &str, code: cudaError_t) -> DevResult<()> {
-        match code.result() {
-            Ok(()) => Ok(()),
-            Err(e) => Err(DevError::new(format!("{symbol} failed: {e}"))),
-        }
+    /// `code` as a result. The CUDA runtime reports a missing driver as
+    /// "driver too old" (`cudaErrorInsufficientDriver`): where the versions
+    /// tell the real cause, the message leads with it; other first-call
+    /// failures carry the versions.
+    fn cuda_check(&self, symbol: &str, code: cudaError_t) -> DevResult<()> {
+        let Err(e) = code.result() else { return Ok(()) };
+        let first_call = matches!(
+            e,
+            CudaError::InsufficientDriver | CudaError::NoDevice | CudaError::InitializationError
+        );
+        let message = match self.driver_problem() {
+            Some(why) if first_call => format!("{symbol} failed: {why} (the runtime's code: {:?}, {})", code, code.0),
+            _ if first_call => format!("{symbol} failed: {e} ({})", self.versions),
+            _ => format!("{symbol} failed: {e}"),
+        };
+        Err(DevError::new(message))
+    }
+
+    /// No driver, or one older than the runtime, as the versions tell.
+    fn driver_problem(&self) -> Option<String> {
+        self.versions.driver_problem(&self.cuda.path().display().to_string())
     }
 
     /// Number of CUDA devices.
@@ -197,17 +219,8 @@ impl NcclDriver {
         let mut n: c_int = 0;
         // SAFETY: a valid out pointer.
         let code = unsafe { (self.cuda.cudaGetDeviceCount)(&raw mut n) };
-        if let Err(e) = Self::cuda_check("cudaGetDeviceCount", code) {
-            let runtime = self.cuda.path().display().to_string();
-            let message = match self.versions.driver_problem(&runtime) {
-                Some(why) => format!("{}: {why}", e.message),
-                None => format!("{} ({})", e.message, self.versions),
-            };
-            return Err(Error::Backend {
-                backend: "nccl",
-                message,
-            });
-        }
+        self.cuda_check("cudaGetDeviceCount", code)
+            .map_err(|e| e.into_error("nccl"))?;
         Ok(usize::try_from(n).unwrap_or(0))
     }
 
@@ -288,7 +301,7 @@ impl Driver for NcclDriver {
         bind_cached(self.id, device, || {
             // SAFETY: cudaSetDevice takes any ordinal and validates it.
             let code = unsafe { (self.cuda.cudaSetDevice)(device) };
-            Self::cuda_check("cudaSetDevice", code)
+            self.cuda_check("cudaSetDevice", code)
         })
     }
 
@@ -296,14 +309,14 @@ impl Driver for NcclDriver {
         let mut p: *mut c_void = null_mut();
         // SAFETY: a valid out pointer; the device is bound.
         let code = unsafe { (self.cuda.cudaMalloc)(&raw mut p, bytes) };
-        Self::cuda_check("cudaMalloc", code)?;
+        self.cuda_check("cudaMalloc", code)?;
         Ok(p.cast())
     }
 
     unsafe fn free(&self, ptr: *mut u8) -> DevResult<()> {
         // SAFETY: forwarded from the caller.
         let code = unsafe { (self.cuda.cudaFree)(void(ptr)) };
-        Self::cuda_check("cudaFree", code)
+        self.cuda_check("cudaFree", code)
     }
 
     unsafe fn memcpy(&self, dst: *mut u8, src: *const u8, bytes: usize, kind: CopyKind) -> DevResult<()> {
@@ -315,16 +328,16 @@ impl Driver for NcclDriver {
         let (Some(stream), Some(copy)) = (self.copy_stream()?, self.cuda.cudaMemcpyAsync) else {
             // SAFETY: forwarded from the caller.
             let code = unsafe { (self.cuda.cudaMemcpy)(void(dst), src.cast(), bytes, kind) };
-            return Self::cuda_check("cudaMemcpy", code);
+            return self.cuda_check("cudaMemcpy", code);
         };
         // SAFETY: forwarded from the caller; the copy stream is live. The
         // copy is complete (the host side may be reused) once its stream
         // is synchronised below.
         let code = unsafe { copy(void(dst), src.cast(), bytes, kind, stream.0) };
-        Self::cuda_check("cudaMemcpyAsync", code)?;
+        self.cuda_check("cudaMemcpyAsync", code)?;
         // SAFETY: a live stream holding only staging copies.
         let code = unsafe { (self.cuda.cudaStreamSynchronize)(stream.0) };
-        Self::cuda_check("cudaStreamSynchronize", code)
+        self.cuda_check("cudaStreamSynchronize", code)
     }
 
     fn stream_create(&self) -> DevResult<Raw> {
@@ -335,11 +348,11 @@ impl Driver for NcclDriver {
         if let Some(create) = self.cuda.cudaStreamCreateWithFlags {
             // SAFETY: a valid out pointer; the device is bound.
             let code = unsafe { create(&raw mut s, cudaStreamNonBlocking) };
-            Self::cuda_check("cudaStreamCreateWithFlags", code)?;
+            self.cuda_check("cudaStreamCreateWithFlags", code)?;
         } else {
             // SAFETY: a valid out pointer; the device is bound.
             let code = unsafe { (self.cuda.cudaStreamCreate)(&raw mut s) };
-            Self::cuda_check("cudaStreamCreate", code)?;
+            self.cuda_check("cudaStreamCreate", code)?;
         }
         Ok(Raw(s))
     }
@@ -347,7 +360,7 @@ impl Driver for NcclDriver {
     unsafe fn stream_destroy(&self, stream: Raw) -> DevResult<()> {
         // SAFETY: forwarded from the caller.
         let code = unsafe { (self.cuda.cudaStreamDestroy)(stream.0) };
-        Self::cuda_check("cudaStreamDestroy", code)
+        self.cuda_check("cudaStreamDestroy", code)
     }
 
     fn poll(&self, comm: Raw, stream: Raw, slice: Duration) -> Poll {
@@ -372,7 +385,7 @@ impl Driver for NcclDriver {
             }
             if code != cudaError_t::cudaErrorNotReady {
                 return Poll::Failed(
-                    Self::cuda_check("cudaStreamQuery", code)
+                    self.cuda_check("cudaStreamQuery", code)
                         .err()
                         .unwrap_or_else(|| DevError::new("cudaStreamQuery")),
                 );
@@ -531,7 +544,7 @@ impl Drop for NcclDriver {
             // SAFETY: a copy stream of this driver, idle (every copy was
             // synchronised before `memcpy` returned), destroyed once.
             let code = unsafe { (self.cuda.cudaStreamDestroy)(s.0) };
-            if let Err(e) = Self::cuda_check("cudaStreamDestroy", code) {
+            if let Err(e) = self.cuda_check("cudaStreamDestroy", code) {
                 super::device::memory::record_teardown_error(e.into_error("nccl"));
             }
         }
