@@ -16,8 +16,12 @@ use crate::world::CommHandle;
 
 /// Runs collective `d` of `h`'s rank: blocks until every rank of the
 /// communicator called its collective of the same position, then checks
-/// that the calls agree and moves the data of all ranks.
-pub(crate) fn collective(h: &CommHandle, d: &Desc) -> Result<(), AsyncError> {
+/// that the calls agree and moves the data of all ranks. A rank of another
+/// process runs it at its world's hub, shipping its device ranges `used`.
+pub(crate) fn collective(h: &CommHandle, d: &Desc, used: &[(usize, usize)]) -> Result<(), AsyncError> {
+    if let Some(remote) = &h.remote {
+        return remote.collective(h, d, used);
+    }
     let symbol = d.kind.symbol();
     let start = Instant::now();
     let met = h
@@ -38,7 +42,15 @@ pub(crate) fn collective(h: &CommHandle, d: &Desc) -> Result<(), AsyncError> {
 
 /// Runs sends and receives of `h`'s rank that progress together (one item:
 /// `HcclSend` or `HcclRecv`); `symbol` names the call in errors.
-pub(crate) fn point_to_point(h: &CommHandle, symbol: &str, items: &[Item]) -> Result<(), AsyncError> {
+pub(crate) fn point_to_point(
+    h: &CommHandle,
+    symbol: &str,
+    items: &[Item],
+    used: &[(usize, usize)],
+) -> Result<(), AsyncError> {
+    if let Some(remote) = &h.remote {
+        return remote.point_to_point(h, symbol, items, used);
+    }
     let start = Instant::now();
     let transfers: Vec<Transfer> = items
         .iter()

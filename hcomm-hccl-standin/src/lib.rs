@@ -22,10 +22,14 @@
 //!   and returns the first error since the last synchronisation (then clears it);
 //!   after an error the rest of the queue is discarded. `aclGetRecentErrMsg`
 //!   returns the message of the calling thread's last failure.
-//! * **Communicators.** `HcclGetRootInfo` encodes a process-unique world id into
-//!   the 4108 bytes; `HcclCommInitRootInfo` joins that world and blocks until all
-//!   `nRanks` joined (or `HCCL_CONNECT_TIMEOUT` seconds, default 120, passed).
-//!   Worlds are process-local: root info from another process never completes.
+//! * **Communicators.** `HcclGetRootInfo` encodes a process-unique world id and
+//!   the loopback port of this process's hub into the 4108 bytes;
+//!   `HcclCommInitRootInfo` joins that world and blocks until all `nRanks`
+//!   joined (or `HCCL_CONNECT_TIMEOUT` seconds, default 120, passed). Ranks of
+//!   other processes join through the hub (127.0.0.1 only) and run every
+//!   operation there, with the same code and messages (`remote.rs`), so one
+//!   process per rank works as under HCCL; the hub's process waits at exit
+//!   until its remote ranks disconnected.
 //!   A rank that destroyed its communicator stays a member: peers waiting on
 //!   it time out.
 //! * **Operations** are checked synchronously for what real HCCL rejects at call
@@ -100,6 +104,7 @@ mod mailbox;
 mod memory;
 mod op;
 mod reduce;
+mod remote;
 mod rendezvous;
 mod runtime;
 mod stream;

@@ -33,7 +33,9 @@ pub(crate) struct Group {
 }
 
 impl Group {
-    fn new(size: usize, is_sub: bool) -> Arc<Group> {
+    /// A group of `size` ranks (a remote rank's handle holds one for its
+    /// size only: its operations run at the hub).
+    pub(crate) fn new(size: usize, is_sub: bool) -> Arc<Group> {
         Arc::new(Group {
             size,
             is_sub,
@@ -104,6 +106,8 @@ pub(crate) struct CommHandle {
     pub(crate) name: String,
     /// Operations enqueued and not finished (destroy is `HCCL_E_AGAIN` meanwhile).
     pub(crate) in_flight: AtomicUsize,
+    /// Where a rank of another process than its world's runs its operations.
+    pub(crate) remote: Option<crate::remote::Remote>,
 }
 
 // --- worlds being joined through HcclCommInitRootInfo -----------------------

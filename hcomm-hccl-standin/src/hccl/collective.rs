@@ -70,7 +70,7 @@ fn collective(
         };
         fill(&args, &mut d)?;
         let used = args.used.take();
-        enqueue(&args.h, stream, &used, move |c| exec::collective(c, &d))
+        enqueue(&args.h, stream, &used, move |c, used| exec::collective(c, &d, used))
     })
 }
 

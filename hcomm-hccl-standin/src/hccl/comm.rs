@@ -2,6 +2,7 @@
 //! destruction and queries.
 
 use std::ffi::c_char;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,13 +13,16 @@ use hcomm_sys::{
 };
 
 use super::{call, comm_of, err, new_comm, HcclRes, COMMS};
+use crate::remote;
 use crate::runtime::{connect_timeout, current_device, default_exec_timeout};
-use crate::world::{fresh_id, join_world, CommHandle, JoinError, World};
+use crate::world::{fresh_id, join_world, CommHandle, Group, JoinError, World};
 
 /// What a root info of this stand-in starts with.
 const ROOT_MAGIC: &[u8; 16] = b"hcomm-standin-v1";
 
-/// `HcclGetRootInfo`: a fresh process-unique world.
+/// `HcclGetRootInfo`: a fresh process-unique world, served to other
+/// processes by this one's hub (`remote`): the root info carries the hub's
+/// loopback port.
 ///
 /// # Safety
 ///
@@ -35,10 +39,12 @@ pub unsafe extern "C" fn HcclGetRootInfo(rootInfo: *mut HcclRootInfo) -> HcclRes
                 "no device set on this thread; call aclrtSetDevice first",
             );
         }
+        let hub = remote::hub().or_else(|m| err(HcclResult::HCCL_E_TCP_CONNECT, m))?;
         let mut info = HcclRootInfo::zeroed();
         info.internal[..16].copy_from_slice(ROOT_MAGIC);
         info.internal[16..24].copy_from_slice(&fresh_id().to_le_bytes());
         info.internal[24..28].copy_from_slice(&std::process::id().to_le_bytes());
+        info.internal[28..30].copy_from_slice(&hub.port().to_le_bytes());
         // SAFETY: non-null and writable per the contract.
         unsafe { rootInfo.write(info) };
         Ok(())
@@ -68,12 +74,14 @@ unsafe fn init_root_info(
     }
     // SAFETY: non-null; a C caller passes a whole HcclRootInfo.
     let info = unsafe { &*rootInfo };
-    if &info.internal[..16] != ROOT_MAGIC || info.internal[24..28] != std::process::id().to_le_bytes() {
-        return err(
-            HcclResult::HCCL_E_PARA,
-            "rootInfo was not produced by HcclGetRootInfo of this process",
-        );
+    if &info.internal[..16] != ROOT_MAGIC {
+        return err(HcclResult::HCCL_E_PARA, "rootInfo was not produced by HcclGetRootInfo");
     }
+    let local = info.internal[24..28] == std::process::id().to_le_bytes();
+    let hub = SocketAddrV4::new(
+        Ipv4Addr::LOCALHOST,
+        u16::from_le_bytes([info.internal[28], info.internal[29]]),
+    );
     let mut world = [0u8; 8];
     world.copy_from_slice(&info.internal[16..24]);
     let world = u64::from_le_bytes(world);
@@ -85,13 +93,23 @@ unsafe fn init_root_info(
             "no device set on this thread; call aclrtSetDevice first",
         );
     };
-    let joined = join_world(world, nRanks, rank, connect_timeout()).or_else(|e| match e {
-        JoinError::Para(m) => err(HcclResult::HCCL_E_PARA, m),
-        JoinError::Timeout(m) => err(HcclResult::HCCL_E_TIMEOUT, m),
-    })?;
+    let join_failed = |e| match e {
+        JoinError::Para(m) => (HcclResult::HCCL_E_PARA, m),
+        JoinError::Timeout(m) => (HcclResult::HCCL_E_TIMEOUT, m),
+    };
     let name = name.unwrap_or_else(|| format!("standin_world_{world}"));
+    let (joined, remote) = if local {
+        (
+            join_world(world, nRanks, rank, connect_timeout()).map_err(join_failed)?,
+            None,
+        )
+    } else {
+        let link = remote::Link::new(hub);
+        let group = link.join(world, nRanks, rank, connect_timeout()).map_err(join_failed)?;
+        (World::new(nRanks as usize), Some(remote::Remote { link, group }))
+    };
     let member = (Arc::clone(&joined.group), rank as usize);
-    let h = new_comm((joined, rank as usize), member, device, timeout, name);
+    let h = new_comm((joined, rank as usize), member, device, timeout, name, remote);
     // SAFETY: non-null and writable per the contract.
     unsafe { comm.write(h) };
     Ok(())
@@ -209,7 +227,14 @@ pub unsafe extern "C" fn HcclCommInitAll(ndev: u32, devices: *mut i32, comms: *m
         let id = fresh_id();
         for (i, &d) in devs.iter().enumerate() {
             let member = (Arc::clone(&world.group), i);
-            let h = new_comm((Arc::clone(&world), i), member, d, timeout, format!("standin_all_{id}"));
+            let h = new_comm(
+                (Arc::clone(&world), i),
+                member,
+                d,
+                timeout,
+                format!("standin_all_{id}"),
+                None,
+            );
             // SAFETY: `comms` has room for `ndev` handles per the contract.
             unsafe { comms.add(i).write(h) };
         }
@@ -272,13 +297,21 @@ pub unsafe extern "C" fn HcclCreateSubCommConfig(
         // SAFETY: forwarded contract.
         let (timeout, name) = unsafe { read_config(config) }?;
         let timeout = if config.is_null() { parent.exec_timeout } else { timeout };
-        let member = (
-            parent.world.sub(parent.world_rank, subCommId, &ids),
-            subCommRankId as usize,
-        );
+        let (group, remote) = match &parent.remote {
+            None => (parent.world.sub(parent.world_rank, subCommId, &ids), None),
+            Some(r) => {
+                let group = r
+                    .link
+                    .sub(r.group, parent.world_rank, subCommId, &ids)
+                    .or_else(|m| err(HcclResult::HCCL_E_TCP_TRANSFER, m))?;
+                let link = Arc::clone(&r.link);
+                (Group::new(ids.len(), true), Some(remote::Remote { link, group }))
+            }
+        };
+        let member = (group, subCommRankId as usize);
         let name = name.unwrap_or_else(|| format!("{}_sub_{subCommId}", parent.name));
         let world = (Arc::clone(&parent.world), parent.world_rank);
-        let h = new_comm(world, member, parent.device, timeout, name);
+        let h = new_comm(world, member, parent.device, timeout, name, remote);
         // SAFETY: non-null and writable.
         unsafe { subComm.write(h) };
         Ok(())

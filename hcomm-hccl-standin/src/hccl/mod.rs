@@ -133,12 +133,12 @@ fn check_rank(name: &str, rank: u32, comm: &CommHandle) -> HcclRes<usize> {
 }
 
 /// Enqueues `work` on `stream` (which must be live) for `comm`; `buffers`
-/// (address, bytes) are the device ranges it uses.
+/// (address, bytes) are the device ranges it uses, which `work` is given.
 fn enqueue(
     comm: &Arc<CommHandle>,
     stream: aclrtStream,
     buffers: &[(usize, usize)],
-    work: impl FnOnce(&CommHandle) -> Result<(), AsyncError> + Send + 'static,
+    work: impl FnOnce(&CommHandle, &[(usize, usize)]) -> Result<(), AsyncError> + Send + 'static,
 ) -> HcclRes<()> {
     let stream = stream_of(stream)?;
     if stream.device != comm.device {
@@ -151,7 +151,8 @@ fn enqueue(
         );
     }
     let guard = InFlight::new(Arc::clone(comm), buffers);
-    stream.enqueue(Box::new(move || work(&guard.comm)));
+    let used = buffers.to_vec();
+    stream.enqueue(Box::new(move || work(&guard.comm, &used)));
     Ok(())
 }
 
@@ -179,13 +180,15 @@ impl Drop for InFlight {
 }
 
 /// Registers the handle of world rank `world_rank` (rank `rank` of `group`
-/// in `world`), whose waits end after `timeout` (`None`: never).
+/// in `world`), whose waits end after `timeout` (`None`: never); `remote`
+/// where its world is served by another process.
 fn new_comm(
     (world, world_rank): (Arc<World>, usize),
     (group, rank): (Arc<Group>, usize),
     device: i32,
     timeout: Option<Duration>,
     name: String,
+    remote: Option<crate::remote::Remote>,
 ) -> HcclComm {
     COMMS.insert(Arc::new(CommHandle {
         world,
@@ -196,5 +199,6 @@ fn new_comm(
         exec_timeout: timeout,
         name,
         in_flight: std::sync::atomic::AtomicUsize::new(0),
+        remote,
     }))
 }

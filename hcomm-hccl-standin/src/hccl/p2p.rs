@@ -34,7 +34,9 @@ fn point_to_point(
             dtype,
         };
         let used = [(addr, count as usize * es)];
-        enqueue(&h, stream, &used, move |c| exec::point_to_point(c, symbol, &[item]))
+        enqueue(&h, stream, &used, move |c, used| {
+            exec::point_to_point(c, symbol, &[item], used)
+        })
     })
 }
 
@@ -144,8 +146,8 @@ pub unsafe extern "C" fn HcclBatchSendRecv(
             .iter()
             .map(|it| (it.addr, it.count as usize * it.dtype.size().unwrap_or(1)))
             .collect();
-        enqueue(&h, stream, &used, move |c| {
-            exec::point_to_point(c, "HcclBatchSendRecv", &items)
+        enqueue(&h, stream, &used, move |c, used| {
+            exec::point_to_point(c, "HcclBatchSendRecv", &items, used)
         })
     })
 }
