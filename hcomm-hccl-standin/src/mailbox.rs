@@ -43,6 +43,8 @@ struct Boxes {
     queues: HashMap<(usize, usize), VecDeque<u64>>,
     offers: HashMap<u64, Offer>,
     next: u64,
+    /// Ranks whose handle was destroyed: their waits end at once.
+    stopped: std::collections::HashSet<usize>,
 }
 
 impl Boxes {
@@ -102,6 +104,12 @@ pub(crate) struct Mailbox {
 }
 
 impl Mailbox {
+    /// Ends the waits of rank `me` (its handle was destroyed): they fail at once.
+    pub(crate) fn stop(&self, me: usize) {
+        lock(&self.boxes).stopped.insert(me);
+        self.cv.notify_all();
+    }
+
     /// Runs the transfers of rank `me` together, as one `HcclBatchSendRecv`:
     /// posts every send, then takes each receive's message when it arrives.
     /// Returns when all completed, one failed, or `deadline` passed; sends
@@ -142,6 +150,12 @@ impl Mailbox {
             }
             if recvs.is_empty() && sends.is_empty() {
                 return Ok(());
+            }
+            if boxes.stopped.contains(&me) {
+                Self::withdraw(&mut boxes, me, &sends);
+                return Err(Stall::Failed(
+                    "the communicator was destroyed while its transfers waited for their peers".into(),
+                ));
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 Self::withdraw(&mut boxes, me, &sends);

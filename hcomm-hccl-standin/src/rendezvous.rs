@@ -32,6 +32,8 @@ struct Meetings {
     /// How many collectives each rank joined.
     joined: Vec<u64>,
     open: HashMap<u64, Meeting>,
+    /// Ranks whose handle was destroyed: their waits end at once.
+    stopped: Vec<bool>,
 }
 
 /// The collective meetings of one communicator of `size` ranks.
@@ -48,9 +50,16 @@ impl Rendezvous {
             meetings: Mutex::new(Meetings {
                 joined: vec![0; size],
                 open: HashMap::new(),
+                stopped: vec![false; size],
             }),
             cv: Condvar::new(),
         }
+    }
+
+    /// Ends the waits of `rank` (its handle was destroyed): they fail at once.
+    pub(crate) fn stop(&self, rank: usize) {
+        lock(&self.meetings).stopped[rank] = true;
+        self.cv.notify_all();
     }
 
     /// Joins `rank`'s next collective with `call`; blocks until every rank
@@ -79,6 +88,7 @@ impl Rendezvous {
             self.cv.notify_all();
         }
         loop {
+            let stopped = m.stopped[rank];
             let Some(meeting) = m.open.get_mut(&seq) else {
                 return Err(Missed::Failed(format!("collective #{seq} vanished")));
             };
@@ -89,11 +99,16 @@ impl Rendezvous {
                 }
                 return outcome.map_err(Missed::Failed);
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                let missing = (0..size).filter(|&r| meeting.calls[r].is_none()).collect();
+            if stopped || deadline.is_some_and(|d| Instant::now() >= d) {
+                let missing: Vec<usize> = (0..size).filter(|&r| meeting.calls[r].is_none()).collect();
                 meeting.calls[rank] = None;
                 if meeting.calls.iter().all(Option::is_none) {
                     m.open.remove(&seq);
+                }
+                if stopped {
+                    return Err(Missed::Failed(format!(
+                        "the communicator was destroyed while collective #{seq} waited for ranks {missing:?}"
+                    )));
                 }
                 return Err(Missed::TimedOut { seq, missing });
             }

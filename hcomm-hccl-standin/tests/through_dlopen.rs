@@ -8,6 +8,7 @@
 use std::ffi::c_void;
 use std::ptr::null_mut;
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use hcomm_sys::{
     aclError, aclrtMemMallocPolicy, aclrtMemcpyKind, aclrtStream, AclApi, AclError, HcclApi, HcclComm, HcclCommConfig,
@@ -157,9 +158,13 @@ fn run<R: Send>(n: usize, config: Option<&HcclCommConfig>, f: impl Fn(&Rank) -> 
                     }
                     let rank = Rank { rank: r, comm, stream };
                     let out = f(&rank);
-                    // SAFETY: live handles, drained by `f`.
+                    // SAFETY: live handles, drained by `f` (which may have
+                    // destroyed the communicator itself: an abort).
                     unsafe {
-                        assert_eq!((hccl.HcclCommDestroy)(comm), HcclResult::HCCL_SUCCESS);
+                        let mut size = 0;
+                        if (hccl.HcclGetRankSize)(comm, &mut size) == HcclResult::HCCL_SUCCESS {
+                            assert_eq!((hccl.HcclCommDestroy)(comm), HcclResult::HCCL_SUCCESS);
+                        }
                         assert_eq!((acl.aclrtDestroyStream)(stream), aclError::ACL_SUCCESS);
                     }
                     out
@@ -572,7 +577,7 @@ fn rejects_what_hccl_rejects() {
 }
 
 #[test]
-fn exec_timeout_fails_the_stream_and_destroy_waits_for_idle() {
+fn exec_timeout_fails_the_stream() {
     let Apis { hccl: h, acl: a, .. } = apis();
     let mut config = HcclCommConfig::new();
     config.hcclExecTimeOut = 1;
@@ -587,11 +592,6 @@ fn exec_timeout_fails_the_stream_and_destroy_waits_for_idle() {
             assert_eq!(
                 (h.HcclAllReduce)(send, recv, 1, F32, SUM, me.comm, me.stream),
                 HcclResult::HCCL_SUCCESS
-            );
-            assert_eq!(
-                (h.HcclCommDestroy)(me.comm),
-                HcclResult::HCCL_E_AGAIN,
-                "busy while the op waits"
             );
             let err = me.sync().unwrap_err();
             let msg = std::ffi::CStr::from_ptr((a.aclGetRecentErrMsg.unwrap())())
@@ -611,6 +611,50 @@ fn exec_timeout_fails_the_stream_and_destroy_waits_for_idle() {
     // `Display` carries the library's message (the latest one for this code, which a
     // parallel test may have replaced with its own timeout).
     assert!(err.to_string().contains("execution timeout"), "{err}");
+}
+
+#[test]
+fn a_destroy_from_another_thread_fails_operations_waiting_for_peers_at_once() {
+    let Apis { hccl: h, acl: a, .. } = apis();
+    let results = run(2, None, |me| {
+        if me.rank == 1 {
+            return None;
+        }
+        // SAFETY: device buffers; rank 1 never calls the all-reduce or the
+        // receive; the communicator is destroyed once, from another thread.
+        unsafe {
+            let send = me.buf(&[1.0]);
+            let recv = me.buf(&[0.0]);
+            assert_eq!(
+                (h.HcclAllReduce)(send, recv, 1, F32, SUM, me.comm, me.stream),
+                HcclResult::HCCL_SUCCESS
+            );
+            assert_eq!(
+                (h.HcclRecv)(recv, 1, F32, 1, me.comm, me.stream),
+                HcclResult::HCCL_SUCCESS
+            );
+            let started = Instant::now();
+            let comm = me.comm as usize;
+            let destroyed = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                (h.HcclCommDestroy)(comm as HcclComm)
+            });
+            let err = me.sync().unwrap_err();
+            let msg = std::ffi::CStr::from_ptr((a.aclGetRecentErrMsg.unwrap())())
+                .to_string_lossy()
+                .into_owned();
+            assert_eq!(destroyed.join().unwrap(), HcclResult::HCCL_SUCCESS);
+            Some((err, msg, started.elapsed()))
+        }
+    });
+    let (err, msg, took) = results[0].clone().unwrap();
+    assert_eq!(err, AclError::RtFailure);
+    assert_eq!(
+        msg,
+        "HcclAllReduce: the communicator was destroyed while collective #0 waited for ranks [1]"
+    );
+    // The default execution timeout is 1836 s.
+    assert!(took < Duration::from_secs(5), "{took:?}");
 }
 
 #[test]

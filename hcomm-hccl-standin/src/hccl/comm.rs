@@ -318,16 +318,24 @@ pub unsafe extern "C" fn HcclCreateSubCommConfig(
     })
 }
 
-/// `HcclCommDestroy`: `HCCL_E_AGAIN` while operations are in flight.
+/// `HcclCommDestroy`. Operations of this stand-in are never mid-transfer:
+/// in flight means waiting for peers, HCCL's link setup, where a destroy
+/// (from any thread) makes them fail at once: HCCL's way to abort. A rank
+/// of another process's world is in use while its operations run at the
+/// hub: `HCCL_E_AGAIN` then, as HCCL answers for a communicator in use.
 #[no_mangle]
 pub extern "C" fn HcclCommDestroy(comm: HcclComm) -> HcclResult {
     call("HcclCommDestroy", || {
         let h = comm_of(comm)?;
         if h.in_flight.load(Ordering::SeqCst) > 0 {
-            return err(
-                HcclResult::HCCL_E_AGAIN,
-                "operations are still in flight; synchronise the stream first",
-            );
+            if h.remote.is_some() {
+                return err(
+                    HcclResult::HCCL_E_AGAIN,
+                    "operations are still in flight; synchronise the stream first",
+                );
+            }
+            h.group.rendezvous.stop(h.rank);
+            h.group.mailbox.stop(h.rank);
         }
         COMMS.remove(comm);
         Ok(())

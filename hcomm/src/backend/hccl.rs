@@ -517,9 +517,15 @@ impl Driver for HcclDriver {
         }
     }
 
-    unsafe fn comm_abort(&self, _comm: Raw) -> bool {
-        // HCCL has no abort: running work ends at its execution timeout.
-        false
+    unsafe fn comm_abort(&self, comm: Raw) -> bool {
+        // HCCL's abort is a destroy from another thread: operations still
+        // waiting for their peers (link setup) fail at once. A communicator
+        // in use answers HCCL_E_AGAIN and stays live; its work then ends at
+        // its execution timeout.
+        // SAFETY: a live communicator (forwarded); destroyed at most once,
+        // since `true` marks the handle released.
+        let code = unsafe { (self.hccl.HcclCommDestroy)(comm.0) };
+        code == HcclResult::HCCL_SUCCESS
     }
 
     fn subcomm(&self, req: &SubRequest<'_>) -> Result<SubComm> {
