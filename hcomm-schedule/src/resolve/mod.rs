@@ -890,7 +890,7 @@ impl Resolver {
                 self.bind(handle, Local::Handle);
             }
             // A handle that is not in scope is the checker's `unknown request`.
-            StmtKind::Wait { .. } => {}
+            StmtKind::Wait { .. } | StmtKind::WaitAll => {}
             StmtKind::Batch { body } => self.block(body),
             StmtKind::Copy { src, dst } => {
                 self.region(src);
