@@ -878,6 +878,7 @@ impl<'s> Compiler<'s> {
                 let b = param(self, buf);
                 (b, b, None, Some(root))
             }
+            PostKind::Shift { input, output, from } => (param(self, input), param(self, output), None, Some(from)),
             PostKind::Reduce {
                 input,
                 output,

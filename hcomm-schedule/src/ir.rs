@@ -362,6 +362,18 @@ pub enum PostKind {
         /// The root rank.
         root: Expr,
     },
+    /// `shift(input -> output, from = E)`: every rank `r`'s `output` ends as
+    /// rank `E`'s `input`, with `E` evaluated at `rank = r` (a shift, a
+    /// permutation, or several ranks reading one). `E` may use `rank`,
+    /// `world` and scalars.
+    Shift {
+        /// Input buffer.
+        input: BufRef,
+        /// Output buffer (as long as the input).
+        output: BufRef,
+        /// The rank whose input rank `rank` ends with.
+        from: Expr,
+    },
     /// `all_gatherv(input -> output, COUNTS)`: every rank's
     /// `output.part(COUNTS, j)` is rank `j`'s `input`.
     AllGatherV {

@@ -522,7 +522,12 @@ impl<'s> RankUnroller<'_, '_, 's> {
         let first = self.out.wait_ops.len() as u32;
         let ev = self.out.events.len() as u32;
         let mut ops = std::mem::take(&mut self.orphans);
-        ops.extend(self.handles.iter_mut().map(|s| std::mem::replace(s, NONE)).filter(|&op| op != NONE));
+        ops.extend(
+            self.handles
+                .iter_mut()
+                .map(|s| std::mem::replace(s, NONE))
+                .filter(|&op| op != NONE),
+        );
         ops.sort_unstable();
         for op in ops {
             self.out.wait_ops.push(op);

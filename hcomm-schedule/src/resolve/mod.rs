@@ -370,6 +370,14 @@ impl Resolver {
                 (vec![input, output], None, None)
             }
             PostKind::Broadcast { buf, root } => (vec![buf], None, Some(root)),
+            PostKind::Shift { input, output, from } => {
+                self.buf_ref(input);
+                self.buf_ref(output);
+                // a function of the rank: `rank`, `world` and scalars (no
+                // local is in scope in an attribute)
+                self.expr(from, Ctx::Body);
+                return;
+            }
             PostKind::Reduce {
                 input,
                 output,

@@ -559,6 +559,7 @@ impl Lower<'_> {
             }
             (CollKind::AllToAll, Some(input), Some(output), _, _) => ir::PostKind::AllToAll { input, output },
             (CollKind::Broadcast, Some(buf), _, _, Some(root)) => ir::PostKind::Broadcast { buf, root },
+            (CollKind::Shift, Some(input), Some(output), _, Some(from)) => ir::PostKind::Shift { input, output, from },
             (CollKind::Reduce, Some(input), Some(output), Some(op), Some(root)) => ir::PostKind::Reduce {
                 input,
                 output,
@@ -751,7 +752,8 @@ impl Lower<'_> {
                     }
                 }
             }
-            CollKind::Barrier => ir::Collective::Barrier,
+            // `shift` parses only as a postcondition, never as a statement
+            CollKind::Barrier | CollKind::Shift => ir::Collective::Barrier,
         }
     }
 

@@ -31,6 +31,7 @@ pub(crate) mod kw {
     syn::custom_keyword!(reduce);
     syn::custom_keyword!(over);
     syn::custom_keyword!(root);
+    syn::custom_keyword!(shift);
     syn::custom_keyword!(chunk);
     syn::custom_keyword!(part);
     syn::custom_keyword!(all_gatherv);
@@ -620,6 +621,8 @@ pub(crate) enum CollKind {
     AllGatherV,
     AllToAllV,
     Barrier,
+    /// `shift(IN -> OUT, from = EXPR)`: a postcondition only.
+    Shift,
 }
 
 fn parse_block(input: ParseStream, depth: usize, in_batch: bool) -> syn::Result<(Vec<Stmt>, Span)> {
@@ -1041,6 +1044,7 @@ impl CollCall {
         let kind = match kinds.iter().find(|(found, _)| *found) {
             Some((_, kind)) => *kind,
             None if allow_barrier && lookahead.peek(kw::barrier) => CollKind::Barrier,
+            None if !allow_barrier && lookahead.peek(kw::shift) => CollKind::Shift,
             None => return Err(lookahead.error()),
         };
         let name = Sp::one(input.parse::<Ident>()?.span());
@@ -1084,6 +1088,12 @@ impl CollCall {
         let root = if matches!(kind, CollKind::Broadcast | CollKind::Reduce) {
             content.parse::<Token![,]>()?;
             content.parse::<kw::root>()?;
+            content.parse::<Token![=]>()?;
+            Some(parse_expr(&content, 0)?)
+        } else if kind == CollKind::Shift {
+            // the rank whose input each rank ends with, kept as `root`
+            content.parse::<Token![,]>()?;
+            content.parse::<kw::from>()?;
             content.parse::<Token![=]>()?;
             Some(parse_expr(&content, 0)?)
         } else {
