@@ -63,7 +63,9 @@ fn reparses(item: &Item, front: &Front) -> syn::Result<()> {
     ))
 }
 
-/// `VIS fn NAME<T: Element>(comm: &Comm, a: &[T], ..) -> Result<()>`.
+/// `VIS fn NAME<T: Element>(comm: &Comm, a: &[T], ..) -> Result<()>`, or
+/// `VIS fn NAME(comm: &Comm, ..)` without a buffer parameter (see
+/// [`Item::is_generic`]).
 pub(crate) fn signature(item: &Item) -> TokenStream {
     let vis = &item.vis;
     let name = &item.name;
@@ -77,8 +79,9 @@ pub(crate) fn signature(item: &Item) -> TokenStream {
             ParamKind::Counts { .. } => quote!(#name: &[usize]),
         }
     });
+    let generics = item.is_generic().then(|| quote!(<T: ::hcomm::Element>));
     quote! {
-        #vis fn #name<T: ::hcomm::Element>(comm: &::hcomm::Comm #(, #params)*) -> ::hcomm::Result<()>
+        #vis fn #name #generics (comm: &::hcomm::Comm #(, #params)*) -> ::hcomm::Result<()>
     }
 }
 
@@ -235,6 +238,8 @@ fn expand(item: &Item, front: &Front) -> TokenStream {
         });
 
     let body = cx.block(&ir.body, false);
+    // without buffer parameters the scratch buffers (the only data) hold bytes
+    let elem = if item.is_generic() { quote!(T) } else { quote!(u8) };
     // The item's own text (`NAME::SOURCE`), parsed again by the same
     // `hcomm_schedule::syntax` the first time the static is used.
     let init = quote!(::hcomm::__private::schedule_from_source(SOURCE));
@@ -252,7 +257,7 @@ fn expand(item: &Item, front: &Front) -> TokenStream {
         )]
         #signature {
             use ::hcomm::__private as __hp;
-            __hp::Exec::<T>::run(comm, &#name::SCHEDULE, move |__x| {
+            __hp::Exec::<#elem>::run(comm, &#name::SCHEDULE, move |__x| {
                 let __rank: i64 = __x.rank();
                 let __world: i64 = __x.world();
                 #(#scalar_ints)*
@@ -334,6 +339,7 @@ impl Expander<'_> {
                 let args: Vec<TokenStream> = args.iter().map(|a| self.int(a)).collect();
                 match f {
                     ir::Func::Log2 => quote!(__hp::log2(#(#args),*)?),
+                    ir::Func::CeilLog2 => quote!(__hp::ceil_log2(#(#args),*)?),
                     ir::Func::Pow2 => quote!(__hp::pow2(#(#args),*)?),
                     ir::Func::IsPow2 => self.bool_to_int(e),
                     ir::Func::Min => quote!(::core::cmp::min(#(#args),*)),
@@ -574,6 +580,7 @@ impl Expander<'_> {
                 let hs = handles.iter().map(|h| local("__h_", &h.name, self.span(h.span)));
                 quote!(__x.wait(&[#(#hs),*])?;)
             }
+            ir::StmtKind::WaitAll => quote!(__x.wait_all()?;),
             ir::StmtKind::Batch { body } => {
                 let body = self.block(body, true);
                 quote!({

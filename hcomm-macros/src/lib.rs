@@ -47,7 +47,10 @@ mod tests;
 ///
 /// * `VIS fn NAME<T: hcomm::Element>(comm: &hcomm::Comm, a: &[T], b: &mut [T], k: usize)
 ///   -> hcomm::Result<()>`, with the item's doc comments (and any attribute
-///   other than `verify`, `requires` and `postcondition`);
+///   other than `verify`, `requires` and `postcondition`); without a buffer
+///   parameter (and without an explicit `fn NAME<T>`) the function is not
+///   generic, `VIS fn NAME(comm: &hcomm::Comm, k: usize)`, so callers need no
+///   turbofish;
 /// * `VIS mod NAME { pub const SOURCE: &str; pub static SCHEDULE:
 ///   LazyLock<hcomm_schedule::ir::Schedule> }`: the item's text (what
 ///   `hcomm::checker::parse_schedules` reads) and, parsed from it at first use,
@@ -84,7 +87,8 @@ mod tests;
 ///
 /// # Finer points
 ///
-/// * `fn NAME<T>(..)` is accepted; `T` is always the generic element type.
+/// * `fn NAME<T>(..)` is accepted; `T` is the generic element type (kept
+///   generic by `<T>` even without buffer parameters).
 /// * `let`, `for` and `if` may appear inside `batch` around its `send` and
 ///   `recv` statements (e.g. a loop over peers); nothing else may.
 /// * Bindings are scoped like Rust `let`s: a `let`, `scratch` buffer, loop

@@ -305,6 +305,29 @@ fn collectives_and_over() {
 }
 
 #[test]
+fn without_buffers_the_function_is_not_generic() {
+    let out = expand(quote! {
+        #[verify(world in 1..=4, root in 0..world)]
+        pub fn sync(root: usize) {
+            let s = scratch[T; 1];
+            broadcast(s, root = root);
+        }
+        pub fn sync_t<T>() {
+            barrier;
+        }
+    });
+    assert_has(
+        &out,
+        &[
+            "pub fn sync(comm: &::hcomm::Comm, root: usize) -> ::hcomm::Result<()>",
+            "__hp::Exec::<u8,>::run(comm, &sync::SCHEDULE, move |__x| {",
+            "pub fn sync_t<T: ::hcomm::Element>(comm: &::hcomm::Comm) -> ::hcomm::Result<()>",
+            "__hp::Exec::<T,>::run(comm, &sync_t::SCHEDULE, move |__x| {",
+        ],
+    );
+}
+
+#[test]
 fn several_items_visibility_and_requires_text() {
     let out = expand(quote! {
         #[verify(world in [1, 2, 4])]

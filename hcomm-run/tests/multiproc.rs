@@ -598,6 +598,61 @@ fn schedules(comm: &Comm) {
     let mut b = vec![if r == 0 { 5u8 } else { 0 }; 9];
     hcomm::schedules::binomial_broadcast(comm, &mut b, 0).unwrap();
     assert_eq!(b, vec![5u8; 9]);
+    language_gaps(comm);
+}
+
+/// `wait all` over requests posted in a loop, a `shift` postcondition, and
+/// `ceil_log2` rounds in a schedule without buffers (no turbofish), across
+/// processes.
+fn language_gaps(comm: &Comm) {
+    hcomm::comm_schedule! {
+        #[verify(world in 1..=4)]
+        #[postcondition(all_gather(input -> output))]
+        fn direct_all_gather(input: &[T; n], output: &mut [T; n * world]) {
+            copy input -> output.chunk(rank);
+            for s in 1..world {
+                let r = irecv output.chunk((rank - s) % world) from (rank - s) % world;
+                let h = isend input to (rank + s) % world;
+            }
+            wait all;
+        }
+
+        #[verify(world in 1..=4)]
+        #[postcondition(shift(input -> output, from = (rank - 1) % world))]
+        fn ring_shift(input: &[T; n], output: &mut [T; n]) {
+            batch {
+                send input to (rank + 1) % world;
+                recv output from (rank - 1) % world;
+            }
+        }
+
+        #[verify(world in 1..=4)]
+        fn dissemination_barrier() {
+            let token = scratch[T; 1];
+            let seen = scratch[T; 1];
+            for k in 0..ceil_log2(world) {
+                batch {
+                    send token to (rank + pow2(k)) % world;
+                    recv seen from (rank - pow2(k)) % world;
+                }
+            }
+        }
+    }
+    let (r, w) = (comm.rank(), comm.world());
+    let mine = [r as u64 * 10, r as u64 * 10 + 1];
+    let mut out = vec![0u64; 2 * w];
+    direct_all_gather(comm, &mine, &mut out).unwrap();
+    dissemination_barrier(comm).unwrap();
+    let mut left = [0u64; 2];
+    ring_shift(comm, &mine, &mut left).unwrap();
+    let l = ((r + w - 1) % w) as u64;
+    assert_eq!(left, [l * 10, l * 10 + 1]);
+    assert_eq!(
+        out,
+        (0..w)
+            .flat_map(|q| [q as u64 * 10, q as u64 * 10 + 1])
+            .collect::<Vec<_>>()
+    );
 }
 
 /// Survivors finish their checks even when the launcher asks them to stop.

@@ -149,6 +149,8 @@ pub(crate) struct COver {
 pub(crate) enum CKind<'s> {
     P2p(P2pStmt<'s>),
     Wait(Vec<(Option<u32>, &'s Ident)>),
+    /// `wait all`.
+    WaitAll,
     Batch(Block<'s>),
     Copy {
         src: CRegion<'s>,
@@ -568,6 +570,7 @@ impl<'s> Compiler<'s> {
                     })
                     .collect(),
             ),
+            StmtKind::WaitAll => CKind::WaitAll,
             StmtKind::Batch { body } => {
                 let mut b = self.block(body, true);
                 b.flat = b
@@ -875,6 +878,7 @@ impl<'s> Compiler<'s> {
                 let b = param(self, buf);
                 (b, b, None, Some(root))
             }
+            PostKind::Shift { input, output, from } => (param(self, input), param(self, output), None, Some(from)),
             PostKind::Reduce {
                 input,
                 output,
@@ -903,6 +907,7 @@ pub(crate) fn stmt_keyword(k: &StmtKind) -> &'static str {
         StmtKind::Isend { .. } => "isend",
         StmtKind::Irecv { .. } => "irecv",
         StmtKind::Wait { .. } => "wait",
+        StmtKind::WaitAll => "wait all",
         StmtKind::Batch { .. } => "batch",
         StmtKind::Copy { .. } => "copy",
         StmtKind::Accumulate { .. } => "accumulate",

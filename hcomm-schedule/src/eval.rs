@@ -17,6 +17,8 @@ pub enum EvalError {
     DivisionByZero,
     /// `log2(x)` with `x < 1`.
     Log2NonPositive(i64),
+    /// `ceil_log2(x)` with `x < 1`.
+    CeilLog2NonPositive(i64),
     /// `pow2(k)` with `k < 0`.
     Pow2Negative(i64),
     /// `<<` or `>>` by a negative amount.
@@ -40,6 +42,7 @@ impl fmt::Display for EvalError {
         match self {
             EvalError::DivisionByZero => f.write_str("division by zero"),
             EvalError::Log2NonPositive(x) => write!(f, "`log2` of {x}, which is not positive"),
+            EvalError::CeilLog2NonPositive(x) => write!(f, "`ceil_log2` of {x}, which is not positive"),
             EvalError::Pow2Negative(k) => write!(f, "`pow2` of {k}, which is negative"),
             EvalError::NegativeShift(k) => write!(f, "shift by {k}, which is negative"),
             EvalError::Overflow => f.write_str("overflow past `i64`"),
@@ -141,6 +144,16 @@ pub fn log2(x: i64) -> Result<i64, EvalError> {
     Ok(i64::from(x.ilog2()))
 }
 
+/// `ceil_log2(x)`: the least `k >= 0` with `2^k >= x`, `x >= 1`. The
+/// result is at most 63, so it never overflows; `x < 1` is an error.
+pub fn ceil_log2(x: i64) -> Result<i64, EvalError> {
+    if x < 1 {
+        return Err(EvalError::CeilLog2NonPositive(x));
+    }
+    // x - 1 >= 0: its bit length is the answer (0 for x = 1)
+    Ok(i64::from(64 - (x - 1).leading_zeros()))
+}
+
 /// `pow2(k)`: `2^k`, `k >= 0`.
 pub fn pow2(k: i64) -> Result<i64, EvalError> {
     if k < 0 {
@@ -210,6 +223,7 @@ pub fn call(f: Func, args: &[i64]) -> Result<i64, EvalError> {
     let b = args.get(1).copied().unwrap_or(0);
     match f {
         Func::Log2 => log2(a),
+        Func::CeilLog2 => ceil_log2(a),
         Func::Pow2 => pow2(a),
         Func::IsPow2 => Ok(is_pow2(a)),
         Func::Min => Ok(a.min(b)),
@@ -269,6 +283,22 @@ mod tests {
         assert_eq!(log2(1), Ok(0));
         assert_eq!(log2(7), Ok(2));
         assert_eq!(log2(8), Ok(3));
+        assert_eq!(ceil_log2(0), Err(EvalError::CeilLog2NonPositive(0)));
+        assert_eq!(ceil_log2(i64::MIN), Err(EvalError::CeilLog2NonPositive(i64::MIN)));
+        assert_eq!(ceil_log2(1), Ok(0));
+        assert_eq!(ceil_log2(2), Ok(1));
+        assert_eq!(ceil_log2(3), Ok(2));
+        assert_eq!(ceil_log2(8), Ok(3));
+        assert_eq!(ceil_log2(9), Ok(4));
+        assert_eq!(ceil_log2(1 << 62), Ok(62));
+        assert_eq!(ceil_log2((1 << 62) + 1), Ok(63));
+        assert_eq!(ceil_log2(i64::MAX), Ok(63));
+        // the least k with 2^k >= x, against a serial search
+        for x in 1..=1025_i64 {
+            let k = (0..63).find(|&k| (1_i64 << k) >= x).unwrap();
+            assert_eq!(ceil_log2(x), Ok(k), "ceil_log2({x})");
+        }
+        assert_eq!(call(Func::CeilLog2, &[5]), Ok(3));
         assert_eq!(pow2(-1), Err(EvalError::Pow2Negative(-1)));
         assert_eq!(is_pow2(0), 0);
         assert_eq!(is_pow2(1), 1);

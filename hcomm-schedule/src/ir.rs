@@ -25,8 +25,10 @@
 //! are scoped like Rust `let`s: visible from the statement after their
 //! definition to the end of the enclosing block (`for`/`if` body, `batch`
 //! body, or the function body); a later definition with the same name shadows
-//! an earlier one. A request handle that goes out of scope (or is shadowed)
-//! while still pending is an `unwaited request`.
+//! an earlier one. A request whose handle goes out of scope (or is
+//! shadowed) while still pending can no longer be waited by name; a later
+//! `wait all` completes it, and one that reaches the end of the schedule
+//! still pending is an `unwaited request`.
 
 pub mod visit;
 
@@ -360,6 +362,18 @@ pub enum PostKind {
         /// The root rank.
         root: Expr,
     },
+    /// `shift(input -> output, from = E)`: every rank `r`'s `output` ends as
+    /// rank `E`'s `input`, with `E` evaluated at `rank = r` (a shift, a
+    /// permutation, or several ranks reading one). `E` may use `rank`,
+    /// `world` and scalars.
+    Shift {
+        /// Input buffer.
+        input: BufRef,
+        /// Output buffer (as long as the input).
+        output: BufRef,
+        /// The rank whose input rank `rank` ends with.
+        from: Expr,
+    },
     /// `all_gatherv(input -> output, COUNTS)`: every rank's
     /// `output.part(COUNTS, j)` is rank `j`'s `input`.
     AllGatherV {
@@ -464,6 +478,10 @@ pub enum StmtKind {
         /// The handles, in order.
         handles: Vec<Ident>,
     },
+    /// `wait all;`: waits for every request of the rank still in flight,
+    /// whether its handle is in scope or went out of scope (posted in an
+    /// earlier iteration of a loop, or shadowed).
+    WaitAll,
     /// `batch { ... }`: post all, complete all (one group call).
     Batch {
         /// The batched statements (see the restriction above).
@@ -714,7 +732,7 @@ pub enum ExprKind {
     Unary(UnOp, Box<Expr>),
     /// `a OP b`.
     Binary(BinOp, Box<Expr>, Box<Expr>),
-    /// `log2(x)`, `pow2(k)`, `is_pow2(x)` (one argument), `min(a, b)`,
+    /// `log2(x)`, `ceil_log2(x)`, `pow2(k)`, `is_pow2(x)` (one argument), `min(a, b)`,
     /// `max(a, b)` (two); another count is reported as a `syntax error`.
     Call(Func, Vec<Expr>),
     /// A length over count entries; only in lengths and region bounds.
@@ -829,6 +847,8 @@ impl BinOp {
 pub enum Func {
     /// `log2(x)`: floor of the base-2 logarithm; `x >= 1`.
     Log2,
+    /// `ceil_log2(x)`: the least `k >= 0` with `2^k >= x`; `x >= 1`.
+    CeilLog2,
     /// `pow2(k)`: `2^k`; `k >= 0`.
     Pow2,
     /// `is_pow2(x)`: `1` when `x` is a positive power of two, else `0`.
@@ -844,6 +864,7 @@ impl Func {
     pub const fn as_str(self) -> &'static str {
         match self {
             Func::Log2 => "log2",
+            Func::CeilLog2 => "ceil_log2",
             Func::Pow2 => "pow2",
             Func::IsPow2 => "is_pow2",
             Func::Min => "min",
@@ -854,7 +875,7 @@ impl Func {
     /// How many arguments it takes.
     pub const fn arity(self) -> usize {
         match self {
-            Func::Log2 | Func::Pow2 | Func::IsPow2 => 1,
+            Func::Log2 | Func::CeilLog2 | Func::Pow2 | Func::IsPow2 => 1,
             Func::Min | Func::Max => 2,
         }
     }

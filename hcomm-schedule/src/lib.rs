@@ -41,7 +41,9 @@
 //!   says for undefined handles.
 //! * **Request scope.** A pending request whose handle goes out of scope
 //!   (end of its block, including each iteration of a loop body) or is
-//!   redefined is an `unwaited request`, reported at its `isend`/`irecv`.
+//!   redefined can only be completed by a later `wait all`; one still
+//!   pending at the end of the schedule is an `unwaited request`, reported
+//!   at its `isend`/`irecv`.
 //! * **Booleans.** Comparisons, `&&`, `||`, `!` and `is_pow2` give 0 or 1;
 //!   conditions hold when non-zero; `!x` is logical (1 when `x == 0`);
 //!   `&&`/`||` short-circuit. `%` is Euclidean also for negative divisors

@@ -280,6 +280,7 @@ pub(crate) fn unroll_each<'p, 's>(
             env: env_r,
             scratch: vec![NONE; prog.nscratch],
             handles: vec![NONE; prog.nhandles],
+            orphans: Vec::new(),
             loop_vals: Vec::new(),
             ctx_gen: 0,
             last_gen: u64::MAX,
@@ -307,6 +308,10 @@ pub(crate) fn unroll_each<'p, 's>(
         // that every statement at fault is reported once.
         if ru.block(&prog.body, false).is_ok() {
             ru.end_block(&prog.body);
+            // what no `wait all` completed
+            for op in std::mem::take(&mut ru.orphans) {
+                ru.out.issues.push(RequestIssue::Unwaited { op });
+            }
         }
         let trace = ru.out;
         hint = (trace.events.len(), trace.ops.len(), trace.ctx.len());
@@ -350,6 +355,9 @@ struct RankUnroller<'a, 'p, 's> {
     scratch: Vec<u32>,
     /// Handle slot → pending op, or [`NONE`].
     handles: Vec<u32>,
+    /// Pending ops whose handles went out of scope or were shadowed: only a
+    /// `wait all` completes them.
+    orphans: Vec<u32>,
     loop_vals: Vec<i64>,
     ctx_gen: u64,
     last_gen: u64,
@@ -496,16 +504,39 @@ impl<'s> RankUnroller<'_, '_, 's> {
         Ok(())
     }
 
-    /// Handles defined in `b` go out of scope.
+    /// Handles defined in `b` go out of scope: their pending ops are left
+    /// to a later `wait all`.
     fn end_block(&mut self, b: &Block<'_>) {
         for &h in &b.handles {
             if let Some(slot) = self.handles.get_mut(h as usize) {
                 let op = std::mem::replace(slot, NONE);
                 if op != NONE {
-                    self.out.issues.push(RequestIssue::Unwaited { op });
+                    self.orphans.push(op);
                 }
             }
         }
+    }
+
+    /// `wait all`: every pending op of the rank, in posting order.
+    fn wait_all(&mut self, id: u32) {
+        let first = self.out.wait_ops.len() as u32;
+        let ev = self.out.events.len() as u32;
+        let mut ops = std::mem::take(&mut self.orphans);
+        ops.extend(
+            self.handles
+                .iter_mut()
+                .map(|s| std::mem::replace(s, NONE))
+                .filter(|&op| op != NONE),
+        );
+        ops.sort_unstable();
+        for op in ops {
+            self.out.wait_ops.push(op);
+            if let Some(o) = self.out.ops.get_mut(op as usize) {
+                o.done = ev;
+            }
+        }
+        let end = self.out.wait_ops.len() as u32;
+        self.push_event(EvKind::Wait(first, end), id);
     }
 
     fn stmt(&mut self, st: &CStmt<'_>, in_batch: bool) -> Result<(), Abort> {
@@ -557,6 +588,10 @@ impl<'s> RankUnroller<'_, '_, 's> {
                 }
                 let end = self.out.wait_ops.len() as u32;
                 self.push_event(EvKind::Wait(first, end), id);
+                Ok(())
+            }
+            CKind::WaitAll => {
+                self.wait_all(id);
                 Ok(())
             }
             CKind::Batch(b) => {
@@ -756,7 +791,8 @@ impl<'s> RankUnroller<'_, '_, 's> {
                     if let Some(slot) = self.handles.get_mut(h as usize) {
                         let old = std::mem::replace(slot, idx);
                         if old != NONE {
-                            self.out.issues.push(RequestIssue::Unwaited { op: old });
+                            // the previous iteration's request
+                            self.orphans.push(old);
                         }
                     }
                 }

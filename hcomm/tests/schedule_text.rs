@@ -283,6 +283,50 @@ fn a_diagnostic_names_its_kind_world_and_place() {
 }
 
 #[test]
+fn wait_all_ceil_log2_and_shift_schedules_from_a_file_move_the_right_blocks() {
+    let direct = named("direct_all_gather");
+    let bruck = named("bruck_all_gather");
+    let barrier = named("dissemination_barrier");
+    let shift = named("ring_shift");
+    // 7 lies outside both verify sets: checked at the first call
+    for world in [1, 2, 3, 5, 7] {
+        let n = 2;
+        let out = hcomm::host::run(world, |comm| {
+            let input: Vec<i64> = (0..n).map(|i| value(comm.rank(), i)).collect();
+            let mut a = vec![0_i64; n * world];
+            let mut b = vec![0_i64; n * world];
+            direct
+                .call(comm)
+                .input("input", &input[..])
+                .output("output", &mut a[..])
+                .run()?;
+            barrier.call::<u8>(comm).run()?;
+            bruck
+                .call(comm)
+                .input("input", &input[..])
+                .output("output", &mut b[..])
+                .run()?;
+            let mut c = vec![0_i64; n];
+            shift
+                .call(comm)
+                .input("input", &input[..])
+                .output("output", &mut c[..])
+                .run()?;
+            Ok((a, b, c))
+        })
+        .unwrap();
+        let expected: Vec<i64> = (0..world).flat_map(|r| (0..n).map(move |i| value(r, i))).collect();
+        for (rank, (a, b, c)) in out.iter().enumerate() {
+            assert_eq!(a, &expected, "direct, world {world}, rank {rank}");
+            assert_eq!(b, &expected, "bruck, world {world}, rank {rank}");
+            let left = (rank + world - 1) % world;
+            let shifted: Vec<i64> = (0..n).map(|i| value(left, i)).collect();
+            assert_eq!(c, &shifted, "shift, world {world}, rank {rank}");
+        }
+    }
+}
+
+#[test]
 fn parsing_the_same_text_twice_keeps_one_schedule() {
     let a = named("ring_all_gather");
     let b = named("ring_all_gather");

@@ -1,5 +1,6 @@
-//! Step 6: every request is waited exactly once before it goes out of scope
-//! (the unroller records the problems; this turns them into diagnostics).
+//! Step 6: every request is waited exactly once, by name while its handle
+//! is in scope or by a later `wait all` (the unroller records the problems;
+//! this turns them into diagnostics).
 
 use crate::diag::{stmt_key, DiagKind, Diagnostic, Sink};
 use crate::trace::{RequestIssue, Unrolled};
@@ -28,7 +29,7 @@ pub(crate) fn check(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
                         format!("{}, rank {r} waits for `{name}`, {why}", un.at(r, *stmt, *ctx)),
                     )
                     .with_hint(
-                        "each `let h = isend ..` / `irecv ..` is waited exactly once, in the block that defines it",
+                        "each `let h = isend ..` / `irecv ..` is waited exactly once: by name in the block that defines it, or by a later `wait all`",
                     );
                     sink.push(stmt_key(*stmt), d);
                 }
@@ -48,7 +49,7 @@ pub(crate) fn check(un: &Unrolled<'_, '_>) -> Vec<Diagnostic> {
                         ),
                     )
                     .with_hint(format!(
-                        "add `wait {h};` before the end of the block that defines `{h}`"
+                        "add `wait {h};` before the end of the block that defines `{h}`, or `wait all;` after it"
                     ));
                     sink.push(stmt_key(o.stmt), d);
                 }

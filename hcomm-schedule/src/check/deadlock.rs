@@ -440,10 +440,18 @@ impl Sim<'_, '_, '_> {
                     let oi = t.wait_ops[(a + cur) as usize];
                     let o = &t.ops[oi as usize];
                     let h = un.prog.handle_names.get(o.handle as usize).copied().unwrap_or("?");
-                    (
-                        o.peer,
-                        format!("rank {r} blocks in `wait {h}`{lt} for its {}", op_text(o, "i")),
-                    )
+                    let all = un
+                        .prog
+                        .stmts
+                        .get(ev.stmt as usize)
+                        .is_some_and(|s| matches!(s.stmt.kind, crate::ir::StmtKind::WaitAll));
+                    let op = op_text(o, "i");
+                    let text = if all {
+                        format!("rank {r} blocks in `wait all`{lt} for its {op} (`{h}`)")
+                    } else {
+                        format!("rank {r} blocks in `wait {h}`{lt} for its {op}")
+                    };
+                    (o.peer, text)
                 }
                 EvKind::Coll(ci) => {
                     let c = &t.colls[ci as usize];

@@ -314,7 +314,7 @@ fn conflict(
             ),
         )
         .with_note(un.span(o.stmt), format!("`{h}` is posted here"))
-        .with_hint(format!("`wait {h}` before touching its region"));
+        .with_hint(format!("`wait {h}` (or `wait all`) before touching its region"));
         return Some(d);
     }
     None

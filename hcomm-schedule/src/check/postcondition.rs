@@ -589,6 +589,41 @@ fn homogeneous(un: &Unrolled<'_, '_>) -> bool {
         })
 }
 
+/// The slots an attribute expression reads: `world` and the scalars
+/// (`rank` 0).
+fn attr_env(un: &Unrolled<'_, '_>) -> Vec<i64> {
+    let mut env = vec![0_i64; un.prog.nslots];
+    env[crate::compile::WORLD as usize] = un.world;
+    for (i, v) in un.scalars.iter().enumerate() {
+        if let Some(s) = env.get_mut(crate::compile::FIRST_SCALAR as usize + i) {
+            *s = *v;
+        }
+    }
+    env
+}
+
+/// For `shift(.., from = E)`: `E` at every rank, each a rank of the
+/// communicator; else what is wrong, naming the rank.
+fn shift_sources(un: &Unrolled<'_, '_>, post: &CPost<'_>) -> Result<Vec<u32>, String> {
+    let Some(from) = &post.root else {
+        return Err("`shift` has no `from` rank".to_owned());
+    };
+    let mut env = attr_env(un);
+    let w = un.world;
+    (0..w)
+        .map(|r| {
+            env[crate::compile::RANK as usize] = r;
+            match eval_c(from, &env) {
+                Ok(q) => u32::try_from(q)
+                    .ok()
+                    .filter(|_| q < w)
+                    .ok_or_else(|| format!("at rank {r} the `from` rank of `shift` is {q}, which is not in `0..{w}`")),
+                Err(_) => Err(format!("at rank {r} the `from` rank of `shift` has no value")),
+            }
+        })
+        .collect()
+}
+
 /// The buffer lengths the postcondition needs, compared as linear forms.
 fn shapes(un: &Unrolled<'_, '_>, post: &CPost<'_>) -> Option<Diagnostic> {
     let t0 = un.ranks.first()?;
@@ -653,6 +688,17 @@ fn shapes(un: &Unrolled<'_, '_>, post: &CPost<'_>) -> Option<Diagnostic> {
                 }
             }
             problem
+        }
+        PostKind::Shift { .. } => {
+            if li == lo {
+                shift_sources(un, post).err()
+            } else {
+                Some(format!(
+                    "`shift` needs `{in_name}` ({} elements) and `{out_name}` ({} elements) of equal length",
+                    li.display(names),
+                    lo.display(names)
+                ))
+            }
         }
         PostKind::Broadcast { .. } => None,
     }?;
@@ -1315,14 +1361,7 @@ impl Exec<'_, '_, '_> {
         let op = post.op.as_ref().and_then(|o| o.resolve(&un.scalars)).unwrap_or(Op::Sum);
         let root = match &post.root {
             Some(e) => {
-                let mut env = vec![0_i64; un.prog.nslots];
-                env[crate::compile::WORLD as usize] = un.world;
-                for (i, v) in un.scalars.iter().enumerate() {
-                    if let Some(s) = env.get_mut(crate::compile::FIRST_SCALAR as usize + i) {
-                        *s = *v;
-                    }
-                }
-                let v = eval_c(e, &env).ok()?;
+                let v = eval_c(e, &attr_env(un)).ok()?;
                 Some(u32::try_from(v).ok().filter(|&x| (x as usize) < w)?)
             }
             None => None,
@@ -1356,6 +1395,11 @@ impl Exec<'_, '_, '_> {
             _ => Vec::new(),
         };
         let vcounts = post.counts.map(|p| count_values(un, self.point, p));
+        // checked by `shapes` before any run
+        let sources = match post.kind {
+            PostKind::Shift { .. } => shift_sources(un, post).ok()?,
+            _ => Vec::new(),
+        };
         for r in 0..w as u32 {
             if let (PostKind::Reduce { .. }, Some(root)) = (post.kind, root) {
                 if r != root {
@@ -1370,6 +1414,11 @@ impl Exec<'_, '_, '_> {
                     }
                     PostKind::Broadcast { .. } => Expected::Sym {
                         rank: root.unwrap_or(0),
+                        buf: inp,
+                        idx: e as u32,
+                    },
+                    PostKind::Shift { .. } => Expected::Sym {
+                        rank: *sources.get(r as usize)?,
                         buf: inp,
                         idx: e as u32,
                     },

@@ -134,7 +134,7 @@ impl Proof {
                 }
                 self.region(&p.region)
             }
-            CKind::Wait(_) => Some(()),
+            CKind::Wait(_) | CKind::WaitAll => Some(()),
             CKind::Batch(b) => self.block(b),
             CKind::Copy { src, dst, op: None } => {
                 self.region(src)?;

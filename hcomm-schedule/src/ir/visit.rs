@@ -99,7 +99,7 @@ pub fn walk_stmt<'a, V: Visitor<'a> + ?Sized>(v: &mut V, stmt: &'a Stmt) {
                 v.visit_expr(t);
             }
         }
-        StmtKind::Wait { .. } => {}
+        StmtKind::Wait { .. } | StmtKind::WaitAll => {}
         StmtKind::Batch { body } => v.visit_block(body),
         StmtKind::Copy { src, dst } | StmtKind::Accumulate { src, dst, .. } => {
             v.visit_region(src);

@@ -370,6 +370,14 @@ impl Resolver {
                 (vec![input, output], None, None)
             }
             PostKind::Broadcast { buf, root } => (vec![buf], None, Some(root)),
+            PostKind::Shift { input, output, from } => {
+                self.buf_ref(input);
+                self.buf_ref(output);
+                // a function of the rank: `rank`, `world` and scalars (no
+                // local is in scope in an attribute)
+                self.expr(from, Ctx::Body);
+                return;
+            }
             PostKind::Reduce {
                 input,
                 output,
@@ -890,7 +898,7 @@ impl Resolver {
                 self.bind(handle, Local::Handle);
             }
             // A handle that is not in scope is the checker's `unknown request`.
-            StmtKind::Wait { .. } => {}
+            StmtKind::Wait { .. } | StmtKind::WaitAll => {}
             StmtKind::Batch { body } => self.block(body),
             StmtKind::Copy { src, dst } => {
                 self.region(src);

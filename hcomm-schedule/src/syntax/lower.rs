@@ -21,8 +21,9 @@ use crate::ir::SpanId;
 use crate::resolve::{suggest, UNRESOLVED};
 
 /// The functions of the language.
-const FUNCTIONS: [(&str, ir::Func); 5] = [
+const FUNCTIONS: [(&str, ir::Func); 6] = [
     ("log2", ir::Func::Log2),
+    ("ceil_log2", ir::Func::CeilLog2),
     ("pow2", ir::Func::Pow2),
     ("is_pow2", ir::Func::IsPow2),
     ("min", ir::Func::Min),
@@ -233,7 +234,7 @@ impl Lower<'_> {
                     ir::ExprKind::Call(*f, args)
                 } else {
                     let hint = suggest(&text, FUNCTIONS.map(|(name, _)| name)).map_or_else(
-                        || "the functions are `log2`, `pow2`, `is_pow2`, `min` and `max`".to_owned(),
+                        || "the functions are `log2`, `ceil_log2`, `pow2`, `is_pow2`, `min` and `max`".to_owned(),
                         |s| format!("did you mean `{s}`?"),
                     );
                     self.report(
@@ -558,6 +559,7 @@ impl Lower<'_> {
             }
             (CollKind::AllToAll, Some(input), Some(output), _, _) => ir::PostKind::AllToAll { input, output },
             (CollKind::Broadcast, Some(buf), _, _, Some(root)) => ir::PostKind::Broadcast { buf, root },
+            (CollKind::Shift, Some(input), Some(output), _, Some(from)) => ir::PostKind::Shift { input, output, from },
             (CollKind::Reduce, Some(input), Some(output), Some(op), Some(root)) => ir::PostKind::Reduce {
                 input,
                 output,
@@ -621,6 +623,7 @@ impl Lower<'_> {
             StmtKind::Wait(handles) => ir::StmtKind::Wait {
                 handles: handles.iter().map(|h| self.ident(h)).collect(),
             },
+            StmtKind::WaitAll => ir::StmtKind::WaitAll,
             StmtKind::Batch(body) => ir::StmtKind::Batch { body: self.block(body) },
             StmtKind::Copy { src, dst } => ir::StmtKind::Copy {
                 src: self.region(src),
@@ -749,7 +752,8 @@ impl Lower<'_> {
                     }
                 }
             }
-            CollKind::Barrier => ir::Collective::Barrier,
+            // `shift` parses only as a postcondition, never as a statement
+            CollKind::Barrier | CollKind::Shift => ir::Collective::Barrier,
         }
     }
 

@@ -18,6 +18,7 @@ pub(crate) mod kw {
     syn::custom_keyword!(send);
     syn::custom_keyword!(recv);
     syn::custom_keyword!(isend);
+    syn::custom_keyword!(all);
     syn::custom_keyword!(irecv);
     syn::custom_keyword!(wait);
     syn::custom_keyword!(batch);
@@ -30,6 +31,7 @@ pub(crate) mod kw {
     syn::custom_keyword!(reduce);
     syn::custom_keyword!(over);
     syn::custom_keyword!(root);
+    syn::custom_keyword!(shift);
     syn::custom_keyword!(chunk);
     syn::custom_keyword!(part);
     syn::custom_keyword!(all_gatherv);
@@ -136,6 +138,8 @@ pub struct Item {
     pub name: Ident,
     /// The parameters, in order.
     pub params: Vec<Param>,
+    /// Whether the item wrote `fn NAME<T>(..)`.
+    pub explicit_t: bool,
     /// The `)` closing the parameter list.
     pub(crate) params_close: Span,
     pub(crate) body: Group,
@@ -215,8 +219,10 @@ impl Parse for Item {
         let vis: Visibility = input.parse()?;
         let fn_token: Token![fn] = input.parse()?;
         let name: Ident = input.parse()?;
-        // An optional `<T>`: the element type is always generic.
-        if input.peek(Token![<]) {
+        // An optional `<T>`: it keeps the generated function generic even
+        // without buffer parameters.
+        let explicit_t = input.peek(Token![<]);
+        if explicit_t {
             input.parse::<Token![<]>()?;
             input.parse::<kw::T>()?;
             input.parse::<Token![>]>()?;
@@ -250,6 +256,7 @@ impl Parse for Item {
             fn_token,
             name,
             params,
+            explicit_t,
             params_close,
             body,
             tokens: TokenStream::new(),
@@ -388,6 +395,14 @@ impl ValueSet {
 }
 
 impl Item {
+    /// Whether the generated function is generic over the element type `T`:
+    /// when a buffer parameter has elements of type `T`, or the item wrote
+    /// `fn NAME<T>(..)`. Otherwise it is a plain function (its scratch
+    /// buffers, if any, hold bytes) and callers need no turbofish.
+    pub fn is_generic(&self) -> bool {
+        self.explicit_t || self.params.iter().any(|p| matches!(p.kind, ParamKind::Buffer { .. }))
+    }
+
     /// Interprets the attributes; errors are accumulated, one per attribute.
     pub(crate) fn attrs(&self) -> (Attrs, Vec<syn::Error>) {
         let mut attrs = Attrs::default();
@@ -525,6 +540,8 @@ pub(crate) enum StmtKind {
     Irecv { handle: Ident, op: P2p },
     /// `wait H, ..;`
     Wait(Vec<Ident>),
+    /// `wait all;`
+    WaitAll,
     /// `batch { send ..; recv ..; }`; holds only `Send`, `Recv`, `Let`, and
     /// `For` and `If` whose bodies hold the same.
     Batch(Vec<Stmt>),
@@ -604,6 +621,8 @@ pub(crate) enum CollKind {
     AllGatherV,
     AllToAllV,
     Barrier,
+    /// `shift(IN -> OUT, from = EXPR)`: a postcondition only.
+    Shift,
 }
 
 fn parse_block(input: ParseStream, depth: usize, in_batch: bool) -> syn::Result<(Vec<Stmt>, Span)> {
@@ -688,6 +707,17 @@ fn parse_stmt(input: ParseStream, depth: usize) -> syn::Result<Stmt> {
     }
     if lookahead.peek(kw::wait) {
         let keyword: kw::wait = input.parse()?;
+        if input.peek(kw::all) && input.peek2(Token![;]) {
+            input.parse::<kw::all>()?;
+            let semi: Token![;] = input.parse()?;
+            return Ok(Stmt {
+                kind: StmtKind::WaitAll,
+                sp: Sp {
+                    start: keyword.span,
+                    end: semi.span,
+                },
+            });
+        }
         let mut handles = vec![input.parse::<Ident>()?];
         while input.peek(Token![,]) {
             input.parse::<Token![,]>()?;
@@ -844,6 +874,12 @@ fn parse_let(input: ParseStream) -> syn::Result<Stmt> {
     }
     let name: Ident = input.parse()?;
     input.parse::<Token![=]>()?;
+    if name == "all" && (input.peek(kw::isend) || input.peek(kw::irecv)) {
+        return Err(syn::Error::new(
+            name.span(),
+            format!("{SYNTAX}`all` cannot name a request\nhint: `wait all;` waits for every request in flight; choose another name"),
+        ));
+    }
     let kind = if input.peek(kw::isend) {
         let op = parse_p2p(input, true)?;
         StmtKind::Isend { handle: name, op }
@@ -1008,6 +1044,7 @@ impl CollCall {
         let kind = match kinds.iter().find(|(found, _)| *found) {
             Some((_, kind)) => *kind,
             None if allow_barrier && lookahead.peek(kw::barrier) => CollKind::Barrier,
+            None if !allow_barrier && lookahead.peek(kw::shift) => CollKind::Shift,
             None => return Err(lookahead.error()),
         };
         let name = Sp::one(input.parse::<Ident>()?.span());
@@ -1051,6 +1088,12 @@ impl CollCall {
         let root = if matches!(kind, CollKind::Broadcast | CollKind::Reduce) {
             content.parse::<Token![,]>()?;
             content.parse::<kw::root>()?;
+            content.parse::<Token![=]>()?;
+            Some(parse_expr(&content, 0)?)
+        } else if kind == CollKind::Shift {
+            // the rank whose input each rank ends with, kept as `root`
+            content.parse::<Token![,]>()?;
+            content.parse::<kw::from>()?;
             content.parse::<Token![=]>()?;
             Some(parse_expr(&content, 0)?)
         } else {

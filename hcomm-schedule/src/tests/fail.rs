@@ -639,9 +639,15 @@ fn unwaited_and_unknown_requests() {
     ]);
     let d = verify(&s);
     assert_eq!(d.len(), 2, "{d:?}");
-    // the request goes out of scope (end of the loop body) before the wait
-    assert_eq!(d[0].kind, DiagKind::UnwaitedRequest);
-    assert_eq!(d[1].kind, DiagKind::UnknownRequest);
+    // the handle is out of scope at the wait; its request, which no
+    // `wait all` completes, is still in flight at the end
+    assert_eq!(d[0].kind, DiagKind::UnknownRequest);
+    assert_eq!(d[0].span, s.body[2].span);
+    assert_eq!(d[1].kind, DiagKind::UnwaitedRequest);
+    assert_eq!(
+        d[1].message,
+        "with world = 2, i = 0, rank 0's `isend` to rank 1 (`h`) is never waited"
+    );
 }
 
 // ---- step 7: postcondition ----

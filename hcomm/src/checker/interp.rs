@@ -364,6 +364,7 @@ impl Interp {
                 let a = self.int(self.arg(args, 0)?)?;
                 match f {
                     Func::Log2 => hp::log2(a),
+                    Func::CeilLog2 => hp::ceil_log2(a),
                     Func::Pow2 => hp::pow2(a),
                     Func::Min => Ok(a.min(self.int(self.arg(args, 1)?)?)),
                     Func::Max => Ok(a.max(self.int(self.arg(args, 1)?)?)),
@@ -493,8 +494,9 @@ impl Interp {
         self.block(x, &self.schedule.ir.body)
     }
 
-    /// Runs `stmts` in a scope of their own.
-    fn block<T: Element>(&mut self, x: &mut Exec<'_, T>, stmts: &'static [Stmt]) -> Result<()> {
+    /// Runs `stmts` in a scope of their own, on `x`: the schedule itself or
+    /// a `batch` being built.
+    fn block<X: Target>(&mut self, x: &mut X, stmts: &'static [Stmt]) -> Result<()> {
         let scope = (self.vars.len(), self.scratch.len(), self.handles.len());
         let out = stmts.iter().try_for_each(|s| self.stmt(x, s));
         self.vars.truncate(scope.0);
@@ -503,7 +505,10 @@ impl Interp {
         out
     }
 
-    fn stmt<T: Element>(&mut self, x: &mut Exec<'_, T>, stmt: &'static Stmt) -> Result<()> {
+    /// The statements that may stand both in the body and in a `batch`
+    /// (`send`, `recv`, `let`, `for`, `if`); the others go to
+    /// [`Target::other`].
+    fn stmt<X: Target>(&mut self, x: &mut X, stmt: &'static Stmt) -> Result<()> {
         match &stmt.kind {
             StmtKind::Send { region, peer, tag } => {
                 let (r, p, t) = (self.region(region)?, self.int(peer)?, self.tag(tag.as_ref())?);
@@ -518,6 +523,45 @@ impl Interp {
                 let (r, p, t) = (self.region(region)?, self.int(peer)?, self.tag(tag.as_ref())?);
                 x.recv(r, p, t, self.reduce(reduce.as_ref())?)
             }
+            StmtKind::Let { name, value } => {
+                let v = self.int(value)?;
+                self.vars.push((&name.name, v));
+                Ok(())
+            }
+            StmtKind::For {
+                var,
+                start,
+                end,
+                inclusive,
+                reverse,
+                body,
+            } => {
+                let bounds = (self.int(start)?, self.int(end)?);
+                for_each(bounds, *inclusive, *reverse, |v| {
+                    self.vars.push((&var.name, v));
+                    let out = self.block(x, body);
+                    self.vars.pop();
+                    out
+                })
+            }
+            StmtKind::If { branches, else_body } => {
+                for (cond, body) in branches {
+                    if self.cond(cond)? {
+                        return self.block(x, body);
+                    }
+                }
+                match else_body {
+                    Some(body) => self.block(x, body),
+                    None => Ok(()),
+                }
+            }
+            _ => x.other(self, stmt),
+        }
+    }
+
+    /// A statement of the body that cannot stand in a `batch`.
+    fn exec_stmt<T: Element>(&mut self, x: &mut Exec<'_, T>, stmt: &'static Stmt) -> Result<()> {
+        match &stmt.kind {
             StmtKind::Isend {
                 handle,
                 region,
@@ -553,9 +597,10 @@ impl Interp {
                 }
                 x.wait(&hs)
             }
+            StmtKind::WaitAll => x.wait_all(),
             StmtKind::Batch { body } => {
                 let mut b = x.batch();
-                self.batch_block(&mut b, body)?;
+                self.block(&mut b, body)?;
                 b.finish()
             }
             StmtKind::Copy { src, dst } => {
@@ -566,109 +611,18 @@ impl Interp {
                 let (s, d, op) = (self.region(src)?, self.region(dst)?, self.op(op)?);
                 x.accumulate(s, d, op)
             }
-            StmtKind::Let { name, value } => {
-                let v = self.int(value)?;
-                self.vars.push((&name.name, v));
-                Ok(())
-            }
             StmtKind::Scratch { name, len } => {
                 let n = self.int(len)?;
                 let slot = x.scratch(n)?;
                 self.scratch.push((&name.name, slot, n));
                 Ok(())
             }
-            StmtKind::For {
-                var,
-                start,
-                end,
-                inclusive,
-                reverse,
-                body,
-            } => {
-                let bounds = self.range(start, end)?;
-                for_each(bounds, *inclusive, *reverse, |v| {
-                    self.vars.push((&var.name, v));
-                    let out = self.block(x, body);
-                    self.vars.pop();
-                    out
-                })
-            }
-            StmtKind::If { branches, else_body } => {
-                for (cond, body) in branches {
-                    if self.cond(cond)? {
-                        return self.block(x, body);
-                    }
-                }
-                match else_body {
-                    Some(body) => self.block(x, body),
-                    None => Ok(()),
-                }
-            }
             StmtKind::Collective { kind, over } => self.collective(x, stmt, kind, over.as_ref()),
-        }
-    }
-
-    /// The bounds of a loop's range.
-    fn range(&self, start: &Expr, end: &Expr) -> Result<(i64, i64)> {
-        Ok((self.int(start)?, self.int(end)?))
-    }
-
-    fn batch_block<T: Element>(&mut self, b: &mut Batch<'_, '_, T>, stmts: &'static [Stmt]) -> Result<()> {
-        let vars = self.vars.len();
-        let out = stmts.iter().try_for_each(|s| self.batch_stmt(b, s));
-        self.vars.truncate(vars);
-        out
-    }
-
-    /// A statement inside `batch` (the checker allows only these).
-    fn batch_stmt<T: Element>(&mut self, b: &mut Batch<'_, '_, T>, stmt: &'static Stmt) -> Result<()> {
-        match &stmt.kind {
-            StmtKind::Send { region, peer, tag } => {
-                let (r, p, t) = (self.region(region)?, self.int(peer)?, self.tag(tag.as_ref())?);
-                b.send(r, p, t)
-            }
-            StmtKind::Recv {
-                region,
-                peer,
-                tag,
-                reduce,
-            } => {
-                let (r, p, t) = (self.region(region)?, self.int(peer)?, self.tag(tag.as_ref())?);
-                b.recv(r, p, t, self.reduce(reduce.as_ref())?)
-            }
-            StmtKind::Let { name, value } => {
-                let v = self.int(value)?;
-                self.vars.push((&name.name, v));
-                Ok(())
-            }
-            StmtKind::For {
-                var,
-                start,
-                end,
-                inclusive,
-                reverse,
-                body,
-            } => {
-                let bounds = self.range(start, end)?;
-                for_each(bounds, *inclusive, *reverse, |v| {
-                    self.vars.push((&var.name, v));
-                    let out = self.batch_block(b, body);
-                    self.vars.pop();
-                    out
-                })
-            }
-            StmtKind::If { branches, else_body } => {
-                for (cond, body) in branches {
-                    if self.cond(cond)? {
-                        return self.batch_block(b, body);
-                    }
-                }
-                match else_body {
-                    Some(body) => self.batch_block(b, body),
-                    None => Ok(()),
-                }
-            }
-            _ => Err(self.internal("a statement the checker rejects inside `batch`")),
+            StmtKind::Send { .. }
+            | StmtKind::Recv { .. }
+            | StmtKind::Let { .. }
+            | StmtKind::For { .. }
+            | StmtKind::If { .. } => self.stmt(x, stmt),
         }
     }
 
@@ -742,6 +696,44 @@ impl Interp {
 
 /// Runs `f` on each value of `start..end` (`start..=end` when `inclusive`),
 /// in reverse when `reverse`, stopping at the first error.
+/// Where [`Interp::block`] sends point-to-point statements: the schedule's
+/// [`Exec`], or a [`Batch`] being built. One walker serves both, so `let`,
+/// `for` and `if` mean the same inside and outside a `batch`.
+trait Target {
+    fn send(&mut self, r: Region, peer: i64, tag: i64) -> Result<()>;
+    fn recv(&mut self, r: Region, peer: i64, tag: i64, reduce: Option<ReduceOp>) -> Result<()>;
+    /// A statement other than `send`, `recv`, `let`, `for` and `if`.
+    fn other(&mut self, it: &mut Interp, stmt: &'static Stmt) -> Result<()>;
+}
+
+impl<T: Element> Target for Exec<'_, T> {
+    fn send(&mut self, r: Region, peer: i64, tag: i64) -> Result<()> {
+        Exec::send(self, r, peer, tag)
+    }
+
+    fn recv(&mut self, r: Region, peer: i64, tag: i64, reduce: Option<ReduceOp>) -> Result<()> {
+        Exec::recv(self, r, peer, tag, reduce)
+    }
+
+    fn other(&mut self, it: &mut Interp, stmt: &'static Stmt) -> Result<()> {
+        it.exec_stmt(self, stmt)
+    }
+}
+
+impl<T: Element> Target for Batch<'_, '_, T> {
+    fn send(&mut self, r: Region, peer: i64, tag: i64) -> Result<()> {
+        Batch::send(self, r, peer, tag)
+    }
+
+    fn recv(&mut self, r: Region, peer: i64, tag: i64, reduce: Option<ReduceOp>) -> Result<()> {
+        Batch::recv(self, r, peer, tag, reduce)
+    }
+
+    fn other(&mut self, it: &mut Interp, _: &'static Stmt) -> Result<()> {
+        Err(it.internal("a statement the checker rejects inside `batch`"))
+    }
+}
+
 fn for_each(
     (start, end): (i64, i64),
     inclusive: bool,

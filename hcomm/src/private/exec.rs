@@ -631,6 +631,18 @@ impl<'a, T: Element> Exec<'a, T> {
         self.comm.wait_ids(&ids, "wait")
     }
 
+    /// `wait all`: waits for every request in flight, in posting order
+    /// (what the checker's `wait all` completes).
+    pub fn wait_all(&mut self) -> Result<()> {
+        let n = self.inflight.len();
+        let ids: SmallVec<[OpId; 8]> = self.inflight.drain(..).filter_map(|f| f.id).collect();
+        if let Some(record) = &mut self.record {
+            record.push(Rec::Wait(n));
+            return Ok(());
+        }
+        self.comm.wait_ids(&ids, "wait all")
+    }
+
     /// Posts `ops` as one group call and waits for all of them (checked by
     /// the caller: in bounds, receives disjoint from every other region of
     /// the call and from in-flight operations).

@@ -157,6 +157,11 @@ pub fn log2(x: i64) -> Result<i64> {
     rules::call(Func::Log2, &[x]).map_err(|e| evaluation(format_args!("log2({x})"), e))
 }
 
+/// `ceil_log2(x)`: the least `k` with `2^k >= x`; `x >= 1`.
+pub fn ceil_log2(x: i64) -> Result<i64> {
+    rules::call(Func::CeilLog2, &[x]).map_err(|e| evaluation(format_args!("ceil_log2({x})"), e))
+}
+
 /// `pow2(k)` = `2^k`.
 pub fn pow2(k: i64) -> Result<i64> {
     rules::call(Func::Pow2, &[k]).map_err(|e| evaluation(format_args!("pow2({k})"), e))
@@ -246,6 +251,8 @@ mod tests {
         assert_eq!(shl(1, 62).unwrap(), 1 << 62);
         assert!(log2(0).is_err());
         assert_eq!(log2(9).unwrap(), 3);
+        assert_eq!(ceil_log2(9).unwrap(), 4);
+        assert!(ceil_log2(0).unwrap_err().to_string().contains("`ceil_log2` of 0"));
         assert_eq!(pow2(10).unwrap(), 1024);
         assert!(pow2(63).is_err());
         assert!(is_pow2(64) && !is_pow2(0) && !is_pow2(12));

@@ -346,6 +346,7 @@ impl Env {
                     .collect::<Result<Vec<Handle>>>()?;
                 x.wait(&hs)
             }
+            StmtKind::WaitAll => x.wait_all(),
             StmtKind::Batch { body } => {
                 let mut b = x.batch();
                 self.batch_block(&mut b, body)?;

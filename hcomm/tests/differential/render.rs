@@ -54,6 +54,7 @@ pub fn render(s: &Schedule) -> String {
                     "wait {};",
                     handles.iter().map(|h| h.name.as_str()).collect::<Vec<_>>().join(", ")
                 ),
+                K::WaitAll => "wait all;".to_owned(),
                 K::Copy { src, dst } => format!("copy {src} -> {dst};"),
                 K::Accumulate { src, dst, op } => format!("accumulate {src} -> {dst}, {};", op_text(op)),
                 K::Let { name, value } => format!("let {} = {value};", name.name),

@@ -1,0 +1,9 @@
+use hcomm::comm_schedule;
+
+comm_schedule! {
+    pub fn f(a: &mut [T; n]) {
+        let rounds = ceil_log(world);
+    }
+}
+
+fn main() {}

@@ -1,0 +1,16 @@
+use hcomm::comm_schedule;
+
+comm_schedule! {
+    #[verify(world in 2..=4)]
+    pub fn f(input: &[T; n], output: &mut [T; n * world]) {
+        for s in 1..world {
+            let r = irecv output.chunk((rank - s) % world) from (rank - s) % world;
+            let h = isend input to (rank + s) % world;
+        }
+        // the receives are still in flight
+        copy input -> output.chunk((rank + 1) % world);
+        wait all;
+    }
+}
+
+fn main() {}

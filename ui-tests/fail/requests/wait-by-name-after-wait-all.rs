@@ -1,0 +1,13 @@
+use hcomm::comm_schedule;
+
+comm_schedule! {
+    #[verify(world in 2..=4)]
+    pub fn f(a: &[T; n], b: &mut [T; n]) {
+        let r = irecv b from (rank - 1) % world;
+        let s = isend a to (rank + 1) % world;
+        wait all;
+        wait s;
+    }
+}
+
+fn main() {}
