@@ -318,19 +318,9 @@ fn one_var_bound(un: &Unrolled<'_, '_>) -> i64 {
     let mut c: i128 = 0;
     let mut d: i128 = 0;
     let w = i128::from(un.world);
-    for r in &un.regs {
-        c = c.max(k(&r.start)).max(k(&r.end));
-    }
+    for_each_form(un, |l| c = c.max(k(l)));
     for t in &un.ranks {
-        for b in &t.bufs {
-            c = c.max(k(&b.len));
-        }
         for cp in &t.copies {
-            c = c
-                .max(k(&cp.src.start))
-                .max(k(&cp.src.end))
-                .max(k(&cp.dst.start))
-                .max(k(&cp.dst.end));
             d += cp.dst.start.sub(&cp.src.start).map_or(1 << 62, |x| k(&x));
         }
         for o in t.ops.iter().filter(|o| !o.send) {
@@ -344,9 +334,6 @@ fn one_var_bound(un: &Unrolled<'_, '_>) -> i64 {
             }
         }
         for cl in &t.colls {
-            for r in cl.src.iter().chain(cl.dst.iter()) {
-                c = c.max(k(&r.start)).max(k(&r.end));
-            }
             // where the data lands against where it was: the regions'
             // starts, and block j of a blocked collective j blocks on
             let (Some(src), dst) = (cl.src.as_ref(), cl.dst.as_ref()) else {
@@ -384,7 +371,7 @@ fn crossing(un: &Unrolled<'_, '_>, v: usize) -> i64 {
     // per slope, the least and the greatest constant: the last crossing of
     // two slopes is that of the greatest gap between their constants
     let mut slopes: crate::fxhash::FxHashMap<i64, (i64, i64)> = crate::fxhash::FxHashMap::default();
-    let mut add = |l: &Lin| {
+    for_each_form(un, |l| {
         let mut p = [1_i64; MAX_LEN_VARS];
         p[v] = 0;
         let c = l.eval_at(&p);
@@ -395,28 +382,7 @@ fn crossing(un: &Unrolled<'_, '_>, v: usize) -> i64 {
         let e = slopes.entry(a1 - c).or_insert((c, c));
         e.0 = e.0.min(c);
         e.1 = e.1.max(c);
-    };
-    for r in &un.regs {
-        add(&r.start);
-        add(&r.end);
-    }
-    for t in &un.ranks {
-        for b in &t.bufs {
-            add(&b.len);
-        }
-        for c in &t.copies {
-            for r in [&c.src, &c.dst] {
-                add(&r.start);
-                add(&r.end);
-            }
-        }
-        for c in &t.colls {
-            for r in c.src.iter().chain(c.dst.iter()) {
-                add(&r.start);
-                add(&r.end);
-            }
-        }
-    }
+    });
     let mut last = 1_i64;
     for (&a, &(a_lo, _)) in &slopes {
         for (&b, &(_, b_hi)) in &slopes {
@@ -577,16 +543,29 @@ fn part_of(parts: impl Iterator<Item = usize>, e: usize) -> Option<(usize, usize
 /// element split into `k` (chunk and block boundaries scale with `n`), so
 /// the second point adds nothing.
 fn homogeneous(un: &Unrolled<'_, '_>) -> bool {
-    let h = |r: &Reg| r.start.constant_term() == 0 && r.end.constant_term() == 0;
-    un.regs.iter().all(h)
-        && un.ranks.iter().all(|t| {
-            t.bufs.iter().all(|b| b.len.constant_term() == 0)
-                && t.copies.iter().all(|c| h(&c.src) && h(&c.dst))
-                && t.copies.iter().all(|c| h(&c.src) && h(&c.dst))
-                && t.colls
-                    .iter()
-                    .all(|c| c.src.as_ref().is_none_or(h) && c.dst.as_ref().is_none_or(h))
-        })
+    let mut all = true;
+    for_each_form(un, |l| all &= l.constant_term() == 0);
+    all
+}
+
+/// Calls `f` on every linear form of the schedule at this world size: the
+/// interned regions' bounds, every buffer length, and the bounds of every
+/// `copy`/`accumulate` and collective region.
+fn for_each_form(un: &Unrolled<'_, '_>, mut f: impl FnMut(&Lin)) {
+    for r in &un.regs {
+        f(&r.start);
+        f(&r.end);
+    }
+    for t in &un.ranks {
+        for b in &t.bufs {
+            f(&b.len);
+        }
+        let copies = t.copies.iter().flat_map(|c| [&c.src, &c.dst]);
+        for r in copies.chain(t.colls.iter().flat_map(|c| c.src.iter().chain(c.dst.iter()))) {
+            f(&r.start);
+            f(&r.end);
+        }
+    }
 }
 
 /// The buffer lengths the postcondition needs, compared as linear forms.
@@ -792,34 +771,22 @@ fn grain(un: &Unrolled<'_, '_>, point: &[i64], turn: Option<&[(usize, usize)]>) 
         return 1;
     }
     let mut g: u64 = 0;
-    let mut add = |l: &Lin| {
-        g = gcd(g, l.eval_at(point).map_or(1, i64::unsigned_abs));
+    for_each_form(un, |l| g = gcd(g, l.eval_at(point).map_or(1, i64::unsigned_abs)));
+    // a block of `len` elements split among `m`: its part, when whole
+    let part = |len: i64, m: i64| {
+        if m > 0 && len % m == 0 {
+            (len / m).unsigned_abs()
+        } else {
+            1
+        }
     };
-    for r in &un.regs {
-        add(&r.start);
-        add(&r.end);
-    }
     for t in &un.ranks {
-        for b in &t.bufs {
-            add(&b.len);
-        }
-        for c in &t.copies {
-            for r in [&c.src, &c.dst] {
-                add(&r.start);
-                add(&r.end);
-            }
-        }
         for c in &t.colls {
-            for r in c.src.iter().chain(c.dst.iter()) {
-                add(&r.start);
-                add(&r.end);
-            }
             // the blocks of `reduce_scatter` and `all_to_all`
             if matches!(c.kind, CollKind::ReduceScatter | CollKind::AllToAll) {
                 let members = un.groups.get(c.group as usize).map_or(1, Vec::len);
                 let len = c.src.as_ref().and_then(|r| r.len().eval_at(point)).unwrap_or(1);
-                let m = i64::try_from(members.max(1)).unwrap_or(1);
-                add(&Lin::constant(if len % m == 0 { len / m } else { 1 }));
+                g = gcd(g, part(len, i64::try_from(members.max(1)).unwrap_or(1)));
             }
         }
     }
@@ -830,11 +797,7 @@ fn grain(un: &Unrolled<'_, '_>, point: &[i64], turn: Option<&[(usize, usize)]>) 
                 .get(post.output as usize)
                 .and_then(|b| b.len.eval_at(point))
                 .unwrap_or(1);
-            add(&Lin::constant(if un.world > 0 && len % un.world == 0 {
-                len / un.world
-            } else {
-                1
-            }));
+            g = gcd(g, part(len, un.world));
         }
     }
     for &(l, u) in turn.unwrap_or(&[]) {
