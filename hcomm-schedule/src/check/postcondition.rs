@@ -43,6 +43,11 @@ enum Val {
     Undef,
     /// A reduction of several contributions: index into the run's arena.
     Red(u32),
+    /// Reduction `red` turned by `by` ranks (only in the replay of rank 0
+    /// alone, see `check::symmetry`): every contribution's rank moved by
+    /// `by` and its index by `by` units of its buffer. Its fingerprints
+    /// are not kept; [`Exec::compare_turned`] reads its contributions.
+    Turned { red: u32, by: u32 },
 }
 
 #[derive(Debug)]
@@ -78,7 +83,7 @@ fn contribution(reds: &[Red], v: &Val, op: Op) -> (u64, u64, u64, bool, Option<O
             (1, h1, h2, false, None)
         }
         Val::Undef => (1, 0, 0, true, None),
-        Val::Red(i) => {
+        Val::Red(i) | Val::Turned { red: i, .. } => {
             let r = &reds[*i as usize];
             let mixed = if r.op == op { r.mixed } else { Some(r.op) };
             (r.count, r.h1, r.h2, r.undef, mixed)
@@ -159,7 +164,7 @@ fn distinct_sum(reds: &[Red], i: u32) -> (u64, u64, u64) {
                     h2 = h2.wrapping_add(b);
                 }
             }
-            Val::Undef => return (u64::MAX, 0, 0),
+            Val::Undef | Val::Turned { .. } => return (u64::MAX, 0, 0),
         }
     }
     (count, h1, h2)
@@ -656,6 +661,9 @@ struct Exec<'u, 'p, 's> {
     track: bool,
     /// Parallel to `data` when tracking, else empty.
     writer: Vec<u32>,
+    /// Parallel to `data` when tracking: for an element a receive wrote, the
+    /// send it came from (numbered as `sent` is), else [`NONE`].
+    via: Vec<u32>,
     /// Per op (rank by rank, from `op_first`): offset of a send's snapshot
     /// in `arena`, or NONE.
     sent: Vec<u32>,
@@ -721,7 +729,7 @@ pub(crate) fn final_contents(un: &Unrolled<'_, '_>, point: &[i64], order: &[u32]
             index: idx,
         },
         Val::Undef => Value::Uninit,
-        Val::Red(i) => Value::Reduction(i),
+        Val::Red(i) | Val::Turned { red: i, .. } => Value::Reduction(i),
     };
     let reductions = ex
         .reds
@@ -881,6 +889,7 @@ fn replayed_in<'u, 'p, 's>(
         }
     }
     let writer = if track { vec![NONE; total] } else { Vec::new() };
+    let via = writer.clone();
     let mut op_first = Vec::with_capacity(n + 1);
     let mut nops = 0_u32;
     for t in &un.ranks {
@@ -895,6 +904,7 @@ fn replayed_in<'u, 'p, 's>(
         bufs,
         buf_first,
         writer,
+        via,
         track,
         sent: vec![NONE; nops as usize],
         op_first,
@@ -998,6 +1008,7 @@ impl Exec<'_, '_, '_> {
         }
         if self.track {
             self.writer[s..e].fill(stmt);
+            self.via[s..e].fill(NONE);
         }
         Ok(())
     }
@@ -1058,28 +1069,28 @@ impl Exec<'_, '_, '_> {
         let reds = &mut self.reds;
         let dst = &mut self.data[s..e];
         if let Some(turn) = &self.turn {
-            if o.reduce.is_some() {
-                return Err(Skip::Stopped);
-            }
             for (d, v) in dst.iter_mut().zip(src) {
-                *d = turned(*v, q, self.un.world, turn).ok_or(Skip::Stopped)?;
+                let v = turned(*v, q, self.un.world, turn).ok_or(Skip::Stopped)?;
+                *d = match o.reduce {
+                    None => v,
+                    Some(op) => combine(reds, d, &v, op),
+                };
             }
-            if self.track {
-                self.writer[s..e].fill(o.stmt);
-            }
-            return Ok(());
-        }
-        match o.reduce {
-            None if dst.len() == 1 => dst[0] = src[0],
-            None => dst.copy_from_slice(src),
-            Some(op) => {
-                for (d, v) in dst.iter_mut().zip(src) {
-                    *d = combine(reds, d, v, op);
+        } else {
+            match o.reduce {
+                None if dst.len() == 1 => dst[0] = src[0],
+                None => dst.copy_from_slice(src),
+                Some(op) => {
+                    for (d, v) in dst.iter_mut().zip(src) {
+                        *d = combine(reds, d, v, op);
+                    }
                 }
             }
         }
         if self.track {
             self.writer[s..e].fill(o.stmt);
+            let from = self.op_first.get(q as usize).map_or(NONE, |f| f + j);
+            self.via[s..e].fill(from);
         }
         Ok(())
     }
@@ -1392,6 +1403,21 @@ impl Exec<'_, '_, '_> {
         if len_out == 0 || out.len() != len_out {
             return Some(len_out == 0 && out.is_empty());
         }
+        if let PostKind::AllReduce { .. } = post.kind {
+            // rank q's element i is rank 0's element i - q u_out turned by
+            // q: the reduction of every rank's element i - q u_out + q u_in,
+            // which is i when the two buffers turn alike
+            if len_in != len_out || u_in % len_in != u_out % len_out {
+                return None;
+            }
+            let op = post.op.as_ref().and_then(|o| o.resolve(&self.un.scalars))?;
+            let mut seen = vec![false; w];
+            return Some(
+                out.iter()
+                    .enumerate()
+                    .all(|(i, v)| self.every_rank_once(v, op, post.input, i, turn, &mut seen)),
+            );
+        }
         let mut exp = Blocks::new(post.kind, post.input, w, 0, len_in, len_out)?;
         let equivariant = u_out == exp.block
             && match post.kind {
@@ -1402,6 +1428,103 @@ impl Exec<'_, '_, '_> {
             return None;
         }
         Some(out.iter().all(|v| matches(&self.reds, v, &exp.next_expected())))
+    }
+
+    /// Whether `v` (in the replay of rank 0 alone, `turn` its buffers'
+    /// (length, unit)) is the `op` of element `idx` of input `inp` of every
+    /// rank, each once (`max` and `min` may take one more than once): its
+    /// contributions are read with their turns, at most a few per rank.
+    fn every_rank_once(
+        &self,
+        v: &Val,
+        op: Op,
+        inp: u32,
+        idx: usize,
+        turn: &[(usize, usize)],
+        seen: &mut [bool],
+    ) -> bool {
+        let (Val::Red(root) | Val::Turned { red: root, .. }) = *v else {
+            return false;
+        };
+        let r = &self.reds[root as usize];
+        let w = seen.len() as u64;
+        let idempotent = matches!(op, Op::Max | Op::Min);
+        if r.op != op || r.undef || r.mixed.is_some() || r.count < w || !idempotent && r.count != w {
+            return false;
+        }
+        // a wrong schedule may build a large tree: past this, the full
+        // check decides
+        let mut budget = w.saturating_mul(8);
+        seen.fill(false);
+        let mut stack = vec![(*v, 0_u32)];
+        while let Some((v, by)) = stack.pop() {
+            if budget == 0 {
+                return false;
+            }
+            budget -= 1;
+            match v {
+                Val::Red(j) | Val::Turned { red: j, .. } => {
+                    let by = match v {
+                        Val::Turned { by: b, .. } => turned_by(by, b, seen.len()),
+                        _ => by,
+                    };
+                    let x = &self.reds[j as usize];
+                    stack.push((x.a, by));
+                    stack.push((x.b, by));
+                }
+                Val::Init { .. } => {
+                    let Some(Val::Init { rank, buf, idx: i }) = turned(v, by, self.un.world, turn) else {
+                        return false;
+                    };
+                    let Some(s) = seen.get_mut(rank as usize) else {
+                        return false;
+                    };
+                    if buf != inp || i as usize != idx || *s && !idempotent {
+                        return false;
+                    }
+                    *s = true;
+                }
+                Val::Undef => return false,
+            }
+        }
+        seen.iter().all(|&s| s)
+    }
+
+    /// For element `at` (in symbols) of buffer `b` of rank `r`, which no
+    /// statement wrote: the nearest element some statement wrote (the lower
+    /// of two at the same distance) and that statement.
+    fn nearest_written(&self, r: u32, b: usize, at: usize) -> Option<(usize, u32)> {
+        let (off, len) = self.buf(r, b)?;
+        let writers = self.writer.get(off..off + len)?;
+        let below = writers.get(..at)?.iter().rposition(|&w| w != NONE);
+        let above = writers.get(at..)?.iter().position(|&w| w != NONE).map(|k| at + k);
+        let k = match (below, above) {
+            (Some(lo), Some(hi)) => {
+                if at - lo <= hi - at {
+                    lo
+                } else {
+                    hi
+                }
+            }
+            (lo, hi) => lo.or(hi)?,
+        };
+        Some((k, writers[k]))
+    }
+
+    /// For element `at` (in symbols) of buffer `b` of rank `r`, last written
+    /// by a receive: the rank and the statement of the send it came from.
+    fn sender(&self, r: u32, b: usize, at: usize) -> Option<(u32, u32)> {
+        let (off, _) = self.buf(r, b)?;
+        let id = *self.via.get(off + at)?;
+        if id == NONE {
+            return None;
+        }
+        // the rank whose ops hold `id`: the last with its first op at or
+        // before it
+        let q = self.op_first.partition_point(|&f| f <= id).checked_sub(1)?;
+        let first = *self.op_first.get(q)?;
+        let op = self.un.ranks.get(q)?.ops.get((id - first) as usize)?;
+        Some((u32::try_from(q).ok()?, op.stmt))
     }
 
     /// The message for rank `r`'s wrong output element `e`.
@@ -1457,7 +1580,7 @@ impl Exec<'_, '_, '_> {
         let actual = match v {
             Val::Init { rank, buf, idx } => sym(*rank, *buf, *idx),
             Val::Undef => "uninitialized scratch data".to_owned(),
-            Val::Red(i) => describe_red(&self.reds, &self.reds[*i as usize], &sym),
+            Val::Red(i) | Val::Turned { red: i, .. } => describe_red(&self.reds, &self.reds[*i as usize], &sym),
         };
         let expected = match (exp, post.kind) {
             (Expected::Sym { rank, .. }, PostKind::AllGather { .. }) if len_in == 1 => {
@@ -1495,6 +1618,20 @@ impl Exec<'_, '_, '_> {
             span,
             format!("{sit}, rank {r} ends with {at} = {actual}, expected {expected}"),
         );
+        if writer == NONE {
+            if let Some((k, stmt)) = self.nearest_written(r, post.output as usize, writer_at) {
+                d = d.with_note(
+                    un.span(stmt),
+                    format!(
+                        "no statement wrote it; the nearest element written, {}, was written here",
+                        place(&out_name, k * g, out_block)
+                    ),
+                );
+            }
+        }
+        if let Some((q, stmt)) = self.sender(r, post.output as usize, writer_at) {
+            d = d.with_note(un.span(stmt), format!("rank {q} sent it from here"));
+        }
         if writer != NONE {
             d = d.with_note(post.span, "the postcondition is declared here");
         }
@@ -1584,8 +1721,28 @@ fn turned(v: Val, by: u32, world: i64, turn: &[(usize, usize)]) -> Option<Val> {
             })
         }
         Val::Undef => Some(Val::Undef),
-        Val::Red(_) => None,
+        Val::Red(red) | Val::Turned { red, by: 0 } => {
+            let by = u32::try_from(u64::from(by) % u64::try_from(world).ok()?).ok()?;
+            Some(if by == 0 {
+                Val::Red(red)
+            } else {
+                Val::Turned { red, by }
+            })
+        }
+        Val::Turned { red, by: b0 } => {
+            let by = u32::try_from((u64::from(b0) + u64::from(by)) % u64::try_from(world).ok()?).ok()?;
+            Some(if by == 0 {
+                Val::Red(red)
+            } else {
+                Val::Turned { red, by }
+            })
+        }
     }
+}
+
+/// Two turns one after the other, in `0..w`.
+fn turned_by(a: u32, b: u32, w: usize) -> u32 {
+    u32::try_from((u64::from(a) + u64::from(b)) % (w.max(1) as u64)).unwrap_or(0)
 }
 
 /// Step 7 for a rotation-symmetric schedule (see `check::symmetry`) whose
@@ -1601,8 +1758,10 @@ pub(crate) fn holds_rotated(un: &Unrolled<'_, '_>, order: &[u32], units: &[Optio
     // the bound on the values of a length variable reads every rank's
     // moves, which rank 0 alone does not hold: homogeneous schedules only
     // (their single run at 1 needs no bound), the others take the full check
-    if !matches!(post.kind, PostKind::AllGather { .. } | PostKind::AllToAll { .. })
-        || has_counts(un)
+    if !matches!(
+        post.kind,
+        PostKind::AllGather { .. } | PostKind::AllToAll { .. } | PostKind::AllReduce { .. }
+    ) || has_counts(un)
         || shapes(un, post).is_some()
         || !(un.prog.len_names.is_empty() || un.prog.len_names.len() == 1 && homogeneous(un))
     {
@@ -1669,7 +1828,7 @@ fn describe_red(reds: &[Red], red: &Red, sym: &dyn Fn(u32, u32, u32) -> String) 
                 }
             }
             Val::Undef => undef += 1,
-            Val::Red(i) => {
+            Val::Red(i) | Val::Turned { red: i, .. } => {
                 let r = &reds[*i as usize];
                 stack.push(&r.b);
                 stack.push(&r.a);

@@ -130,6 +130,30 @@ fn a_length_variable_is_run_past_the_crossings_of_the_bounds() {
         "with world = 2, n = 3, rank 0 ends with output block 1 element 1 = rank 0's initial output block 1 \
          element 1, expected rank 1's input block 0 element 1"
     );
+    // no statement wrote the element: the note points at the statement
+    // that wrote its neighbour (the first batch's receive of `[0..1]`)
+    let notes: Vec<&str> = d.notes.iter().map(|n| n.1.as_str()).collect();
+    assert_eq!(
+        notes,
+        ["no statement wrote it; the nearest element written, output block 1 element 0, was written here"]
+    );
+}
+
+#[test]
+fn a_wrong_element_a_message_brought_names_the_send_it_came_from() {
+    // every rank sends input block `to + 1` where block `to` is due
+    let s = super::pass::pairwise_all_to_all_sending((var("to") + 1) % world());
+    let d = verify(&s);
+    let d = one(&d, DiagKind::PostconditionViolated);
+    assert_eq!(
+        d.message,
+        "with world = 2, rank 0 ends with output block 1 = rank 1's input block 1, expected rank 1's input block 0"
+    );
+    let notes: Vec<&str> = d.notes.iter().map(|n| n.1.as_str()).collect();
+    assert_eq!(
+        notes,
+        ["rank 1 sent it from here", "the postcondition is declared here"]
+    );
 }
 
 #[test]
