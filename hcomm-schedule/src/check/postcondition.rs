@@ -236,71 +236,50 @@ const MAX_POINTS: i64 = 64;
 ///   with every element split in `k`.
 /// * Otherwise, for one variable, every `n` up to [`one_var_bound`], which
 ///   decides every `n`.
-/// * With several variables, each variable up to one past its own last
-///   crossing of two bound forms (the others at 1): every combination when
-///   there are at most [`MAX_POINTS`], else each variable alone; then
-///   variable `i` at `i + 2` (swapped variables show there). A sample.
+/// * Several variables: no finite set of values is known to cover every
+///   case, so the postcondition is reported as not decided (never
+///   sampled).
 fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
-    let nvars = un.prog.len_names.len();
-    let mut points = vec![vec![1_i64; nvars]];
-    if nvars == 0 || nvars == 1 && homogeneous(un) {
+    let names = &un.prog.len_names;
+    let span = un.prog.post.as_ref().map_or(un.prog.s.span, |p| p.span);
+    let sit = || crate::situation::Situation::plain(un.prog, un.world, &un.scalars);
+    if names.len() > 1 {
+        let listed: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+        return Err(Diagnostic::new(
+            DiagKind::EvaluationError,
+            span,
+            format!(
+                "{}, the postcondition is not decided for every value of the length variables {}: \
+                 the checker decides postconditions over one length variable, and knows no finite set \
+                 of values of several that covers every case",
+                sit(),
+                listed.join(" and ")
+            ),
+        )
+        .with_hint(
+            "write every length with one length variable (a second block length as a multiple of the first, \
+             for example); bounds and overlaps over several are decided exactly, only the postcondition is not",
+        ));
+    }
+    let points = vec![vec![1_i64; names.len()]];
+    if names.is_empty() || homogeneous(un) {
         return Ok(points);
     }
-    let mut lasts = Vec::with_capacity(nvars);
-    for v in 0..nvars.min(MAX_LEN_VARS) {
-        let last = if nvars == 1 {
-            one_var_bound(un)
-        } else {
-            crossing(un, v).max(2) + 1
-        };
-        if last > MAX_POINTS {
-            let sit = crate::situation::Situation::plain(un.prog, un.world, &un.scalars);
-            let name = &un.prog.len_names[v];
-            return Err(Diagnostic::new(
-                DiagKind::EvaluationError,
-                un.prog.post.as_ref().map_or(un.prog.s.span, |p| p.span),
-                format!(
-                    "{sit}, the postcondition is not decided: deciding every value of `{name}` takes a run at \
-                     each `{name}` up to {last}, and the checker runs at most {MAX_POINTS}"
-                ),
-            )
-            .with_hint(
-                "keep the constants in lengths and region bounds small next to the length variable's coefficients",
-            ));
-        }
-        lasts.push(last);
+    let last = one_var_bound(un);
+    if last > MAX_POINTS {
+        let name = &names[0];
+        return Err(Diagnostic::new(
+            DiagKind::EvaluationError,
+            span,
+            format!(
+                "{}, the postcondition is not decided: deciding every value of `{name}` takes a run at \
+                 each `{name}` up to {last}, and the checker runs at most {MAX_POINTS}",
+                sit()
+            ),
+        )
+        .with_hint("keep the constants in lengths and region bounds small next to the length variable's coefficients"));
     }
-    let grid: i64 = lasts.iter().product();
-    if nvars > 1 && grid <= MAX_POINTS {
-        // every combination, smallest sums first
-        let mut all = vec![Vec::new()];
-        for &last in &lasts {
-            all = all
-                .into_iter()
-                .flat_map(|p: Vec<i64>| {
-                    (1..=last).map(move |x| {
-                        let mut q = p.clone();
-                        q.push(x);
-                        q
-                    })
-                })
-                .collect();
-        }
-        all.sort_by_key(|p| (p.iter().sum::<i64>(), p.clone()));
-        points = all;
-    } else {
-        for (v, &last) in lasts.iter().enumerate() {
-            for x in 2..=last {
-                let mut p = vec![1_i64; nvars];
-                p[v] = x;
-                points.push(p);
-            }
-        }
-    }
-    if nvars > 1 {
-        points.push((0..nvars as i64).map(|i| i + 2).collect());
-    }
-    Ok(points)
+    Ok((1..=last).map(|x| vec![x]).collect())
 }
 
 /// For one length variable `n`: a value up to which running every `n`
@@ -367,40 +346,6 @@ fn one_var_bound(un: &Unrolled<'_, '_>) -> i64 {
     }
     let bound = 2 * (c + d).max(e) + 3;
     i64::try_from(bound.max(3)).unwrap_or(i64::MAX)
-}
-
-/// The largest `n` at which two distinct forms of the schedule (buffer
-/// lengths, region bounds) in variable `v` (the others at 1) cross or
-/// meet, rounded up; 1 when none does.
-fn crossing(un: &Unrolled<'_, '_>, v: usize) -> i64 {
-    // per slope, the least and the greatest constant: the last crossing of
-    // two slopes is that of the greatest gap between their constants
-    let mut slopes: crate::fxhash::FxHashMap<i64, (i64, i64)> = crate::fxhash::FxHashMap::default();
-    for_each_form(un, |l| {
-        let mut p = [1_i64; MAX_LEN_VARS];
-        p[v] = 0;
-        let c = l.eval_at(&p);
-        p[v] = 1;
-        let (Some(c), Some(a1)) = (c, l.eval_at(&p)) else {
-            return;
-        };
-        let e = slopes.entry(a1 - c).or_insert((c, c));
-        e.0 = e.0.min(c);
-        e.1 = e.1.max(c);
-    });
-    let mut last = 1_i64;
-    for (&a, &(a_lo, _)) in &slopes {
-        for (&b, &(_, b_hi)) in &slopes {
-            // a n + c = b n + d at n = (d - c) / (a - b), for a > b; the
-            // latest with the greatest d - c
-            if a > b {
-                let (num, den) = (i128::from(b_hi) - i128::from(a_lo), i128::from(a) - i128::from(b));
-                let up = num.div_euclid(den) + i128::from(num.rem_euclid(den) != 0);
-                last = last.max(i64::try_from(up).unwrap_or(i64::MAX));
-            }
-        }
-    }
-    last
 }
 
 /// Why a symbolic run was not carried out.
@@ -1393,7 +1338,9 @@ impl Exec<'_, '_, '_> {
     /// nothing (`all_gather`: `r * u_in = 0 mod len_in`) or by one block
     /// (`all_to_all`: `u_in = b`). Turning labels is a bijection, so then
     /// every rank's output is right exactly when rank 0's is; other units
-    /// give `None`.
+    /// give `None`. An `all_reduce` whose input and output turn alike is
+    /// decided on rank 0's output alone, its contributions read through
+    /// their turns ([`Exec::every_rank_once`]).
     fn compare_turned(&self, post: &CPost<'_>) -> Option<bool> {
         let w = usize::try_from(self.un.world).ok()?;
         let turn = self.turn.as_deref()?;
@@ -1747,7 +1694,7 @@ fn turned_by(a: u32, b: u32, w: usize) -> u32 {
 
 /// Step 7 for a rotation-symmetric schedule (see `check::symmetry`) whose
 /// unrolling `un` holds rank 0 alone and whose postcondition, if any, is an
-/// `all_gather` or an `all_to_all`: rank 0 replayed in `order`, each
+/// `all_gather`, an `all_to_all` or an `all_reduce`: rank 0 replayed in `order`, each
 /// rank's output (rank 0's, turned) compared with the expectation at every
 /// point the full check uses. `units`: per buffer, its shift per rank.
 /// `false` when something is wrong or the run cannot be carried out.

@@ -272,3 +272,37 @@ fn a_peer_out_of_range_gets_the_hint_its_shape_calls_for() {
         Some("wrap the peer with `% world` (`%` is Euclidean, so `(rank - 1) % world` wraps too)")
     );
 }
+
+#[test]
+fn a_postcondition_over_two_length_variables_is_reported_not_sampled() {
+    // right for every n and m, but no finite set of (n, m) is known to
+    // decide it: an error saying so, never a verdict from samples
+    let m = || {
+        ex(ExprKind::Name(Name {
+            kind: NameKind::LenVar(1),
+            text: "m".to_owned(),
+        }))
+    };
+    let mut b = S::new("two")
+        .input("a", n())
+        .input("b", m())
+        .output("c", n() + m())
+        .worlds(1, 1)
+        .post(PostKind::AllReduce {
+            input: bref(2, "c"),
+            output: bref(2, "c"),
+            op: Op::Sum.into(),
+        });
+    b.0.len_vars.push(ident("m"));
+    // an all-reduce in place over one rank: nothing to do
+    let s = b.body(vec![]);
+    let d = verify(&s);
+    let d = one(&d, DiagKind::EvaluationError);
+    assert_eq!(
+        d.message,
+        "with world = 1, the postcondition is not decided for every value of the length variables `n` and `m`: \
+         the checker decides postconditions over one length variable, and knows no finite set of values of \
+         several that covers every case"
+    );
+    assert!(d.hint.as_deref().is_some_and(|h| h.starts_with("write every length with one length variable")));
+}
