@@ -277,7 +277,9 @@ fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
                 sit()
             ),
         )
-        .with_hint("keep the constants in lengths and region bounds small next to the length variable's coefficients"));
+        .with_hint(
+            "keep the constants in lengths and region bounds small next to the length variable's coefficients",
+        ));
     }
     Ok((1..=last).map(|x| vec![x]).collect())
 }

@@ -304,5 +304,8 @@ fn a_postcondition_over_two_length_variables_is_reported_not_sampled() {
          the checker decides postconditions over one length variable, and knows no finite set of values of \
          several that covers every case"
     );
-    assert!(d.hint.as_deref().is_some_and(|h| h.starts_with("write every length with one length variable")));
+    assert!(d
+        .hint
+        .as_deref()
+        .is_some_and(|h| h.starts_with("write every length with one length variable")));
 }
