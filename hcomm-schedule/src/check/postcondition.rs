@@ -9,8 +9,9 @@
 //! fingerprints (and a tree used only to describe a wrong value), so
 //! combining is O(1) and comparing with the expected reduction is exact up to
 //! a 2^-128 collision chance. Lengths are linear, so the data flow is
-//! checked at concrete values of the length variables: all 1 first, then
-//! variable `i` at `i + 2` (2, 3, ...) so that swapped variables show.
+//! checked at concrete values of the one length variable that together
+//! decide every value (see [`points`]); over several length variables the
+//! postcondition is reported as not decided.
 //!
 //! The run uses eager sends (a send snapshots its data when posted); the
 //! schedule is already known to be free of deadlock under rendezvous, hence
