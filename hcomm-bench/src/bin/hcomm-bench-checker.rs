@@ -23,13 +23,25 @@ struct Cli {
     /// World sizes for the run-time check.
     #[arg(short = 'w', long, value_delimiter = ',', default_value = "8,16,32,64,128,256,512")]
     worlds: Vec<i64>,
-    /// Upper ends K of `#[verify(world in 1..=K)]` for the compile-time check
-    /// of the ring all-gather.
+    /// Upper ends K of `#[verify(world in 1..=K)]` for the compile-time check.
     #[arg(short = 'k', long, value_delimiter = ',', default_value = "16,32,64,128")]
     ranges: Vec<i64>,
     /// Only these schedules in the run-time table (default: all three).
     #[arg(short = 's', long, value_delimiter = ',')]
     schedules: Vec<String>,
+    /// The schedules of the compile-time table (every operator of an
+    /// operator parameter is checked, as `comm_schedule!` does).
+    #[arg(short = 'c', long, value_delimiter = ',', default_value = "ring_all_gather")]
+    compiled: Vec<String>,
+}
+
+/// The built-in schedules the tables can time.
+fn builtins() -> [(&'static str, &'static Schedule); 3] {
+    [
+        ("ring_all_gather", &*schedules::ring_all_gather::SCHEDULE),
+        ("ring_all_reduce", &*schedules::ring_all_reduce::SCHEDULE),
+        ("pairwise_all_to_all", &*schedules::pairwise_all_to_all::SCHEDULE),
+    ]
 }
 
 fn timed(f: impl FnOnce() -> Vec<Diagnostic>, what: &str) -> Result<f64, String> {
@@ -48,14 +60,10 @@ fn slope_row(label: &str, series: &[Vec<(f64, f64)>]) -> String {
 }
 
 fn run(cli: &Cli) -> Result<(), String> {
-    let named: Vec<(&str, &Schedule)> = [
-        ("ring_all_gather", &*schedules::ring_all_gather::SCHEDULE),
-        ("ring_all_reduce", &*schedules::ring_all_reduce::SCHEDULE),
-        ("pairwise_all_to_all", &*schedules::pairwise_all_to_all::SCHEDULE),
-    ]
-    .into_iter()
-    .filter(|(name, _)| cli.schedules.is_empty() || cli.schedules.iter().any(|s| s == name))
-    .collect();
+    let named: Vec<(&str, &Schedule)> = builtins()
+        .into_iter()
+        .filter(|(name, _)| cli.schedules.is_empty() || cli.schedules.iter().any(|s| s == name))
+        .collect();
     println!("Run-time check at one world size (first call), ms:\n");
     println!(
         "| world | {} |",
@@ -78,22 +86,40 @@ fn run(cli: &Cli) -> Result<(), String> {
         println!("| {world} | {} |", cells.join(" | "));
     }
     println!("{}", slope_row("slope", &series));
-    println!("\nCompile-time check of `#[verify(world in 1..=K)]`, ring_all_gather, s:\n");
-    println!("| K | time | ");
-    println!("|---:|---:|");
-    let mut compile = Vec::new();
-    for &k in &cli.ranges {
-        let mut s = schedules::ring_all_gather::SCHEDULE.clone();
-        s.verify.world = WorldSet::Range {
-            lo: 1,
-            hi: k,
-            inclusive: true,
-        };
-        let t = timed(|| verify(&s), &format!("ring_all_gather over 1..={k}"))?;
-        compile.push((k as f64, t));
-        println!("| {k} | {t:.2} |");
+    let compiled: Vec<(&str, &Schedule)> = builtins()
+        .into_iter()
+        .filter(|(name, _)| cli.compiled.iter().any(|s| s == name))
+        .collect();
+    if compiled.len() != cli.compiled.len() {
+        let known: Vec<&str> = builtins().iter().map(|b| b.0).collect();
+        return Err(format!(
+            "-c {:?} names a schedule that is not built in; the built-ins are {known:?}",
+            cli.compiled
+        ));
     }
-    println!("{}", slope_row("slope", &[compile]));
+    println!("\nCompile-time check of `#[verify(world in 1..=K)]`, s:\n");
+    println!(
+        "| K | {} |",
+        compiled.iter().map(|n| n.0).collect::<Vec<_>>().join(" | ")
+    );
+    println!("|---:|{}", "---:|".repeat(compiled.len()));
+    let mut series = vec![Vec::new(); compiled.len()];
+    for &k in &cli.ranges {
+        let mut cells = Vec::new();
+        for (i, (name, schedule)) in compiled.iter().enumerate() {
+            let mut s = (*schedule).clone();
+            s.verify.world = WorldSet::Range {
+                lo: 1,
+                hi: k,
+                inclusive: true,
+            };
+            let t = timed(|| verify(&s), &format!("{name} over 1..={k}"))?;
+            series[i].push((k as f64, t));
+            cells.push(format!("{t:.2}"));
+        }
+        println!("| {k} | {} |", cells.join(" | "));
+    }
+    println!("{}", slope_row("slope", &series));
     Ok(())
 }
 

@@ -9,8 +9,9 @@
 //! fingerprints (and a tree used only to describe a wrong value), so
 //! combining is O(1) and comparing with the expected reduction is exact up to
 //! a 2^-128 collision chance. Lengths are linear, so the data flow is
-//! checked at concrete values of the length variables: all 1 first, then
-//! variable `i` at `i + 2` (2, 3, ...) so that swapped variables show.
+//! checked at concrete values of the one length variable that together
+//! decide every value (see [`points`]); over several length variables the
+//! postcondition is reported as not decided.
 //!
 //! The run uses eager sends (a send snapshots its data when posted); the
 //! schedule is already known to be free of deadlock under rendezvous, hence
@@ -43,6 +44,11 @@ enum Val {
     Undef,
     /// A reduction of several contributions: index into the run's arena.
     Red(u32),
+    /// Reduction `red` turned by `by` ranks (only in the replay of rank 0
+    /// alone, see `check::symmetry`): every contribution's rank moved by
+    /// `by` and its index by `by` units of its buffer. Its fingerprints
+    /// are not kept; [`Exec::compare_turned`] reads its contributions.
+    Turned { red: u32, by: u32 },
 }
 
 #[derive(Debug)]
@@ -78,7 +84,7 @@ fn contribution(reds: &[Red], v: &Val, op: Op) -> (u64, u64, u64, bool, Option<O
             (1, h1, h2, false, None)
         }
         Val::Undef => (1, 0, 0, true, None),
-        Val::Red(i) => {
+        Val::Red(i) | Val::Turned { red: i, .. } => {
             let r = &reds[*i as usize];
             let mixed = if r.op == op { r.mixed } else { Some(r.op) };
             (r.count, r.h1, r.h2, r.undef, mixed)
@@ -159,7 +165,7 @@ fn distinct_sum(reds: &[Red], i: u32) -> (u64, u64, u64) {
                     h2 = h2.wrapping_add(b);
                 }
             }
-            Val::Undef => return (u64::MAX, 0, 0),
+            Val::Undef | Val::Turned { .. } => return (u64::MAX, 0, 0),
         }
     }
     (count, h1, h2)
@@ -231,71 +237,52 @@ const MAX_POINTS: i64 = 64;
 ///   with every element split in `k`.
 /// * Otherwise, for one variable, every `n` up to [`one_var_bound`], which
 ///   decides every `n`.
-/// * With several variables, each variable up to one past its own last
-///   crossing of two bound forms (the others at 1): every combination when
-///   there are at most [`MAX_POINTS`], else each variable alone; then
-///   variable `i` at `i + 2` (swapped variables show there). A sample.
+/// * Several variables: no finite set of values is known to cover every
+///   case, so the postcondition is reported as not decided (never
+///   sampled).
 fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
-    let nvars = un.prog.len_names.len();
-    let mut points = vec![vec![1_i64; nvars]];
-    if nvars == 0 || nvars == 1 && homogeneous(un) {
+    let names = &un.prog.len_names;
+    let span = un.prog.post.as_ref().map_or(un.prog.s.span, |p| p.span);
+    let sit = || crate::situation::Situation::plain(un.prog, un.world, &un.scalars);
+    if names.len() > 1 {
+        let listed: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+        return Err(Diagnostic::new(
+            DiagKind::EvaluationError,
+            span,
+            format!(
+                "{}, the postcondition is not decided for every value of the length variables {}: \
+                 the checker decides postconditions over one length variable, and knows no finite set \
+                 of values of several that covers every case",
+                sit(),
+                listed.join(" and ")
+            ),
+        )
+        .with_hint(
+            "write every length with one length variable (a second block length as a multiple of the first, \
+             for example); bounds and overlaps over several are decided exactly, only the postcondition is not",
+        ));
+    }
+    let points = vec![vec![1_i64; names.len()]];
+    if names.is_empty() || homogeneous(un) {
         return Ok(points);
     }
-    let mut lasts = Vec::with_capacity(nvars);
-    for v in 0..nvars.min(MAX_LEN_VARS) {
-        let last = if nvars == 1 {
-            one_var_bound(un)
-        } else {
-            crossing(un, v).max(2) + 1
-        };
-        if last > MAX_POINTS {
-            let sit = crate::situation::Situation::plain(un.prog, un.world, &un.scalars);
-            let name = &un.prog.len_names[v];
-            return Err(Diagnostic::new(
-                DiagKind::EvaluationError,
-                un.prog.post.as_ref().map_or(un.prog.s.span, |p| p.span),
-                format!(
-                    "{sit}, the postcondition is not decided: deciding every value of `{name}` takes a run at \
-                     each `{name}` up to {last}, and the checker runs at most {MAX_POINTS}"
-                ),
-            )
-            .with_hint(
-                "keep the constants in lengths and region bounds small next to the length variable's coefficients",
-            ));
-        }
-        lasts.push(last);
+    let last = one_var_bound(un);
+    if last > MAX_POINTS {
+        let name = &names[0];
+        return Err(Diagnostic::new(
+            DiagKind::EvaluationError,
+            span,
+            format!(
+                "{}, the postcondition is not decided: deciding every value of `{name}` takes a run at \
+                 each `{name}` up to {last}, and the checker runs at most {MAX_POINTS}",
+                sit()
+            ),
+        )
+        .with_hint(
+            "keep the constants in lengths and region bounds small next to the length variable's coefficients",
+        ));
     }
-    let grid: i64 = lasts.iter().product();
-    if nvars > 1 && grid <= MAX_POINTS {
-        // every combination, smallest sums first
-        let mut all = vec![Vec::new()];
-        for &last in &lasts {
-            all = all
-                .into_iter()
-                .flat_map(|p: Vec<i64>| {
-                    (1..=last).map(move |x| {
-                        let mut q = p.clone();
-                        q.push(x);
-                        q
-                    })
-                })
-                .collect();
-        }
-        all.sort_by_key(|p| (p.iter().sum::<i64>(), p.clone()));
-        points = all;
-    } else {
-        for (v, &last) in lasts.iter().enumerate() {
-            for x in 2..=last {
-                let mut p = vec![1_i64; nvars];
-                p[v] = x;
-                points.push(p);
-            }
-        }
-    }
-    if nvars > 1 {
-        points.push((0..nvars as i64).map(|i| i + 2).collect());
-    }
-    Ok(points)
+    Ok((1..=last).map(|x| vec![x]).collect())
 }
 
 /// For one length variable `n`: a value up to which running every `n`
@@ -318,19 +305,9 @@ fn one_var_bound(un: &Unrolled<'_, '_>) -> i64 {
     let mut c: i128 = 0;
     let mut d: i128 = 0;
     let w = i128::from(un.world);
-    for r in &un.regs {
-        c = c.max(k(&r.start)).max(k(&r.end));
-    }
+    for_each_form(un, |l| c = c.max(k(l)));
     for t in &un.ranks {
-        for b in &t.bufs {
-            c = c.max(k(&b.len));
-        }
         for cp in &t.copies {
-            c = c
-                .max(k(&cp.src.start))
-                .max(k(&cp.src.end))
-                .max(k(&cp.dst.start))
-                .max(k(&cp.dst.end));
             d += cp.dst.start.sub(&cp.src.start).map_or(1 << 62, |x| k(&x));
         }
         for o in t.ops.iter().filter(|o| !o.send) {
@@ -344,9 +321,6 @@ fn one_var_bound(un: &Unrolled<'_, '_>) -> i64 {
             }
         }
         for cl in &t.colls {
-            for r in cl.src.iter().chain(cl.dst.iter()) {
-                c = c.max(k(&r.start)).max(k(&r.end));
-            }
             // where the data lands against where it was: the regions'
             // starts, and block j of a blocked collective j blocks on
             let (Some(src), dst) = (cl.src.as_ref(), cl.dst.as_ref()) else {
@@ -375,61 +349,6 @@ fn one_var_bound(un: &Unrolled<'_, '_>) -> i64 {
     }
     let bound = 2 * (c + d).max(e) + 3;
     i64::try_from(bound.max(3)).unwrap_or(i64::MAX)
-}
-
-/// The largest `n` at which two distinct forms of the schedule (buffer
-/// lengths, region bounds) in variable `v` (the others at 1) cross or
-/// meet, rounded up; 1 when none does.
-fn crossing(un: &Unrolled<'_, '_>, v: usize) -> i64 {
-    // per slope, the least and the greatest constant: the last crossing of
-    // two slopes is that of the greatest gap between their constants
-    let mut slopes: crate::fxhash::FxHashMap<i64, (i64, i64)> = crate::fxhash::FxHashMap::default();
-    let mut add = |l: &Lin| {
-        let mut p = [1_i64; MAX_LEN_VARS];
-        p[v] = 0;
-        let c = l.eval_at(&p);
-        p[v] = 1;
-        let (Some(c), Some(a1)) = (c, l.eval_at(&p)) else {
-            return;
-        };
-        let e = slopes.entry(a1 - c).or_insert((c, c));
-        e.0 = e.0.min(c);
-        e.1 = e.1.max(c);
-    };
-    for r in &un.regs {
-        add(&r.start);
-        add(&r.end);
-    }
-    for t in &un.ranks {
-        for b in &t.bufs {
-            add(&b.len);
-        }
-        for c in &t.copies {
-            for r in [&c.src, &c.dst] {
-                add(&r.start);
-                add(&r.end);
-            }
-        }
-        for c in &t.colls {
-            for r in c.src.iter().chain(c.dst.iter()) {
-                add(&r.start);
-                add(&r.end);
-            }
-        }
-    }
-    let mut last = 1_i64;
-    for (&a, &(a_lo, _)) in &slopes {
-        for (&b, &(_, b_hi)) in &slopes {
-            // a n + c = b n + d at n = (d - c) / (a - b), for a > b; the
-            // latest with the greatest d - c
-            if a > b {
-                let (num, den) = (i128::from(b_hi) - i128::from(a_lo), i128::from(a) - i128::from(b));
-                let up = num.div_euclid(den) + i128::from(num.rem_euclid(den) != 0);
-                last = last.max(i64::try_from(up).unwrap_or(i64::MAX));
-            }
-        }
-    }
-    last
 }
 
 /// Why a symbolic run was not carried out.
@@ -577,16 +496,29 @@ fn part_of(parts: impl Iterator<Item = usize>, e: usize) -> Option<(usize, usize
 /// element split into `k` (chunk and block boundaries scale with `n`), so
 /// the second point adds nothing.
 fn homogeneous(un: &Unrolled<'_, '_>) -> bool {
-    let h = |r: &Reg| r.start.constant_term() == 0 && r.end.constant_term() == 0;
-    un.regs.iter().all(h)
-        && un.ranks.iter().all(|t| {
-            t.bufs.iter().all(|b| b.len.constant_term() == 0)
-                && t.copies.iter().all(|c| h(&c.src) && h(&c.dst))
-                && t.copies.iter().all(|c| h(&c.src) && h(&c.dst))
-                && t.colls
-                    .iter()
-                    .all(|c| c.src.as_ref().is_none_or(h) && c.dst.as_ref().is_none_or(h))
-        })
+    let mut all = true;
+    for_each_form(un, |l| all &= l.constant_term() == 0);
+    all
+}
+
+/// Calls `f` on every linear form of the schedule at this world size: the
+/// interned regions' bounds, every buffer length, and the bounds of every
+/// `copy`/`accumulate` and collective region.
+fn for_each_form(un: &Unrolled<'_, '_>, mut f: impl FnMut(&Lin)) {
+    for r in &un.regs {
+        f(&r.start);
+        f(&r.end);
+    }
+    for t in &un.ranks {
+        for b in &t.bufs {
+            f(&b.len);
+        }
+        let copies = t.copies.iter().flat_map(|c| [&c.src, &c.dst]);
+        for r in copies.chain(t.colls.iter().flat_map(|c| c.src.iter().chain(c.dst.iter()))) {
+            f(&r.start);
+            f(&r.end);
+        }
+    }
 }
 
 /// The slots an attribute expression reads: `world` and the scalars
@@ -723,6 +655,9 @@ struct Exec<'u, 'p, 's> {
     track: bool,
     /// Parallel to `data` when tracking, else empty.
     writer: Vec<u32>,
+    /// Parallel to `data` when tracking: for an element a receive wrote, the
+    /// send it came from (numbered as `sent` is), else [`NONE`].
+    via: Vec<u32>,
     /// Per op (rank by rank, from `op_first`): offset of a send's snapshot
     /// in `arena`, or NONE.
     sent: Vec<u32>,
@@ -788,7 +723,7 @@ pub(crate) fn final_contents(un: &Unrolled<'_, '_>, point: &[i64], order: &[u32]
             index: idx,
         },
         Val::Undef => Value::Uninit,
-        Val::Red(i) => Value::Reduction(i),
+        Val::Red(i) | Val::Turned { red: i, .. } => Value::Reduction(i),
     };
     let reductions = ex
         .reds
@@ -838,34 +773,22 @@ fn grain(un: &Unrolled<'_, '_>, point: &[i64], turn: Option<&[(usize, usize)]>) 
         return 1;
     }
     let mut g: u64 = 0;
-    let mut add = |l: &Lin| {
-        g = gcd(g, l.eval_at(point).map_or(1, i64::unsigned_abs));
+    for_each_form(un, |l| g = gcd(g, l.eval_at(point).map_or(1, i64::unsigned_abs)));
+    // a block of `len` elements split among `m`: its part, when whole
+    let part = |len: i64, m: i64| {
+        if m > 0 && len % m == 0 {
+            (len / m).unsigned_abs()
+        } else {
+            1
+        }
     };
-    for r in &un.regs {
-        add(&r.start);
-        add(&r.end);
-    }
     for t in &un.ranks {
-        for b in &t.bufs {
-            add(&b.len);
-        }
-        for c in &t.copies {
-            for r in [&c.src, &c.dst] {
-                add(&r.start);
-                add(&r.end);
-            }
-        }
         for c in &t.colls {
-            for r in c.src.iter().chain(c.dst.iter()) {
-                add(&r.start);
-                add(&r.end);
-            }
             // the blocks of `reduce_scatter` and `all_to_all`
             if matches!(c.kind, CollKind::ReduceScatter | CollKind::AllToAll) {
                 let members = un.groups.get(c.group as usize).map_or(1, Vec::len);
                 let len = c.src.as_ref().and_then(|r| r.len().eval_at(point)).unwrap_or(1);
-                let m = i64::try_from(members.max(1)).unwrap_or(1);
-                add(&Lin::constant(if len % m == 0 { len / m } else { 1 }));
+                g = gcd(g, part(len, i64::try_from(members.max(1)).unwrap_or(1)));
             }
         }
     }
@@ -876,11 +799,7 @@ fn grain(un: &Unrolled<'_, '_>, point: &[i64], turn: Option<&[(usize, usize)]>) 
                 .get(post.output as usize)
                 .and_then(|b| b.len.eval_at(point))
                 .unwrap_or(1);
-            add(&Lin::constant(if un.world > 0 && len % un.world == 0 {
-                len / un.world
-            } else {
-                1
-            }));
+            g = gcd(g, part(len, un.world));
         }
     }
     for &(l, u) in turn.unwrap_or(&[]) {
@@ -964,6 +883,7 @@ fn replayed_in<'u, 'p, 's>(
         }
     }
     let writer = if track { vec![NONE; total] } else { Vec::new() };
+    let via = writer.clone();
     let mut op_first = Vec::with_capacity(n + 1);
     let mut nops = 0_u32;
     for t in &un.ranks {
@@ -978,6 +898,7 @@ fn replayed_in<'u, 'p, 's>(
         bufs,
         buf_first,
         writer,
+        via,
         track,
         sent: vec![NONE; nops as usize],
         op_first,
@@ -1081,6 +1002,7 @@ impl Exec<'_, '_, '_> {
         }
         if self.track {
             self.writer[s..e].fill(stmt);
+            self.via[s..e].fill(NONE);
         }
         Ok(())
     }
@@ -1141,28 +1063,28 @@ impl Exec<'_, '_, '_> {
         let reds = &mut self.reds;
         let dst = &mut self.data[s..e];
         if let Some(turn) = &self.turn {
-            if o.reduce.is_some() {
-                return Err(Skip::Stopped);
-            }
             for (d, v) in dst.iter_mut().zip(src) {
-                *d = turned(*v, q, self.un.world, turn).ok_or(Skip::Stopped)?;
+                let v = turned(*v, q, self.un.world, turn).ok_or(Skip::Stopped)?;
+                *d = match o.reduce {
+                    None => v,
+                    Some(op) => combine(reds, d, &v, op),
+                };
             }
-            if self.track {
-                self.writer[s..e].fill(o.stmt);
-            }
-            return Ok(());
-        }
-        match o.reduce {
-            None if dst.len() == 1 => dst[0] = src[0],
-            None => dst.copy_from_slice(src),
-            Some(op) => {
-                for (d, v) in dst.iter_mut().zip(src) {
-                    *d = combine(reds, d, v, op);
+        } else {
+            match o.reduce {
+                None if dst.len() == 1 => dst[0] = src[0],
+                None => dst.copy_from_slice(src),
+                Some(op) => {
+                    for (d, v) in dst.iter_mut().zip(src) {
+                        *d = combine(reds, d, v, op);
+                    }
                 }
             }
         }
         if self.track {
             self.writer[s..e].fill(o.stmt);
+            let from = self.op_first.get(q as usize).map_or(NONE, |f| f + j);
+            self.via[s..e].fill(from);
         }
         Ok(())
     }
@@ -1468,7 +1390,9 @@ impl Exec<'_, '_, '_> {
     /// nothing (`all_gather`: `r * u_in = 0 mod len_in`) or by one block
     /// (`all_to_all`: `u_in = b`). Turning labels is a bijection, so then
     /// every rank's output is right exactly when rank 0's is; other units
-    /// give `None`.
+    /// give `None`. An `all_reduce` whose input and output turn alike is
+    /// decided on rank 0's output alone, its contributions read through
+    /// their turns ([`Exec::every_rank_once`]).
     fn compare_turned(&self, post: &CPost<'_>) -> Option<bool> {
         let w = usize::try_from(self.un.world).ok()?;
         let turn = self.turn.as_deref()?;
@@ -1477,6 +1401,21 @@ impl Exec<'_, '_, '_> {
         let out = self.buf_slice(0, post.output as usize)?;
         if len_out == 0 || out.len() != len_out {
             return Some(len_out == 0 && out.is_empty());
+        }
+        if let PostKind::AllReduce { .. } = post.kind {
+            // rank q's element i is rank 0's element i - q u_out turned by
+            // q: the reduction of every rank's element i - q u_out + q u_in,
+            // which is i when the two buffers turn alike
+            if len_in != len_out || u_in % len_in != u_out % len_out {
+                return None;
+            }
+            let op = post.op.as_ref().and_then(|o| o.resolve(&self.un.scalars))?;
+            let mut seen = vec![false; w];
+            return Some(
+                out.iter()
+                    .enumerate()
+                    .all(|(i, v)| self.every_rank_once(v, op, post.input, i, turn, &mut seen)),
+            );
         }
         let mut exp = Blocks::new(post.kind, post.input, w, 0, len_in, len_out)?;
         let equivariant = u_out == exp.block
@@ -1488,6 +1427,103 @@ impl Exec<'_, '_, '_> {
             return None;
         }
         Some(out.iter().all(|v| matches(&self.reds, v, &exp.next_expected())))
+    }
+
+    /// Whether `v` (in the replay of rank 0 alone, `turn` its buffers'
+    /// (length, unit)) is the `op` of element `idx` of input `inp` of every
+    /// rank, each once (`max` and `min` may take one more than once): its
+    /// contributions are read with their turns, at most a few per rank.
+    fn every_rank_once(
+        &self,
+        v: &Val,
+        op: Op,
+        inp: u32,
+        idx: usize,
+        turn: &[(usize, usize)],
+        seen: &mut [bool],
+    ) -> bool {
+        let (Val::Red(root) | Val::Turned { red: root, .. }) = *v else {
+            return false;
+        };
+        let r = &self.reds[root as usize];
+        let w = seen.len() as u64;
+        let idempotent = matches!(op, Op::Max | Op::Min);
+        if r.op != op || r.undef || r.mixed.is_some() || r.count < w || !idempotent && r.count != w {
+            return false;
+        }
+        // a wrong schedule may build a large tree: past this, the full
+        // check decides
+        let mut budget = w.saturating_mul(8);
+        seen.fill(false);
+        let mut stack = vec![(*v, 0_u32)];
+        while let Some((v, by)) = stack.pop() {
+            if budget == 0 {
+                return false;
+            }
+            budget -= 1;
+            match v {
+                Val::Red(j) | Val::Turned { red: j, .. } => {
+                    let by = match v {
+                        Val::Turned { by: b, .. } => turned_by(by, b, seen.len()),
+                        _ => by,
+                    };
+                    let x = &self.reds[j as usize];
+                    stack.push((x.a, by));
+                    stack.push((x.b, by));
+                }
+                Val::Init { .. } => {
+                    let Some(Val::Init { rank, buf, idx: i }) = turned(v, by, self.un.world, turn) else {
+                        return false;
+                    };
+                    let Some(s) = seen.get_mut(rank as usize) else {
+                        return false;
+                    };
+                    if buf != inp || i as usize != idx || *s && !idempotent {
+                        return false;
+                    }
+                    *s = true;
+                }
+                Val::Undef => return false,
+            }
+        }
+        seen.iter().all(|&s| s)
+    }
+
+    /// For element `at` (in symbols) of buffer `b` of rank `r`, which no
+    /// statement wrote: the nearest element some statement wrote (the lower
+    /// of two at the same distance) and that statement.
+    fn nearest_written(&self, r: u32, b: usize, at: usize) -> Option<(usize, u32)> {
+        let (off, len) = self.buf(r, b)?;
+        let writers = self.writer.get(off..off + len)?;
+        let below = writers.get(..at)?.iter().rposition(|&w| w != NONE);
+        let above = writers.get(at..)?.iter().position(|&w| w != NONE).map(|k| at + k);
+        let k = match (below, above) {
+            (Some(lo), Some(hi)) => {
+                if at - lo <= hi - at {
+                    lo
+                } else {
+                    hi
+                }
+            }
+            (lo, hi) => lo.or(hi)?,
+        };
+        Some((k, writers[k]))
+    }
+
+    /// For element `at` (in symbols) of buffer `b` of rank `r`, last written
+    /// by a receive: the rank and the statement of the send it came from.
+    fn sender(&self, r: u32, b: usize, at: usize) -> Option<(u32, u32)> {
+        let (off, _) = self.buf(r, b)?;
+        let id = *self.via.get(off + at)?;
+        if id == NONE {
+            return None;
+        }
+        // the rank whose ops hold `id`: the last with its first op at or
+        // before it
+        let q = self.op_first.partition_point(|&f| f <= id).checked_sub(1)?;
+        let first = *self.op_first.get(q)?;
+        let op = self.un.ranks.get(q)?.ops.get((id - first) as usize)?;
+        Some((u32::try_from(q).ok()?, op.stmt))
     }
 
     /// The message for rank `r`'s wrong output element `e`.
@@ -1543,7 +1579,7 @@ impl Exec<'_, '_, '_> {
         let actual = match v {
             Val::Init { rank, buf, idx } => sym(*rank, *buf, *idx),
             Val::Undef => "uninitialized scratch data".to_owned(),
-            Val::Red(i) => describe_red(&self.reds, &self.reds[*i as usize], &sym),
+            Val::Red(i) | Val::Turned { red: i, .. } => describe_red(&self.reds, &self.reds[*i as usize], &sym),
         };
         let expected = match (exp, post.kind) {
             (Expected::Sym { rank, .. }, PostKind::AllGather { .. }) if len_in == 1 => {
@@ -1581,6 +1617,20 @@ impl Exec<'_, '_, '_> {
             span,
             format!("{sit}, rank {r} ends with {at} = {actual}, expected {expected}"),
         );
+        if writer == NONE {
+            if let Some((k, stmt)) = self.nearest_written(r, post.output as usize, writer_at) {
+                d = d.with_note(
+                    un.span(stmt),
+                    format!(
+                        "no statement wrote it; the nearest element written, {}, was written here",
+                        place(&out_name, k * g, out_block)
+                    ),
+                );
+            }
+        }
+        if let Some((q, stmt)) = self.sender(r, post.output as usize, writer_at) {
+            d = d.with_note(un.span(stmt), format!("rank {q} sent it from here"));
+        }
         if writer != NONE {
             d = d.with_note(post.span, "the postcondition is declared here");
         }
@@ -1670,13 +1720,33 @@ fn turned(v: Val, by: u32, world: i64, turn: &[(usize, usize)]) -> Option<Val> {
             })
         }
         Val::Undef => Some(Val::Undef),
-        Val::Red(_) => None,
+        Val::Red(red) | Val::Turned { red, by: 0 } => {
+            let by = u32::try_from(u64::from(by) % u64::try_from(world).ok()?).ok()?;
+            Some(if by == 0 {
+                Val::Red(red)
+            } else {
+                Val::Turned { red, by }
+            })
+        }
+        Val::Turned { red, by: b0 } => {
+            let by = u32::try_from((u64::from(b0) + u64::from(by)) % u64::try_from(world).ok()?).ok()?;
+            Some(if by == 0 {
+                Val::Red(red)
+            } else {
+                Val::Turned { red, by }
+            })
+        }
     }
+}
+
+/// Two turns one after the other, in `0..w`.
+fn turned_by(a: u32, b: u32, w: usize) -> u32 {
+    u32::try_from((u64::from(a) + u64::from(b)) % (w.max(1) as u64)).unwrap_or(0)
 }
 
 /// Step 7 for a rotation-symmetric schedule (see `check::symmetry`) whose
 /// unrolling `un` holds rank 0 alone and whose postcondition, if any, is an
-/// `all_gather` or an `all_to_all`: rank 0 replayed in `order`, each
+/// `all_gather`, an `all_to_all` or an `all_reduce`: rank 0 replayed in `order`, each
 /// rank's output (rank 0's, turned) compared with the expectation at every
 /// point the full check uses. `units`: per buffer, its shift per rank.
 /// `false` when something is wrong or the run cannot be carried out.
@@ -1687,8 +1757,10 @@ pub(crate) fn holds_rotated(un: &Unrolled<'_, '_>, order: &[u32], units: &[Optio
     // the bound on the values of a length variable reads every rank's
     // moves, which rank 0 alone does not hold: homogeneous schedules only
     // (their single run at 1 needs no bound), the others take the full check
-    if !matches!(post.kind, PostKind::AllGather { .. } | PostKind::AllToAll { .. })
-        || has_counts(un)
+    if !matches!(
+        post.kind,
+        PostKind::AllGather { .. } | PostKind::AllToAll { .. } | PostKind::AllReduce { .. }
+    ) || has_counts(un)
         || shapes(un, post).is_some()
         || !(un.prog.len_names.is_empty() || un.prog.len_names.len() == 1 && homogeneous(un))
     {
@@ -1755,7 +1827,7 @@ fn describe_red(reds: &[Red], red: &Red, sym: &dyn Fn(u32, u32, u32) -> String) 
                 }
             }
             Val::Undef => undef += 1,
-            Val::Red(i) => {
+            Val::Red(i) | Val::Turned { red: i, .. } => {
                 let r = &reds[*i as usize];
                 stack.push(&r.b);
                 stack.push(&r.a);

@@ -126,7 +126,9 @@ impl Proof {
     fn stmt(&mut self, k: &CKind<'_>) -> Option<()> {
         match k {
             CKind::P2p(p) => {
-                if p.reduce.is_some() || self.expr(&p.peer).class != Class::Rot {
+                // a reducing receive's operator is a keyword or an operator
+                // parameter: the same on every rank
+                if self.expr(&p.peer).class != Class::Rot {
                     return None;
                 }
                 if let Some(t) = &p.tag {

@@ -29,14 +29,21 @@
 //! * step 6: no rank may have a request problem;
 //! * step 7: in the lockstep execution, rank `q`'s state after `k` events
 //!   is the image of rank 0's (by induction on `k`: what rank `q` receives
-//!   from `q + p` is the image of what rank 0 receives from `p`). Rank 0
+//!   from `q + p` is the image of what rank 0 receives from `p`; a receive
+//!   that reduces combines its element with the image of the partner's,
+//!   and the image of a reduction is the reduction of the images). Rank 0
 //!   is replayed alone, a message from `p` being rank 0's own snapshot of
 //!   the partner's index turned by `p`, and every rank's output (rank 0's
-//!   turned) is compared with the postcondition.
+//!   turned) is compared with the postcondition. For an `all_reduce` whose
+//!   input and output turn alike, rank `q`'s element `i` is rank 0's
+//!   element `i - q u` turned, so rank 0's output being right at every
+//!   element makes every rank's right; each element's contributions are
+//!   read through their turns (O(world) per element).
 //!
 //! Only schedules simple to argue are tried: no collectives, no count
-//! parameters, no reductions, no scratch buffers, no request problems, and
-//! a postcondition that is an `all_gather` or an `all_to_all` (or none).
+//! parameters, no local `accumulate`, no scratch buffers, no request
+//! problems, and a postcondition that is an `all_gather`, an `all_to_all`
+//! or an `all_reduce` (or none).
 //! Anything else, or anything found wrong, gives `false`: the caller then
 //! runs the full check, whose verdict and diagnostics are the answer.
 
@@ -70,7 +77,10 @@ pub(crate) fn reduced(prog: &Prog<'_>, world: i64, scalars: &[i64], prove: bool)
         return None;
     }
     if let Some(post) = &prog.post {
-        if !matches!(post.kind, PostKind::AllGather { .. } | PostKind::AllToAll { .. }) {
+        if !matches!(
+            post.kind,
+            PostKind::AllGather { .. } | PostKind::AllToAll { .. } | PostKind::AllReduce { .. }
+        ) {
             return None;
         }
     }
@@ -143,7 +153,6 @@ fn touched(t0: &RankTrace, regs: &[Reg], proven: &[Unit]) -> Vec<Unit> {
 fn simple(t: &RankTrace) -> bool {
     t.colls.is_empty()
         && t.issues.is_empty()
-        && t.ops.iter().all(|o| o.reduce.is_none())
         && t.copies.iter().all(|c| c.op.is_none())
         && t.bufs.iter().enumerate().all(|(i, b)| b.param == Some(i as u32))
 }

@@ -14,6 +14,7 @@
 //! user's tokens; parsed from a string ([`parse_str`]) they carry the line
 //! and column of the text ([`Sp::line_column`]).
 
+mod chain;
 mod lower;
 mod parse;
 

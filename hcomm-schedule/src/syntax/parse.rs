@@ -56,6 +56,10 @@ pub(crate) mod kw {
 /// Deepest nesting of expressions and blocks accepted (keeps recursion bounded).
 const MAX_DEPTH: usize = 128;
 
+/// Most binary operators in one flat chain (`a + b + ..`; long chains of
+/// one associative operator are regrouped, see `chain`).
+const MAX_CHAIN: usize = 1 << 16;
+
 /// Prefix of every parse error (the language reference, section 8: the kind comes first).
 const SYNTAX: &str = "syntax error: ";
 
@@ -1402,18 +1406,21 @@ fn parse_binary(input: ParseStream, min_prec: u8, depth: usize) -> syn::Result<E
     if depth > MAX_DEPTH {
         return Err(input.error(format!("{SYNTAX}expression nested too deeply")));
     }
-    let mut lhs = parse_unary(input, depth + 1)?;
+    let lhs = parse_unary(input, depth + 1)?;
+    let mut rest = Vec::new();
     let mut last_comparison = false;
-    // Each operator deepens the (left-leaning) tree: count it like nesting.
-    let mut depth = depth;
+    // A flat chain `a + b + ..` is read in this loop, not by recursion (the
+    // operand on the right binds tighter, so that recursion is bounded by
+    // the number of precedence levels); `chain` keeps its tree shallow.
     while let Some(op) = peek_binop(input) {
         let prec = precedence(op);
         if prec < min_prec {
             break;
         }
-        depth += 1;
-        if depth > MAX_DEPTH {
-            return Err(input.error(format!("{SYNTAX}expression too long")));
+        if rest.len() >= MAX_CHAIN {
+            return Err(input.error(format!(
+                "{SYNTAX}expression too long: more than {MAX_CHAIN} operators in one chain\nhint: bind parts of it with `let`"
+            )));
         }
         if is_comparison(op) && last_comparison {
             return Err(input.error(format!(
@@ -1423,13 +1430,16 @@ fn parse_binary(input: ParseStream, min_prec: u8, depth: usize) -> syn::Result<E
         take_binop(input, op)?;
         let rhs = parse_binary(input, prec + 1, depth + 1)?;
         last_comparison = is_comparison(op);
-        lhs = Expr::Binary {
-            op,
-            lhs: Box::new(lhs),
-            rhs: Box::new(rhs),
-        };
+        rest.push((op, rhs));
     }
-    Ok(lhs)
+    if depth + super::chain::depth(&rest) > MAX_DEPTH + super::chain::KEEP {
+        return Err(input.error(format!(
+            "{SYNTAX}expression nested too deeply: its operators fold into a tree more than {} levels deep\nhint: \
+             long chains of `+`/`-`, `*`, `&`, `|`, `^`, `&&` or `||` are fine; bind parts of others with `let`",
+            MAX_DEPTH + super::chain::KEEP
+        )));
+    }
+    Ok(super::chain::fold(lhs, rest))
 }
 
 fn parse_unary(input: ParseStream, depth: usize) -> syn::Result<Expr> {

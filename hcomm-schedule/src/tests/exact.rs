@@ -130,6 +130,30 @@ fn a_length_variable_is_run_past_the_crossings_of_the_bounds() {
         "with world = 2, n = 3, rank 0 ends with output block 1 element 1 = rank 0's initial output block 1 \
          element 1, expected rank 1's input block 0 element 1"
     );
+    // no statement wrote the element: the note points at the statement
+    // that wrote its neighbour (the first batch's receive of `[0..1]`)
+    let notes: Vec<&str> = d.notes.iter().map(|n| n.1.as_str()).collect();
+    assert_eq!(
+        notes,
+        ["no statement wrote it; the nearest element written, output block 1 element 0, was written here"]
+    );
+}
+
+#[test]
+fn a_wrong_element_a_message_brought_names_the_send_it_came_from() {
+    // every rank sends input block `to + 1` where block `to` is due
+    let s = super::pass::pairwise_all_to_all_sending((var("to") + 1) % world());
+    let d = verify(&s);
+    let d = one(&d, DiagKind::PostconditionViolated);
+    assert_eq!(
+        d.message,
+        "with world = 2, rank 0 ends with output block 1 = rank 1's input block 1, expected rank 1's input block 0"
+    );
+    let notes: Vec<&str> = d.notes.iter().map(|n| n.1.as_str()).collect();
+    assert_eq!(
+        notes,
+        ["rank 1 sent it from here", "the postcondition is declared here"]
+    );
 }
 
 #[test]
@@ -247,4 +271,41 @@ fn a_peer_out_of_range_gets_the_hint_its_shape_calls_for() {
         d[0].hint.as_deref(),
         Some("wrap the peer with `% world` (`%` is Euclidean, so `(rank - 1) % world` wraps too)")
     );
+}
+
+#[test]
+fn a_postcondition_over_two_length_variables_is_reported_not_sampled() {
+    // right for every n and m, but no finite set of (n, m) is known to
+    // decide it: an error saying so, never a verdict from samples
+    let m = || {
+        ex(ExprKind::Name(Name {
+            kind: NameKind::LenVar(1),
+            text: "m".to_owned(),
+        }))
+    };
+    let mut b = S::new("two")
+        .input("a", n())
+        .input("b", m())
+        .output("c", n() + m())
+        .worlds(1, 1)
+        .post(PostKind::AllReduce {
+            input: bref(2, "c"),
+            output: bref(2, "c"),
+            op: Op::Sum.into(),
+        });
+    b.0.len_vars.push(ident("m"));
+    // an all-reduce in place over one rank: nothing to do
+    let s = b.body(vec![]);
+    let d = verify(&s);
+    let d = one(&d, DiagKind::EvaluationError);
+    assert_eq!(
+        d.message,
+        "with world = 1, the postcondition is not decided for every value of the length variables `n` and `m`: \
+         the checker decides postconditions over one length variable, and knows no finite set of values of \
+         several that covers every case"
+    );
+    assert!(d
+        .hint
+        .as_deref()
+        .is_some_and(|h| h.starts_with("write every length with one length variable")));
 }

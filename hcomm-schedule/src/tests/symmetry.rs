@@ -102,6 +102,81 @@ fn symmetric_schedules_are_checked_on_one_rank_with_the_full_verdict() {
     }
 }
 
+/// The runtime's ring all-reduce of `buf` in place over operator parameter
+/// `op`: `scatter` steps of a reduce-scatter ring whose receives reduce
+/// with `red`, then an all-gather ring that forwards chunk
+/// `rank + fwd - s`.
+fn ring_all_reduce_in_place(scatter: Expr, red: OpExpr, fwd: i64) -> Schedule {
+    let buf = || p(0, "buf");
+    S::new("ring_all_reduce_in_place")
+        .op_param("op")
+        .output("buf", n() * world())
+        .post(PostKind::AllReduce {
+            input: bref(0, "buf"),
+            output: bref(0, "buf"),
+            op: OpExpr::Param(0),
+        })
+        .body(vec![
+            for_(
+                "s",
+                0,
+                scatter,
+                vec![batch(vec![
+                    send(buf().chunk((rank() - var("s")) % world()), right()),
+                    recv_reduce(buf().chunk((rank() - var("s") - 1) % world()), left(), red),
+                ])],
+            ),
+            for_(
+                "s",
+                0,
+                world() - 1,
+                vec![batch(vec![
+                    send(buf().chunk((rank() + fwd - var("s")) % world()), right()),
+                    recv(buf().chunk((rank() - var("s")) % world()), left()),
+                ])],
+            ),
+        ])
+}
+
+#[test]
+fn a_ring_all_reduce_in_place_is_checked_on_one_rank_for_every_operator() {
+    let right = ring_all_reduce_in_place(world() - 1, OpExpr::Param(0), 1);
+    for world in 1..=10 {
+        for op in 0..4 {
+            let (reduced, full) = agrees(&right, world, &[op]);
+            assert!(full.is_empty(), "op {op} at world {world}: {full:?}");
+            assert_eq!(reduced, world >= 2, "op {op} at world {world}");
+            let (prog, _) = compile(&right);
+            assert_eq!(
+                proof_agrees(&prog, world, &[op]),
+                world >= 2,
+                "op {op} at world {world}"
+            );
+        }
+    }
+    // wrong on every rank alike: the reduction refuses, the full check
+    // gives its diagnostic (`agrees` compares them word for word)
+    let wrong = [
+        // one reduce-scatter step short: a contribution missing
+        ring_all_reduce_in_place(world() - 2, OpExpr::Param(0), 1),
+        // the all-gather forwards the chunk it has not completed
+        ring_all_reduce_in_place(world() - 1, OpExpr::Param(0), 0),
+        // `sum` hard-coded where the postcondition has `op`
+        ring_all_reduce_in_place(world() - 1, OpExpr::Lit(Op::Sum), 1),
+    ];
+    for (k, s) in wrong.iter().enumerate() {
+        for world in 3..=10 {
+            for op in 1..4 {
+                let (reduced, full) = agrees(s, world, &[op]);
+                assert!(
+                    !reduced && !full.is_empty(),
+                    "variant {k}, op {op} at world {world} passes"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn a_schedule_different_on_one_rank_gets_the_full_diagnostic() {
     let out = || p(1, "output");

@@ -176,3 +176,44 @@ fn the_visitor_walks_every_node_in_source_order() {
     assert_eq!(at(&front.ir.body[1]), Some(2));
     assert_eq!(sites.len(), 3);
 }
+
+/// The ring all-gather with its loop bound written as `world - 1` followed
+/// by `tail`.
+fn ring_with_bound_tail(tail: &str) -> String {
+    RING.replace("0..world - 1", &format!("0..world - 1{tail}"))
+}
+
+#[test]
+fn a_flat_sum_of_5000_terms_is_not_nested_too_deeply() {
+    // a chain of 5000 operators: parsed, resolved, lowered, unrolled and
+    // checked like the short ring, its value unchanged by the regrouping
+    // (alternating signs, then runs of each sign)
+    let alternating = " + 1 - 1".repeat(2500);
+    let runs = format!("{}{}", " - 1".repeat(2500), " + 1".repeat(2500));
+    for tail in [alternating, runs] {
+        let front = front_of(&ring_with_bound_tail(&tail));
+        syntax::check(&front).expect("the ring with a long flat bound checks");
+    }
+    // one `+ 1` more: a step too many, found at world 1 (where the loop
+    // should not run at all)
+    let errs = errors(&ring_with_bound_tail(&format!("{} + 1", " + 1 - 1".repeat(2500))));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0]
+            .2
+            .starts_with("buffer hazard: with world = 1, s = 0, rank 0's `batch` receives into `output`"),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn a_long_chain_of_divisions_is_refused_with_a_hint() {
+    // `/` does not regroup: 300 of them fold 300 levels deep
+    let errs = errors(&ring_with_bound_tail(&" / 1".repeat(300)));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].2.starts_with("syntax error: expression nested too deeply"),
+        "{errs:?}"
+    );
+    assert!(errs[0].2.contains("hint: long chains of `+`/`-`"), "{errs:?}");
+}
