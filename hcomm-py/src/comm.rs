@@ -4,7 +4,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use crate::array::{lend, zeros, Lent, Raw};
+use crate::array::{lend, typed, zeros_like, Lent, Raw};
 use crate::errors::precondition;
 use crate::exec::{run, start, start_request};
 use crate::executor::Req;
@@ -89,11 +89,12 @@ impl Comm {
         })
     }
 
-    /// A new array shaped like `lent` with dimension 0 of `rows`.
-    fn with_rows<'py>(py: Python<'py>, lent: &Lent, rows: usize) -> PyResult<Bound<'py, PyAny>> {
+    /// A new array of `like`'s kind shaped like `lent` (lent from `like`)
+    /// with dimension 0 of `rows`.
+    fn with_rows<'py>(like: &Bound<'py, PyAny>, lent: &Lent, rows: usize) -> PyResult<Bound<'py, PyAny>> {
         let mut shape = lent.shape.clone();
         shape[0] = rows;
-        zeros(py, lent.raw.dtype, &shape)
+        zeros_like(like, lent.raw.dtype, &shape)
     }
 
     fn split_rows(&self, lent: &Lent, what: &str) -> PyResult<usize> {
@@ -109,16 +110,6 @@ impl Comm {
     }
 }
 
-/// Runs `$body` (an `hcomm::Result<()>`) with `$T` the Rust type of `$dt`,
-/// inside jobs; another element type is an `hcomm::Error::Precondition`.
-macro_rules! typed {
-    ($dt:expr, $T:ident => $body:expr) => {{
-        crate::array::with_type!($dt, $T => $body, other => Err(hcomm::Error::Precondition {
-            message: format!("element type {} is not supported", other.name()),
-        }))
-    }};
-}
-pub(crate) use typed;
 
 /// Posts a send of `raw` (inside a scope, so a send to this rank itself can
 /// complete) and waits for it.
@@ -352,7 +343,7 @@ impl Comm {
     fn all_gather(&self, py: Python<'_>, tensor: &Bound<'_, PyAny>, async_op: bool) -> PyResult<Py<PyAny>> {
         let lent = lend(tensor, false, "tensor")?;
         let rows = Self::dim0(&lent, "all_gather")?;
-        let out = Self::with_rows(py, &lent, rows * self.inner.world())?;
+        let out = Self::with_rows(tensor, &lent, rows * self.inner.world())?;
         let out_lent = lend(&out, true, "output")?;
         let lends = vec![(lent, false), (out_lent, true)];
         self.run_or_post(py, async_op, lends, Some(out.unbind()), "all_gather", |c, r| {
@@ -377,7 +368,7 @@ impl Comm {
         let lent = lend(tensor, false, "tensor")?;
         let red = Reduction::parse(op, lent.raw.dtype)?;
         let rows = self.split_rows(&lent, "reduce_scatter")?;
-        let out = Self::with_rows(py, &lent, rows)?;
+        let out = Self::with_rows(tensor, &lent, rows)?;
         let out_lent = lend(&out, true, "output")?;
         let lends = vec![(lent, false), (out_lent, true)];
         self.run_or_post(
@@ -404,7 +395,7 @@ impl Comm {
     fn all_to_all(&self, py: Python<'_>, tensor: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let lent = lend(tensor, false, "tensor")?;
         self.split_rows(&lent, "all_to_all")?;
-        let out = Self::with_rows(py, &lent, lent.shape[0])?;
+        let out = Self::with_rows(tensor, &lent, lent.shape[0])?;
         let out_lent = lend(&out, true, "output")?;
         let lends = vec![(lent, false), (out_lent, true)];
         self.run(py, lends, |c, r| {
@@ -444,7 +435,7 @@ impl Comm {
             Ok(got)
         })?;
         let total: u64 = recv_rows.iter().sum();
-        let out = Self::with_rows(py, &lent, total as usize)?;
+        let out = Self::with_rows(tensor, &lent, total as usize)?;
         let out_lent = lend(&out, true, "output")?;
         let send_elems: Vec<usize> = send_counts.iter().map(|&n| n as usize * row).collect();
         let recv_elems: Vec<usize> = recv_rows.iter().map(|&n| n as usize * row).collect();

@@ -1,9 +1,11 @@
 //! The `hcomm` Python package's native module, `hcomm._native`: `PyO3`
-//! bindings of the hcomm runtime on numpy arrays. The pure-Python part of
+//! bindings of the hcomm runtime on numpy arrays and (through DLPack) torch
+//! tensors. The pure-Python part of
 //! the package (`python/hcomm/`) builds the documented API on top.
 
 mod array;
 mod comm;
+mod dlpack;
 mod errors;
 mod exec;
 mod executor;
@@ -13,6 +15,7 @@ mod parallel;
 mod pool;
 mod request;
 mod schedules;
+mod text;
 
 use pyo3::prelude::*;
 
@@ -53,5 +56,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parallel::pp_op, m)?)?;
     m.add_function(wrap_pyfunction!(schedules::run_schedule, m)?)?;
     m.add_function(wrap_pyfunction!(schedules::schedule_names, m)?)?;
+    m.add_class::<text::TextSchedule>()?;
+    m.add_function(wrap_pyfunction!(text::parse_schedule, m)?)?;
     Ok(())
 }

@@ -6,8 +6,9 @@ use hcomm::parallel::{Context as RustContext, ParallelConfig};
 use ndarray::{ArrayView, ArrayViewMut, IxDyn};
 use pyo3::prelude::*;
 
-use crate::array::{lend, zeros, Raw};
-use crate::comm::{typed, Comm};
+use crate::array::{lend, zeros_like, Raw};
+use crate::array::typed;
+use crate::comm::Comm;
 use crate::errors::precondition;
 use crate::exec::run;
 
@@ -161,7 +162,7 @@ pub(crate) fn tp_op(py: Python<'_>, kind: &str, group: &Comm, x: &Bound<'_, PyAn
         // A length that does not divide is reported by the runtime, on every rank.
         out_shape[a] /= w.max(1);
     }
-    let out = zeros(py, lent.raw.dtype, &out_shape)?;
+    let out = zeros_like(x, lent.raw.dtype, &out_shape)?;
     let out_lent = lend(&out, true, "output")?;
     let shape = lent.shape.clone();
     run(

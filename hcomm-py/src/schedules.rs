@@ -5,7 +5,8 @@ use hcomm::schedules as s;
 use pyo3::prelude::*;
 
 use crate::array::lend;
-use crate::comm::{typed, Comm};
+use crate::array::typed;
+use crate::comm::Comm;
 use crate::errors::precondition;
 use crate::exec::run;
 use crate::ops::{peer, Reduction};
