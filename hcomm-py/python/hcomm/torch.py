@@ -16,7 +16,9 @@ recv, each returning a ``Work`` (so ``async_op=True`` and
 The job's communicator is joined on the first process group: under torchrun,
 rank 0 picks a free TCP port for hcomm's own rendezvous and publishes it
 through torch's store (``HCOMM_MASTER_PORT`` set by hcomm-run is used as is).
-Waits are bounded by hcomm's own timeout (``HCOMM_TIMEOUT``), not torch's.
+Under hcomm-run, importing this module sets torch's ``RANK``, ``WORLD_SIZE``,
+``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT`` from hcomm-run's job (a
+collective: every rank imports it). Waits are bounded by hcomm's own timeout (``HCOMM_TIMEOUT``), not torch's.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import os
 import socket
 from typing import Any, Callable, List, Optional, Sequence
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -247,6 +250,26 @@ def _join(store: Any, rank: int) -> Comm:
     return hcomm.init()
 
 
+def _torch_env_from_hcomm_run() -> None:
+    """Under hcomm-run (``HCOMM_RANK`` set, torch's ``RANK`` not), gives torch's
+    ``env://`` rendezvous its variables: rank, world size and address from
+    hcomm-run's, and a free port rank 0 picks and broadcasts over the job's
+    communicator (so every rank of the job must import this module)."""
+    if "HCOMM_RANK" not in os.environ or "RANK" in os.environ:
+        return
+    world = hcomm.init()
+    addr = os.environ.get("HCOMM_MASTER_ADDR", "127.0.0.1")
+    port = np.zeros(1, dtype=np.int64)
+    if world.rank() == 0:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((addr, 0))
+            port[0] = s.getsockname()[1]
+    world.broadcast(port, 0)
+    os.environ.update({"RANK": str(world.rank()), "WORLD_SIZE": str(world.size()),
+                       "LOCAL_RANK": os.environ.get("HCOMM_LOCAL_RANK", str(world.rank())),
+                       "MASTER_ADDR": addr, "MASTER_PORT": str(int(port[0]))})
+
+
 def _create(options: Any, backend_options: Any = None) -> ProcessGroup:
     """torch's creator of the backend (extended API): the default group's
     communicator is the job's; another group's is a new one, split from it
@@ -266,5 +289,6 @@ def _create(options: Any, backend_options: Any = None) -> ProcessGroup:
 
 
 dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu"])
+_torch_env_from_hcomm_run()
 
 __all__ = ["BACKEND", "ProcessGroup"]
