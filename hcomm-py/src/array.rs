@@ -145,10 +145,13 @@ pub(crate) fn dtype_of(array: &Bound<'_, PyUntypedArray>) -> PyResult<DataType> 
 }
 
 /// Lends `obj` (a numpy array, C-contiguous and aligned, writable where
-/// `write`; or a CPU tensor through DLPack, see [`crate::dlpack`]) to an
-/// operation. `what` names the argument in errors.
+/// `write`; a torch tensor, see [`crate::torch`]; or another CPU tensor
+/// through DLPack, see [`crate::dlpack`]) to an operation. `what` names the argument in errors.
 pub(crate) fn lend(obj: &Bound<'_, PyAny>, write: bool, what: &str) -> PyResult<Lent> {
     let Ok(array) = obj.cast::<PyUntypedArray>() else {
+        if let Some(lent) = crate::torch::lend(obj, what)? {
+            return Ok(lent);
+        }
         if obj.hasattr(pyo3::intern!(obj.py(), "__dlpack__"))? {
             return crate::dlpack::lend(obj, what);
         }

@@ -1,13 +1,15 @@
 //! `hcomm.Comm`: a communicator, its point-to-point operations and its
 //! collectives on numpy arrays.
 
+use std::sync::Arc;
+
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use crate::array::{lend, typed, zeros_like, Lent, Raw};
 use crate::errors::precondition;
-use crate::exec::{run, start, start_request};
-use crate::executor::Req;
+use crate::exec::{run, start, start_request, On};
+use crate::executor::{Lane, Req};
 use crate::ops::{peer, tag, Reduction};
 use crate::request::Request;
 
@@ -15,11 +17,19 @@ use crate::request::Request;
 #[pyclass(module = "hcomm", name = "Comm", frozen)]
 pub(crate) struct Comm {
     pub(crate) inner: hcomm::Comm,
+    /// The turn of the group's calls (see [`crate::executor::Lane`]).
+    lane: Arc<Lane>,
 }
 
 impl Comm {
     pub(crate) fn wrap(inner: hcomm::Comm) -> Comm {
-        Comm { inner }
+        let lane = crate::executor::lane(&inner);
+        Comm { inner, lane }
+    }
+
+    /// Where this communicator's calls run.
+    pub(crate) fn on(&self) -> On<'_> {
+        Some((&self.inner, &self.lane))
     }
 
     /// Runs `job` to completion on this communicator.
@@ -29,7 +39,7 @@ impl Comm {
         F: FnOnce(&hcomm::Comm, &[Raw]) -> hcomm::Result<R> + Send + 'static,
     {
         let comm = self.inner.clone();
-        run(py, Some(&self.inner), lends, move |raws| job(&comm, raws))
+        run(py, self.on(), lends, move |raws| job(&comm, raws))
     }
 
     /// Starts `job` and returns its request.
@@ -44,7 +54,7 @@ impl Comm {
         F: FnOnce(&hcomm::Comm, &[Raw]) -> hcomm::Result<()> + Send + 'static,
     {
         let comm = self.inner.clone();
-        let started = start(Some(&self.inner), lends, move |raws| job(&comm, raws))?;
+        let started = start(self.on(), lends, move |raws| job(&comm, raws))?;
         Ok(Request::new(started, result, what))
     }
 
@@ -57,7 +67,7 @@ impl Comm {
             + 'static,
     {
         let comm = self.inner.clone();
-        let started = start_request(&self.inner, lends, move |s, raws| post(s, &comm, raws))?;
+        let started = start_request(&self.inner, &self.lane, lends, move |s, raws| post(s, &comm, raws))?;
         Ok(Request::new(started, None, what))
     }
 

@@ -9,6 +9,7 @@ mod dlpack;
 mod errors;
 mod exec;
 mod executor;
+mod interrupt;
 mod moe;
 mod ops;
 mod parallel;
@@ -16,6 +17,7 @@ mod pool;
 mod request;
 mod schedules;
 mod text;
+mod torch;
 
 use pyo3::prelude::*;
 

@@ -11,7 +11,9 @@ implements all_reduce, all_gather (and ``all_gather_into_tensor``),
 reduce_scatter (and ``reduce_scatter_tensor``), all_to_all (and
 ``all_to_all_single`` with split sizes), broadcast, reduce, barrier, send and
 recv, each returning a ``Work`` (so ``async_op=True`` and
-``DistributedDataParallel`` work). Errors are hcomm's exceptions.
+``DistributedDataParallel`` work). Collectives run to their end before they
+return (on the caller's thread: see the package README, "Cost of a call"), so
+their ``Work`` is complete; send and recv return pending ones. Errors are hcomm's exceptions.
 
 The job's communicator is joined on the first process group: under torchrun,
 rank 0 picks a free TCP port for hcomm's own rendezvous and publishes it
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, List, Sequence
 
 import numpy as np
 import torch
@@ -58,22 +60,19 @@ def _op(reduce_op: Any) -> str:
 
 
 class _Work(dist.Work):
-    """The handle of one operation: hcomm requests, then an optional step that
-    runs once they are complete (copying a result into the caller's tensors)."""
+    """The handle of one operation: its hcomm requests (none for an operation
+    that ran to its end) and what its future holds."""
 
-    def __init__(self, requests: Sequence[Request], result: Any, then: Optional[Callable[[], None]] = None) -> None:
+    def __init__(self, requests: Sequence[Request], result: Any) -> None:
         super().__init__()
         self._requests = list(requests)
         self._result = result
-        self._then = then
-        self._done = False
+        self._done = not self._requests
 
     def wait(self, timeout: Any = None) -> bool:
         if not self._done:
             for r in self._requests:
                 r.wait()
-            if self._then is not None:
-                self._then()
             self._done = True
         return True
 
@@ -125,7 +124,9 @@ class ProcessGroup(dist.ProcessGroup):
 
     def allreduce(self, tensors: List[torch.Tensor], opts: Any = None) -> _Work:
         op = _op(opts.reduceOp) if opts is not None else "sum"
-        return _Work([self.comm.all_reduce(t, op, async_op=True) for t in tensors], tensors)
+        for t in tensors:
+            self.comm.all_reduce(t, op)
+        return _done(tensors)
 
     def allreduce_coalesced(self, tensors: List[torch.Tensor], opts: Any = None) -> _Work:
         return self.allreduce(tensors, opts)
@@ -146,8 +147,8 @@ class ProcessGroup(dist.ProcessGroup):
             raise Precondition(
                 f"precondition: all_gather_into_tensor: output has {output.numel()} elements, "
                 f"expected {w} x {input.numel()}")
-        req = self.comm.all_gather(input.reshape(1, -1), async_op=True)
-        return _Work([req], [output], lambda: output.copy_(req.wait().view_as(output)))
+        output.copy_(self.comm.all_gather(input.reshape(1, -1)).view_as(output))
+        return _done([output])
 
     _allgather_base = all_gather_single
 
@@ -169,8 +170,8 @@ class ProcessGroup(dist.ProcessGroup):
             raise Precondition(
                 f"precondition: reduce_scatter_tensor: input has {input.numel()} elements, "
                 f"expected {w} x {output.numel()}")
-        req = self.comm.reduce_scatter(_rows(input, w), op, async_op=True)
-        return _Work([req], [output], lambda: output.copy_(req.wait().view_as(output)))
+        output.copy_(self.comm.reduce_scatter(_rows(input, w), op).view_as(output))
+        return _done([output])
 
     _reduce_scatter_base = reduce_scatter_single
 
