@@ -146,7 +146,7 @@ pub(crate) fn dtype_of(array: &Bound<'_, PyUntypedArray>) -> PyResult<DataType> 
 
 /// Lends `obj` (a numpy array, C-contiguous and aligned, writable where
 /// `write`; a torch tensor, see [`crate::torch`]; or another CPU tensor
-/// through DLPack, see [`crate::dlpack`]) to an operation. `what` names the argument in errors.
+/// through `DLPack`, see [`crate::dlpack`]) to an operation. `what` names the argument in errors.
 pub(crate) fn lend(obj: &Bound<'_, PyAny>, write: bool, what: &str) -> PyResult<Lent> {
     let Ok(array) = obj.cast::<PyUntypedArray>() else {
         if let Some(lent) = crate::torch::lend(obj, what)? {
@@ -200,7 +200,11 @@ pub(crate) fn lend(obj: &Bound<'_, PyAny>, write: bool, what: &str) -> PyResult<
 /// A new C-contiguous array of `shape`, filled with zeros, of the kind and
 /// element type of `like`: a numpy array for a numpy array, else
 /// `like.new_zeros(shape)` (a torch tensor for a torch tensor).
-pub(crate) fn zeros_like<'py>(like: &Bound<'py, PyAny>, dtype: DataType, shape: &[usize]) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn zeros_like<'py>(
+    like: &Bound<'py, PyAny>,
+    dtype: DataType,
+    shape: &[usize],
+) -> PyResult<Bound<'py, PyAny>> {
     let py = like.py();
     if !like.is_instance_of::<PyUntypedArray>() {
         return like.call_method1(pyo3::intern!(py, "new_zeros"), (shape.to_vec(),));

@@ -8,7 +8,7 @@ use pyo3::types::PyList;
 
 use crate::array::{lend, typed, zeros_like, Lent, Raw};
 use crate::errors::precondition;
-use crate::exec::{run, start, start_request, On};
+use crate::exec::{run, start, start_request};
 use crate::executor::{Lane, Req};
 use crate::ops::{peer, tag, Reduction};
 use crate::request::Request;
@@ -28,8 +28,8 @@ impl Comm {
     }
 
     /// Where this communicator's calls run.
-    pub(crate) fn on(&self) -> On<'_> {
-        Some((&self.inner, &self.lane))
+    pub(crate) fn on(&self) -> (&hcomm::Comm, &Arc<Lane>) {
+        (&self.inner, &self.lane)
     }
 
     /// Runs `job` to completion on this communicator.
@@ -39,7 +39,7 @@ impl Comm {
         F: FnOnce(&hcomm::Comm, &[Raw]) -> hcomm::Result<R> + Send + 'static,
     {
         let comm = self.inner.clone();
-        run(py, self.on(), lends, move |raws| job(&comm, raws))
+        run(py, Some(self.on()), lends, move |raws| job(&comm, raws))
     }
 
     /// Starts `job` and returns its request.
@@ -54,7 +54,7 @@ impl Comm {
         F: FnOnce(&hcomm::Comm, &[Raw]) -> hcomm::Result<()> + Send + 'static,
     {
         let comm = self.inner.clone();
-        let started = start(self.on(), lends, move |raws| job(&comm, raws))?;
+        let started = start(Some(self.on()), lends, move |raws| job(&comm, raws))?;
         Ok(Request::new(started, result, what))
     }
 
@@ -119,7 +119,6 @@ impl Comm {
         Ok(rows / w)
     }
 }
-
 
 /// Posts a send of `raw` (inside a scope, so a send to this rank itself can
 /// complete) and waits for it.

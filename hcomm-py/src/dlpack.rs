@@ -1,4 +1,4 @@
-//! Tensors lent through DLPack (torch tensors and any other object with
+//! Tensors lent through `DLPack` (torch tensors and any other object with
 //! `__dlpack__`): the producer's capsule is read, never consumed, so the
 //! producer's own capsule destructor releases it; the capsule and the
 //! tensor are kept alive for as long as an operation uses the memory.
@@ -12,14 +12,14 @@ use pyo3::types::{PyCapsule, PyCapsuleMethods, PyTuple};
 use crate::array::{Lent, Raw};
 use crate::errors::precondition;
 
-/// `DLDevice` of the DLPack ABI.
+/// `DLDevice` of the `DLPack` ABI.
 #[repr(C)]
 struct DlDevice {
     device_type: i32,
     device_id: i32,
 }
 
-/// `DLDataType` of the DLPack ABI.
+/// `DLDataType` of the `DLPack` ABI.
 #[repr(C)]
 struct DlDataType {
     code: u8,
@@ -27,7 +27,7 @@ struct DlDataType {
     lanes: u16,
 }
 
-/// `DLTensor` of the DLPack ABI.
+/// `DLTensor` of the `DLPack` ABI.
 #[repr(C)]
 struct DlTensor {
     data: *mut c_void,
@@ -40,7 +40,7 @@ struct DlTensor {
     byte_offset: u64,
 }
 
-/// `DLManagedTensor` of the DLPack ABI (an unversioned `"dltensor"` capsule).
+/// `DLManagedTensor` of the `DLPack` ABI (an unversioned `"dltensor"` capsule).
 #[repr(C)]
 struct DlManagedTensor {
     dl_tensor: DlTensor,
@@ -52,7 +52,7 @@ struct DlManagedTensor {
 const CPU: i32 = 1;
 const CAPSULE: &CStr = c"dltensor";
 
-/// The element type of a DLPack `(code, bits, lanes)`.
+/// The element type of a `DLPack` `(code, bits, lanes)`.
 fn dtype(d: &DlDataType) -> Option<DataType> {
     if d.lanes != 1 {
         return None;
@@ -72,7 +72,7 @@ fn dtype(d: &DlDataType) -> Option<DataType> {
     })
 }
 
-/// The element types lent through DLPack, with torch's names.
+/// The element types lent through `DLPack`, with torch's names.
 const SUPPORTED: &str = "float16, bfloat16, float32, float64, int8, uint8, int32, uint32, int64, uint64";
 
 /// `obj.__dlpack__()`, or the detached tensor's when `obj` requires a
@@ -93,12 +93,14 @@ fn capsule<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
 pub(crate) fn lend(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Lent> {
     let py = obj.py();
     let cap = capsule(obj)?;
-    let cap = cap.cast::<PyCapsule>().map_err(|_| {
-        precondition(format!("`{what}`.__dlpack__() did not return a capsule"))
+    let cap = cap
+        .cast::<PyCapsule>()
+        .map_err(|_| precondition(format!("`{what}`.__dlpack__() did not return a capsule")))?;
+    let ptr = cap.pointer_checked(Some(CAPSULE)).map_err(|_| {
+        precondition(format!(
+            "`{what}`.__dlpack__() returned a capsule that is not a \"dltensor\""
+        ))
     })?;
-    let ptr = cap
-        .pointer_checked(Some(CAPSULE))
-        .map_err(|_| precondition(format!("`{what}`.__dlpack__() returned a capsule that is not a \"dltensor\"")))?;
     // SAFETY: a capsule named "dltensor" holds a `DLManagedTensor` (the
     // DLPack protocol), alive while the capsule is (we hold it); we only
     // read it and never call its deleter (the capsule's destructor does).
@@ -139,7 +141,7 @@ pub(crate) fn lend(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Lent> {
         }
     }
     let addr = (t.data as usize).wrapping_add(usize::try_from(t.byte_offset).unwrap_or(0));
-    if len > 0 && addr % dtype.size() != 0 {
+    if len > 0 && !addr.is_multiple_of(dtype.size()) {
         return Err(precondition(format!(
             "`{what}` is not aligned for its element type {}",
             dtype.name()
@@ -148,7 +150,9 @@ pub(crate) fn lend(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Lent> {
     Ok(Lent {
         raw: Raw { addr, len, dtype },
         shape,
-        owner: PyTuple::new(py, [obj.clone(), cap.clone().into_any()])?.into_any().unbind(),
+        owner: PyTuple::new(py, [obj.clone(), cap.clone().into_any()])?
+            .into_any()
+            .unbind(),
     })
 }
 

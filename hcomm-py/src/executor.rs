@@ -52,7 +52,11 @@ static LANES: Mutex<Vec<(hcomm::Comm, Weak<Lane>)>> = Mutex::new(Vec::new());
 pub(crate) fn lane(comm: &hcomm::Comm) -> Arc<Lane> {
     let mut lanes = LANES.lock().unwrap_or_else(PoisonError::into_inner);
     lanes.retain(|(_, l)| l.strong_count() > 0);
-    if let Some(l) = lanes.iter().find(|(c, _)| c.same_group(comm)).and_then(|(_, l)| l.upgrade()) {
+    if let Some(l) = lanes
+        .iter()
+        .find(|(c, _)| c.same_group(comm))
+        .and_then(|(_, l)| l.upgrade())
+    {
         return l;
     }
     let l = Arc::new(Lane {

@@ -1,5 +1,5 @@
 //! The `hcomm` Python package's native module, `hcomm._native`: `PyO3`
-//! bindings of the hcomm runtime on numpy arrays and (through DLPack) torch
+//! bindings of the hcomm runtime on numpy arrays and (through `DLPack`) torch
 //! tensors. The pure-Python part of
 //! the package (`python/hcomm/`) builds the documented API on top.
 

@@ -68,7 +68,12 @@ impl TextSchedule {
 
     /// The buffer parameters in order: `(name, writable)`.
     fn buffers(&self) -> Vec<(String, bool)> {
-        self.inner.ir().buffers.iter().map(|b| (b.name.clone(), b.writable)).collect()
+        self.inner
+            .ir()
+            .buffers
+            .iter()
+            .map(|b| (b.name.clone(), b.writable))
+            .collect()
     }
 
     /// Runs the schedule on `comm`: `arrays` bind the buffer parameters in
@@ -134,7 +139,7 @@ impl TextSchedule {
         let schedule = self.inner;
         let writable: Vec<(String, bool)> = self.buffers();
         let c = comm.inner.clone();
-        run(py, comm.on(), lends, move |r| {
+        run(py, Some(comm.on()), lends, move |r| {
             typed!(dtype, T => {
                 let mut call = schedule.call::<T>(&c);
                 for ((buf, write), raw) in writable.iter().zip(r) {

@@ -1,6 +1,6 @@
 //! torch tensors lent by their own attributes (`is_cpu`, `is_contiguous()`,
 //! `dtype`, `data_ptr()`, `shape`: under a microsecond together), the
-//! fast path before DLPack's `__dlpack__` (several microseconds a call in
+//! fast path before `DLPack`'s `__dlpack__` (several microseconds a call in
 //! torch 2.15). torch is never imported here: the tensor class is taken from
 //! `sys.modules` once a caller passes something that is not a numpy array.
 
@@ -27,7 +27,12 @@ fn torch(py: Python<'_>) -> Option<&Torch> {
         .get_or_try_init(py, || -> Result<Torch, ()> {
             let module = py.import("sys").map_err(drop)?.getattr("modules").map_err(drop)?;
             let module = module.get_item("torch").map_err(drop)?;
-            let tensor = module.getattr("Tensor").map_err(drop)?.cast_into::<PyType>().map_err(drop)?.unbind();
+            let tensor = module
+                .getattr("Tensor")
+                .map_err(drop)?
+                .cast_into::<PyType>()
+                .map_err(drop)?
+                .unbind();
             let names = [
                 ("float16", DataType::F16),
                 ("bfloat16", DataType::Bf16),
@@ -74,7 +79,12 @@ pub(crate) fn lend(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Lent>>
         )));
     }
     let dtype_obj = obj.getattr(pyo3::intern!(py, "dtype"))?;
-    let Some(dtype) = torch.dtypes.iter().find(|(d, _)| d.bind(py).is(&dtype_obj)).map(|(_, dt)| *dt) else {
+    let Some(dtype) = torch
+        .dtypes
+        .iter()
+        .find(|(d, _)| d.bind(py).is(&dtype_obj))
+        .map(|(_, dt)| *dt)
+    else {
         return Err(precondition(format!(
             "`{what}` has element type {} that is not supported; hint: use float16, bfloat16, float32, float64, int8, \
              uint8, int32, uint32, int64 or uint64",
@@ -83,7 +93,7 @@ pub(crate) fn lend(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Lent>>
     };
     let addr: usize = obj.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
     let len = shape.iter().product();
-    if len > 0 && addr % dtype.size() != 0 {
+    if len > 0 && !addr.is_multiple_of(dtype.size()) {
         return Err(precondition(format!(
             "`{what}` is not aligned for its element type {}",
             dtype.name()
