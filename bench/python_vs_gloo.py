@@ -14,6 +14,11 @@ median, 10th and 90th percentile of the per-call times (the slowest rank's time
 of each call: every rank times a barrier-started batch and the maximum is
 taken), and the ratio of gloo's median to the method's.
 Options: --sizes 4K,64M  --rounds 5  --out FILE (a JSON copy of the table).
+
+``--cost`` instead times ``comm.all_reduce`` of 4 KiB (float32, numpy and torch)
+call by call, as ``hcomm-bench --op all_reduce -b 4K -e 4K`` times the Rust call
+(the median over calls of the slowest rank's time), for the cost of a Python
+call over the Rust one: run both in turn under the same ``hcomm-run -n 2``.
 """
 
 from __future__ import annotations
@@ -55,12 +60,36 @@ def timed(call, n: int, gloo) -> float:
     return per_call.item()
 
 
+def call_cost(calls: int = 3000) -> None:
+    """Median over calls of the slowest rank's time of one 4 KiB all_reduce."""
+    comm = hcomm.init()
+    a = np.ones(1024, dtype=np.float32)
+    t = torch.ones(1024, dtype=torch.float32)
+    for name, x in (("numpy", a), ("torch", t)):
+        own = np.zeros(calls, dtype=np.float64)
+        for i in range(calls // 10):  # warm up
+            comm.all_reduce(x)
+        for i in range(calls):
+            start = time.perf_counter()
+            comm.all_reduce(x)
+            own[i] = time.perf_counter() - start
+        comm.all_reduce(own, op="max")
+        if comm.rank() == 0:
+            print(f"python comm.all_reduce 4 KiB {name}: median {np.median(own) * 1e6:.2f} us, "
+                  f"p10 {np.percentile(own, 10) * 1e6:.2f}, p90 {np.percentile(own, 90) * 1e6:.2f} "
+                  f"({comm.size()} processes, {calls} calls)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="4K,64M")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--cost", action="store_true")
     args = ap.parse_args()
+    if args.cost:
+        call_cost()
+        return
     dist.init_process_group("hcomm")
     gloo = dist.new_group(backend="gloo")
     hc = dist.group.WORLD

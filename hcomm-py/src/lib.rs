@@ -39,7 +39,11 @@ fn init(py: Python<'_>, backend: Option<&str>) -> PyResult<Comm> {
     .map_err(|e| to_py(&e))?;
     let job = hcomm::JobEnv::from_env().map_err(|e| to_py(&e))?;
     let options = hcomm::CommOptions::from_env().map_err(|e| to_py(&e))?;
-    let comm = exec::run(py, None, Vec::new(), move |_| hcomm::init_job(kind, &job, &options))?;
+    // On the calling thread (the GIL released): the runtime binds the thread
+    // that joins the job to its cores (`HCOMM_BIND`), and the calls that run
+    // on the caller's thread (see `exec::run`) should run there, as a Rust
+    // rank's do. The rendezvous is bounded by the job's timeout.
+    let comm = py.detach(|| hcomm::init_job(kind, &job, &options)).map_err(|e| to_py(&e))?;
     Ok(Comm::wrap(comm))
 }
 
