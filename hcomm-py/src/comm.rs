@@ -39,7 +39,7 @@ impl Comm {
         F: FnOnce(&hcomm::Comm, &[Raw]) -> hcomm::Result<R> + Send + 'static,
     {
         let comm = self.inner.clone();
-        run(py, Some(self.on()), lends, move |raws| job(&comm, raws))
+        run(py, self.on(), lends, move |raws| job(&comm, raws))
     }
 
     /// Starts `job` and returns its request.
@@ -54,7 +54,7 @@ impl Comm {
         F: FnOnce(&hcomm::Comm, &[Raw]) -> hcomm::Result<()> + Send + 'static,
     {
         let comm = self.inner.clone();
-        let started = start(Some(self.on()), lends, move |raws| job(&comm, raws))?;
+        let started = start(self.on(), lends, move |raws| job(&comm, raws))?;
         Ok(Request::new(started, result, what))
     }
 

@@ -1,8 +1,7 @@
 //! How Python calls run: a blocking call on a communicator whose executor
 //! (of [`crate::executor`]) has nothing queued runs on the caller's own
 //! thread with the GIL released (no hand-over: see [`run`]); every other
-//! call on a communicator runs on its executor thread, one without a
-//! communicator on a helper thread (of [`crate::pool`]). Either owns raw
+//! call on a communicator runs on its executor thread, which owns raw
 //! views of the lent arrays, while the calling thread waits with the GIL
 //! released, in slices of at most 100 ms between which it checks for
 //! signals. The runtime's blocking waits cannot be interrupted, so on
@@ -26,9 +25,8 @@ use crate::array::{Lent, Raw};
 use crate::errors::{internal, precondition, to_py};
 use crate::executor::Lane;
 
-/// The communicator a call runs on, and its group's lane; `None` for a call
-/// without one.
-pub(crate) type On<'a> = Option<(&'a hcomm::Comm, &'a Arc<Lane>)>;
+/// The communicator a call runs on, and its group's lane.
+pub(crate) type On<'a> = (&'a hcomm::Comm, &'a Arc<Lane>);
 
 /// How long a waiting caller keeps the GIL released before it checks for
 /// signals.
@@ -41,7 +39,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The outcome of one operation, filled in by its helper thread.
+/// The outcome of one operation, filled in by the thread that ran it.
 pub(crate) struct Slot {
     done: Mutex<Option<hcomm::Result<()>>>,
     cv: Condvar,
@@ -153,13 +151,13 @@ fn sweep_orphans() {
     drop(finished);
 }
 
-/// An operation started on a helper thread.
+/// An operation started on an executor thread.
 pub(crate) struct Started {
     pub(crate) slot: Arc<Slot>,
     /// The arrays the operation uses, kept alive until it has finished.
     pub(crate) keep: Vec<Py<PyAny>>,
     /// The communicator to abort if the caller is interrupted.
-    pub(crate) comm: Option<hcomm::Comm>,
+    pub(crate) comm: hcomm::Comm,
 }
 
 /// Registers `lends` for a new operation: its number, the raw views in the
@@ -179,16 +177,16 @@ fn complete(op: u64, slot: &Slot, result: hcomm::Result<()>) {
     slot.finish(result);
 }
 
-fn started(slot: Arc<Slot>, lends: Vec<(Lent, bool)>, comm: Option<&hcomm::Comm>) -> Started {
+fn started(slot: Arc<Slot>, lends: Vec<(Lent, bool)>, comm: &hcomm::Comm) -> Started {
     Started {
         slot,
         keep: lends.into_iter().map(|(l, _)| l.owner).collect(),
-        comm: comm.cloned(),
+        comm: comm.clone(),
     }
 }
 
-/// Starts `job` with the arrays `lends` (`true`: written): on `comm`'s
-/// executor (see [`crate::executor`]), or on a helper thread without one.
+/// Starts `job` with the arrays `lends` (`true`: written) on the
+/// communicator's executor (see [`crate::executor`]).
 ///
 /// `job` receives the raw views in the order of `lends`; it may turn them into
 /// slices (the registry guarantees no overlap with a written range).
@@ -203,15 +201,12 @@ where
             .unwrap_or_else(|p| Err(crate::errors::panicked(&*p)));
         complete(op, &done, result);
     });
-    let spawned = match on {
-        Some((c, lane)) => crate::executor::submit(c, lane, crate::executor::Command::Run(work)),
-        None => crate::pool::submit(work),
-    };
-    if let Err(e) = spawned {
+    let (comm, lane) = on;
+    if let Err(e) = crate::executor::submit(comm, lane, crate::executor::Command::Run(work)) {
         unregister(op);
         return Err(internal(&format!("cannot start a thread: {e}")));
     }
-    Ok(started(slot, lends, on.map(|(c, _)| c)))
+    Ok(started(slot, lends, comm))
 }
 
 /// Fixes the higher-ranked signature of a posting closure.
@@ -247,7 +242,7 @@ where
         unregister(op);
         return Err(internal(&format!("cannot start a thread: {e}")));
     }
-    Ok(started(slot, lends, Some(comm)))
+    Ok(started(slot, lends, comm))
 }
 
 /// Waits for `started` with the GIL released, up to `limit` (`None`: until
@@ -264,9 +259,8 @@ pub(crate) fn wait(py: Python<'_>, started: &Started, limit: Option<Duration>) -
             return Ok(Some(outcome));
         }
         if let Err(interrupt) = py.check_signals() {
-            if let Some(comm) = &started.comm {
-                comm.abort(&crate::errors::interrupted_reason(comm.rank()));
-            }
+            let comm = &started.comm;
+            comm.abort(&crate::errors::interrupted_reason(comm.rank()));
             // The aborted call fails promptly; its arrays stay referenced
             // by the orphan list should it not.
             let _ = py.detach(|| slot.wait_for(ABORT_GRACE));
@@ -286,13 +280,12 @@ where
     R: Send + 'static,
     F: FnOnce(&[Raw]) -> hcomm::Result<R> + Send + 'static,
 {
-    if let Some((comm, lane)) = on {
-        if crate::interrupt::installed() {
-            if let Some(turn) = lane.try_enter() {
-                let result = inline(py, comm, &lends, job);
-                drop(turn);
-                return result;
-            }
+    let (comm, lane) = on;
+    if crate::interrupt::installed() {
+        if let Some(turn) = lane.try_enter() {
+            let result = inline(py, comm, &lends, job);
+            drop(turn);
+            return result;
         }
     }
     let out = Arc::new(Mutex::new(None));

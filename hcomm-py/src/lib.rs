@@ -13,7 +13,6 @@ mod interrupt;
 mod moe;
 mod ops;
 mod parallel;
-mod pool;
 mod request;
 mod schedules;
 mod text;
@@ -43,7 +42,9 @@ fn init(py: Python<'_>, backend: Option<&str>) -> PyResult<Comm> {
     // that joins the job to its cores (`HCOMM_BIND`), and the calls that run
     // on the caller's thread (see `exec::run`) should run there, as a Rust
     // rank's do. The rendezvous is bounded by the job's timeout.
-    let comm = py.detach(|| hcomm::init_job(kind, &job, &options)).map_err(|e| to_py(&e))?;
+    let comm = py
+        .detach(|| hcomm::init_job(kind, &job, &options))
+        .map_err(|e| to_py(&e))?;
     Ok(Comm::wrap(comm))
 }
 

@@ -85,7 +85,7 @@ pub(crate) fn make_context(py: Python<'_>, comm: &Comm, tp: i64, pp: i64, dp: i6
         ..ParallelConfig::default()
     };
     let c = comm.inner.clone();
-    let inner = run(py, Some(comm.on()), Vec::new(), move |_| RustContext::init(&c, config))?;
+    let inner = run(py, comm.on(), Vec::new(), move |_| RustContext::init(&c, config))?;
     Ok(Context { inner })
 }
 
@@ -138,7 +138,7 @@ pub(crate) fn tp_op(py: Python<'_>, kind: &str, group: &Comm, x: &Bound<'_, PyAn
     if kind == "all_reduce" {
         let lent = lend(x, true, "x")?;
         let shape = lent.shape.clone();
-        run(py, Some(group.on()), vec![(lent, true)], move |r| {
+        run(py, group.on(), vec![(lent, true)], move |r| {
             typed!(r[0].dtype, T => {
                 // SAFETY: lent for writing to this operation alone.
                 hcomm::tp::all_reduce(&c, unsafe { view_mut::<T>(r[0], &shape)? })
@@ -163,7 +163,7 @@ pub(crate) fn tp_op(py: Python<'_>, kind: &str, group: &Comm, x: &Bound<'_, PyAn
     let out = zeros_like(x, lent.raw.dtype, &out_shape)?;
     let out_lent = lend(&out, true, "output")?;
     let shape = lent.shape.clone();
-    run(py, Some(group.on()), vec![(lent, false), (out_lent, true)], move |r| {
+    run(py, group.on(), vec![(lent, false), (out_lent, true)], move |r| {
         typed!(r[0].dtype, T => {
             // SAFETY: both lent to this operation; the output alone written.
             let input = unsafe { view::<T>(r[0], &shape)? };
@@ -215,7 +215,7 @@ pub(crate) fn pp_op(
     }
     let pipe = hcomm::pp::Pipeline::new(&group.inner);
     let kind = kind.to_owned();
-    run(py, Some(group.on()), lends, move |r| {
+    run(py, group.on(), lends, move |r| {
         typed!(r[0].dtype, T => {
             // SAFETY: every array is lent to this operation; the written ones
             // to it alone, and they are distinct from the others (registry).

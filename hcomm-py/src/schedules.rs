@@ -97,7 +97,7 @@ pub(crate) fn run_schedule(
         lends.push((out, true));
     }
     let c = comm.inner.clone();
-    run(py, Some(comm.on()), lends, move |r| {
+    run(py, comm.on(), lends, move |r| {
         let op = red.op;
         typed!(r[0].dtype, T => {
             if in_place {

@@ -139,7 +139,7 @@ impl TextSchedule {
         let schedule = self.inner;
         let writable: Vec<(String, bool)> = self.buffers();
         let c = comm.inner.clone();
-        run(py, Some(comm.on()), lends, move |r| {
+        run(py, comm.on(), lends, move |r| {
             typed!(dtype, T => {
                 let mut call = schedule.call::<T>(&c);
                 for ((buf, write), raw) in writable.iter().zip(r) {
