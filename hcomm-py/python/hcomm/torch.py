@@ -267,7 +267,7 @@ def _torch_env_from_hcomm_run() -> None:
             port[0] = s.getsockname()[1]
     world.broadcast(port, 0)
     os.environ.update({"RANK": str(world.rank()), "WORLD_SIZE": str(world.size()),
-                       "LOCAL_RANK": os.environ.get("HCOMM_LOCAL_RANK", str(world.rank())),
+                       "LOCAL_RANK": os.environ.get("LOCAL_RANK", str(world.rank())),
                        "MASTER_ADDR": addr, "MASTER_PORT": str(int(port[0]))})
 
 
