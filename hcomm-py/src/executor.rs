@@ -9,7 +9,8 @@
 //! is pending; between commands the executor tests the pending requests and
 //! completes each one's outcome when its test says done. With nothing
 //! pending it waits for the next command, and it ends after [`IDLE`] without
-//! one.
+//! one. A group's [`Lane`] lets a blocking call skip the executor (and its
+//! hand-over) when nothing is queued on it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
