@@ -8,14 +8,17 @@ use pyo3::prelude::*;
 
 use crate::errors::precondition;
 
-/// Runs `$body` with `$T` the Rust type of the element type `$dt`, or
-/// `$fallback` (with `$other` the element type) for a type numpy arrays do
-/// not have. The one place the element types are listed for this package.
-macro_rules! with_type {
-    ($dt:expr, $T:ident => $body:expr, $other:ident => $fallback:expr) => {
+/// Runs `$body` with `$T` the Rust type of the element type `$dt`. The one
+/// place the element types are listed for this package.
+macro_rules! typed {
+    ($dt:expr, $T:ident => $body:expr) => {
         match $dt {
             hcomm::DataType::F16 => {
                 type $T = half::f16;
+                $body
+            }
+            hcomm::DataType::Bf16 => {
+                type $T = half::bf16;
                 $body
             }
             hcomm::DataType::F32 => {
@@ -50,11 +53,10 @@ macro_rules! with_type {
                 type $T = u64;
                 $body
             }
-            $other => $fallback,
         }
     };
 }
-pub(crate) use with_type;
+pub(crate) use typed;
 
 /// The element types numpy arrays may have, with numpy's names.
 const SUPPORTED: &str = "float16, float32, float64, int8, uint8, int32, uint32, int64, uint64";
@@ -142,15 +144,22 @@ pub(crate) fn dtype_of(array: &Bound<'_, PyUntypedArray>) -> PyResult<DataType> 
     )))
 }
 
-/// Lends `obj` (a numpy array, C-contiguous and aligned; writable where
-/// `write`) to an operation. `what` names the argument in errors.
+/// Lends `obj` (a numpy array, C-contiguous and aligned, writable where
+/// `write`; a torch tensor, see [`crate::torch`]; or another CPU tensor
+/// through `DLPack`, see [`crate::dlpack`]) to an operation. `what` names the argument in errors.
 pub(crate) fn lend(obj: &Bound<'_, PyAny>, write: bool, what: &str) -> PyResult<Lent> {
-    let array = obj.cast::<PyUntypedArray>().map_err(|_| {
-        precondition(format!(
-            "`{what}` must be a numpy array, not `{}`",
+    let Ok(array) = obj.cast::<PyUntypedArray>() else {
+        if let Some(lent) = crate::torch::lend(obj, what)? {
+            return Ok(lent);
+        }
+        if obj.hasattr(pyo3::intern!(obj.py(), "__dlpack__"))? {
+            return crate::dlpack::lend(obj, what);
+        }
+        return Err(precondition(format!(
+            "`{what}` must be a numpy array or a torch tensor, not `{}`",
             obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string())
-        ))
-    })?;
+        )));
+    };
     let dtype = dtype_of(array)?;
     let shape = array.shape().to_vec();
     if !array.is_c_contiguous() {
@@ -188,12 +197,19 @@ pub(crate) fn lend(obj: &Bound<'_, PyAny>, write: bool, what: &str) -> PyResult<
     })
 }
 
-/// A new C-contiguous array of `dtype` and `shape`, filled with zeros.
-pub(crate) fn zeros<'py>(py: Python<'py>, dtype: DataType, shape: &[usize]) -> PyResult<Bound<'py, PyAny>> {
-    with_type!(dtype, T => {
+/// A new C-contiguous array of `shape`, filled with zeros, of the kind and
+/// element type of `like`: a numpy array for a numpy array, else
+/// `like.new_zeros(shape)` (a torch tensor for a torch tensor).
+pub(crate) fn zeros_like<'py>(
+    like: &Bound<'py, PyAny>,
+    dtype: DataType,
+    shape: &[usize],
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = like.py();
+    if !like.is_instance_of::<PyUntypedArray>() {
+        return like.call_method1(pyo3::intern!(py, "new_zeros"), (shape.to_vec(),));
+    }
+    typed!(dtype, T => {
         Ok(numpy::PyArray::<T, ndarray::IxDyn>::zeros(py, ndarray::IxDyn(shape), false).into_any())
-    }, other => Err(precondition(format!(
-        "element type {} is not supported for numpy arrays",
-        other.name()
-    ))))
+    })
 }

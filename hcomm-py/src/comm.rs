@@ -1,13 +1,15 @@
 //! `hcomm.Comm`: a communicator, its point-to-point operations and its
 //! collectives on numpy arrays.
 
+use std::sync::Arc;
+
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use crate::array::{lend, zeros, Lent, Raw};
+use crate::array::{lend, typed, zeros_like, Lent, Raw};
 use crate::errors::precondition;
 use crate::exec::{run, start, start_request};
-use crate::executor::Req;
+use crate::executor::{Lane, Req};
 use crate::ops::{peer, tag, Reduction};
 use crate::request::Request;
 
@@ -15,11 +17,19 @@ use crate::request::Request;
 #[pyclass(module = "hcomm", name = "Comm", frozen)]
 pub(crate) struct Comm {
     pub(crate) inner: hcomm::Comm,
+    /// The turn of the group's calls (see [`crate::executor::Lane`]).
+    lane: Arc<Lane>,
 }
 
 impl Comm {
     pub(crate) fn wrap(inner: hcomm::Comm) -> Comm {
-        Comm { inner }
+        let lane = crate::executor::lane(&inner);
+        Comm { inner, lane }
+    }
+
+    /// Where this communicator's calls run.
+    pub(crate) fn on(&self) -> (&hcomm::Comm, &Arc<Lane>) {
+        (&self.inner, &self.lane)
     }
 
     /// Runs `job` to completion on this communicator.
@@ -29,7 +39,7 @@ impl Comm {
         F: FnOnce(&hcomm::Comm, &[Raw]) -> hcomm::Result<R> + Send + 'static,
     {
         let comm = self.inner.clone();
-        run(py, Some(&self.inner), lends, move |raws| job(&comm, raws))
+        run(py, self.on(), lends, move |raws| job(&comm, raws))
     }
 
     /// Starts `job` and returns its request.
@@ -44,7 +54,7 @@ impl Comm {
         F: FnOnce(&hcomm::Comm, &[Raw]) -> hcomm::Result<()> + Send + 'static,
     {
         let comm = self.inner.clone();
-        let started = start(Some(&self.inner), lends, move |raws| job(&comm, raws))?;
+        let started = start(self.on(), lends, move |raws| job(&comm, raws))?;
         Ok(Request::new(started, result, what))
     }
 
@@ -57,7 +67,7 @@ impl Comm {
             + 'static,
     {
         let comm = self.inner.clone();
-        let started = start_request(&self.inner, lends, move |s, raws| post(s, &comm, raws))?;
+        let started = start_request(&self.inner, &self.lane, lends, move |s, raws| post(s, &comm, raws))?;
         Ok(Request::new(started, None, what))
     }
 
@@ -89,11 +99,12 @@ impl Comm {
         })
     }
 
-    /// A new array shaped like `lent` with dimension 0 of `rows`.
-    fn with_rows<'py>(py: Python<'py>, lent: &Lent, rows: usize) -> PyResult<Bound<'py, PyAny>> {
+    /// A new array of `like`'s kind shaped like `lent` (lent from `like`)
+    /// with dimension 0 of `rows`.
+    fn with_rows<'py>(like: &Bound<'py, PyAny>, lent: &Lent, rows: usize) -> PyResult<Bound<'py, PyAny>> {
         let mut shape = lent.shape.clone();
         shape[0] = rows;
-        zeros(py, lent.raw.dtype, &shape)
+        zeros_like(like, lent.raw.dtype, &shape)
     }
 
     fn split_rows(&self, lent: &Lent, what: &str) -> PyResult<usize> {
@@ -108,17 +119,6 @@ impl Comm {
         Ok(rows / w)
     }
 }
-
-/// Runs `$body` (an `hcomm::Result<()>`) with `$T` the Rust type of `$dt`,
-/// inside jobs; another element type is an `hcomm::Error::Precondition`.
-macro_rules! typed {
-    ($dt:expr, $T:ident => $body:expr) => {{
-        crate::array::with_type!($dt, $T => $body, other => Err(hcomm::Error::Precondition {
-            message: format!("element type {} is not supported", other.name()),
-        }))
-    }};
-}
-pub(crate) use typed;
 
 /// Posts a send of `raw` (inside a scope, so a send to this rank itself can
 /// complete) and waits for it.
@@ -352,7 +352,7 @@ impl Comm {
     fn all_gather(&self, py: Python<'_>, tensor: &Bound<'_, PyAny>, async_op: bool) -> PyResult<Py<PyAny>> {
         let lent = lend(tensor, false, "tensor")?;
         let rows = Self::dim0(&lent, "all_gather")?;
-        let out = Self::with_rows(py, &lent, rows * self.inner.world())?;
+        let out = Self::with_rows(tensor, &lent, rows * self.inner.world())?;
         let out_lent = lend(&out, true, "output")?;
         let lends = vec![(lent, false), (out_lent, true)];
         self.run_or_post(py, async_op, lends, Some(out.unbind()), "all_gather", |c, r| {
@@ -377,7 +377,7 @@ impl Comm {
         let lent = lend(tensor, false, "tensor")?;
         let red = Reduction::parse(op, lent.raw.dtype)?;
         let rows = self.split_rows(&lent, "reduce_scatter")?;
-        let out = Self::with_rows(py, &lent, rows)?;
+        let out = Self::with_rows(tensor, &lent, rows)?;
         let out_lent = lend(&out, true, "output")?;
         let lends = vec![(lent, false), (out_lent, true)];
         self.run_or_post(
@@ -404,7 +404,7 @@ impl Comm {
     fn all_to_all(&self, py: Python<'_>, tensor: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let lent = lend(tensor, false, "tensor")?;
         self.split_rows(&lent, "all_to_all")?;
-        let out = Self::with_rows(py, &lent, lent.shape[0])?;
+        let out = Self::with_rows(tensor, &lent, lent.shape[0])?;
         let out_lent = lend(&out, true, "output")?;
         let lends = vec![(lent, false), (out_lent, true)];
         self.run(py, lends, |c, r| {
@@ -444,7 +444,7 @@ impl Comm {
             Ok(got)
         })?;
         let total: u64 = recv_rows.iter().sum();
-        let out = Self::with_rows(py, &lent, total as usize)?;
+        let out = Self::with_rows(tensor, &lent, total as usize)?;
         let out_lent = lend(&out, true, "output")?;
         let send_elems: Vec<usize> = send_counts.iter().map(|&n| n as usize * row).collect();
         let recv_elems: Vec<usize> = recv_rows.iter().map(|&n| n as usize * row).collect();

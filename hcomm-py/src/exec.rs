@@ -1,10 +1,13 @@
-//! How Python calls run: every call on a communicator runs on its executor
-//! thread (of [`crate::executor`]), one without a communicator on a helper
-//! thread (of [`crate::pool`]); either owns raw views of the lent arrays, while the calling thread waits
-//! with the GIL released, in slices of at most 100 ms between which it
-//! checks for signals. The runtime's blocking waits cannot be interrupted,
-//! so on Ctrl-C the caller aborts the communicator (the helper's call then
-//! fails promptly) and raises `KeyboardInterrupt`.
+//! How Python calls run: a blocking call on a communicator whose executor
+//! (of [`crate::executor`]) has nothing queued runs on the caller's own
+//! thread with the GIL released (no hand-over: see [`run`]); every other
+//! call on a communicator runs on its executor thread, which owns raw
+//! views of the lent arrays, while the calling thread waits with the GIL
+//! released, in slices of at most 100 ms between which it checks for
+//! signals. The runtime's blocking waits cannot be interrupted, so on
+//! Ctrl-C the caller aborts the communicator (the helper's call then fails
+//! promptly) and raises `KeyboardInterrupt`; a call on the caller's thread
+//! is aborted by [`crate::interrupt`]'s watcher instead.
 //!
 //! Soundness of lent memory: an operation holds a reference to each array
 //! it uses until it has finished (even when the Python request object is
@@ -20,6 +23,10 @@ use pyo3::prelude::*;
 
 use crate::array::{Lent, Raw};
 use crate::errors::{internal, precondition, to_py};
+use crate::executor::Lane;
+
+/// The communicator a call runs on, and its group's lane.
+pub(crate) type On<'a> = (&'a hcomm::Comm, &'a Arc<Lane>);
 
 /// How long a waiting caller keeps the GIL released before it checks for
 /// signals.
@@ -32,7 +39,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The outcome of one operation, filled in by its helper thread.
+/// The outcome of one operation, filled in by the thread that ran it.
 pub(crate) struct Slot {
     done: Mutex<Option<hcomm::Result<()>>>,
     cv: Condvar,
@@ -144,13 +151,13 @@ fn sweep_orphans() {
     drop(finished);
 }
 
-/// An operation started on a helper thread.
+/// An operation started on an executor thread.
 pub(crate) struct Started {
     pub(crate) slot: Arc<Slot>,
     /// The arrays the operation uses, kept alive until it has finished.
     pub(crate) keep: Vec<Py<PyAny>>,
     /// The communicator to abort if the caller is interrupted.
-    pub(crate) comm: Option<hcomm::Comm>,
+    pub(crate) comm: hcomm::Comm,
 }
 
 /// Registers `lends` for a new operation: its number, the raw views in the
@@ -170,20 +177,20 @@ fn complete(op: u64, slot: &Slot, result: hcomm::Result<()>) {
     slot.finish(result);
 }
 
-fn started(slot: Arc<Slot>, lends: Vec<(Lent, bool)>, comm: Option<&hcomm::Comm>) -> Started {
+fn started(slot: Arc<Slot>, lends: Vec<(Lent, bool)>, comm: &hcomm::Comm) -> Started {
     Started {
         slot,
         keep: lends.into_iter().map(|(l, _)| l.owner).collect(),
-        comm: comm.cloned(),
+        comm: comm.clone(),
     }
 }
 
-/// Starts `job` with the arrays `lends` (`true`: written): on `comm`'s
-/// executor (see [`crate::executor`]), or on a helper thread without one.
+/// Starts `job` with the arrays `lends` (`true`: written) on the
+/// communicator's executor (see [`crate::executor`]).
 ///
 /// `job` receives the raw views in the order of `lends`; it may turn them into
 /// slices (the registry guarantees no overlap with a written range).
-pub(crate) fn start<F>(comm: Option<&hcomm::Comm>, lends: Vec<(Lent, bool)>, job: F) -> PyResult<Started>
+pub(crate) fn start<F>(on: On<'_>, lends: Vec<(Lent, bool)>, job: F) -> PyResult<Started>
 where
     F: FnOnce(&[Raw]) -> hcomm::Result<()> + Send + 'static,
 {
@@ -194,11 +201,8 @@ where
             .unwrap_or_else(|p| Err(crate::errors::panicked(&*p)));
         complete(op, &done, result);
     });
-    let spawned = match comm {
-        Some(c) => crate::executor::submit(c, crate::executor::Command::Run(work)),
-        None => crate::pool::submit(work),
-    };
-    if let Err(e) = spawned {
+    let (comm, lane) = on;
+    if let Err(e) = crate::executor::submit(comm, lane, crate::executor::Command::Run(work)) {
         unregister(op);
         return Err(internal(&format!("cannot start a thread: {e}")));
     }
@@ -217,7 +221,12 @@ where
 /// `lends` (`true`: written): `post` receives the executor's scope and the
 /// raw views in the order of `lends` (it may turn them into slices, as for
 /// [`start`]) and returns the request, which the executor completes.
-pub(crate) fn start_request<F>(comm: &hcomm::Comm, lends: Vec<(Lent, bool)>, post: F) -> PyResult<Started>
+pub(crate) fn start_request<F>(
+    comm: &hcomm::Comm,
+    lane: &Arc<Lane>,
+    lends: Vec<(Lent, bool)>,
+    post: F,
+) -> PyResult<Started>
 where
     F: for<'s> FnOnce(&'s hcomm::Scope<'s, 'static>, &[Raw]) -> hcomm::Result<crate::executor::Req<'s>>
         + Send
@@ -229,11 +238,11 @@ where
         Box::new(posting(move |s| post(s, &views))),
         Box::new(move |result| complete(op, &done, result)),
     );
-    if let Err(e) = crate::executor::submit(comm, command) {
+    if let Err(e) = crate::executor::submit(comm, lane, command) {
         unregister(op);
         return Err(internal(&format!("cannot start a thread: {e}")));
     }
-    Ok(started(slot, lends, Some(comm)))
+    Ok(started(slot, lends, comm))
 }
 
 /// Waits for `started` with the GIL released, up to `limit` (`None`: until
@@ -250,9 +259,8 @@ pub(crate) fn wait(py: Python<'_>, started: &Started, limit: Option<Duration>) -
             return Ok(Some(outcome));
         }
         if let Err(interrupt) = py.check_signals() {
-            if let Some(comm) = &started.comm {
-                comm.abort(&crate::errors::interrupted_reason(comm.rank()));
-            }
+            let comm = &started.comm;
+            comm.abort(&crate::errors::interrupted_reason(comm.rank()));
             // The aborted call fails promptly; its arrays stay referenced
             // by the orphan list should it not.
             let _ = py.detach(|| slot.wait_for(ABORT_GRACE));
@@ -264,16 +272,25 @@ pub(crate) fn wait(py: Python<'_>, started: &Started, limit: Option<Duration>) -
     }
 }
 
-/// Runs `job` to completion: [`start`], then [`wait`] without a limit,
-/// raising the operation's error.
-pub(crate) fn run<R, F>(py: Python<'_>, comm: Option<&hcomm::Comm>, lends: Vec<(Lent, bool)>, job: F) -> PyResult<R>
+/// Runs `job` to completion and raises its error: on the caller's thread
+/// when the communicator's lane is free (see [`inline`]), else [`start`],
+/// then [`wait`] without a limit.
+pub(crate) fn run<R, F>(py: Python<'_>, on: On<'_>, lends: Vec<(Lent, bool)>, job: F) -> PyResult<R>
 where
     R: Send + 'static,
     F: FnOnce(&[Raw]) -> hcomm::Result<R> + Send + 'static,
 {
+    let (comm, lane) = on;
+    if crate::interrupt::installed() {
+        if let Some(turn) = lane.try_enter() {
+            let result = inline(py, comm, &lends, job);
+            drop(turn);
+            return result;
+        }
+    }
     let out = Arc::new(Mutex::new(None));
     let put = Arc::clone(&out);
-    let started = start(comm, lends, move |raws| {
+    let started = start(on, lends, move |raws| {
         let value = job(raws)?;
         *lock(&put) = Some(value);
         Ok(())
@@ -282,6 +299,38 @@ where
     finish(started, outcome)?;
     let value = lock(&out).take();
     value.ok_or_else(|| internal("an operation finished without its result"))
+}
+
+/// Runs `job` on the caller's thread with the GIL released, the lane's turn
+/// held by the caller: no hand-over to another thread, so a short call costs
+/// what the runtime's call costs plus the GIL's release. The arrays are
+/// registered in flight as for [`start`] and referenced by `lends` until it
+/// returns. Ctrl-C meanwhile: [`crate::interrupt`]'s watcher aborts `comm`,
+/// the call fails promptly, and Python's pending `KeyboardInterrupt` is
+/// raised instead of its error.
+fn inline<R, F>(py: Python<'_>, comm: &hcomm::Comm, lends: &[(Lent, bool)], job: F) -> PyResult<R>
+where
+    R: Send,
+    F: FnOnce(&[Raw]) -> hcomm::Result<R> + Send,
+{
+    let raws: Vec<(Raw, bool)> = lends.iter().map(|(l, w)| (l.raw, *w)).collect();
+    let op = NEXT_OP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    register(op, &raws)?;
+    let views: Vec<Raw> = raws.iter().map(|(r, _)| *r).collect();
+    let watch = crate::interrupt::Watch::new(comm);
+    let result = py.detach(|| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&views)))
+            .unwrap_or_else(|p| Err(crate::errors::panicked(&*p)))
+    });
+    drop(watch);
+    unregister(op);
+    match result {
+        Ok(value) => Ok(value),
+        Err(e) => {
+            py.check_signals()?;
+            Err(to_py(&e))
+        }
+    }
 }
 
 /// Releases `started`'s arrays once it has finished (else hands them to the

@@ -9,11 +9,64 @@
 //! is pending; between commands the executor tests the pending requests and
 //! completes each one's outcome when its test says done. With nothing
 //! pending it waits for the next command, and it ends after [`IDLE`] without
-//! one.
+//! one. A group's [`Lane`] lets a blocking call skip the executor (and its
+//! hand-over) when nothing is queued on it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
+
+/// The turn of one communicator's calls, shared by every Python object of
+/// the group and its executor: the executor holds `turn` while it runs a
+/// command or has requests pending; `queued` counts the commands handed to
+/// it and not yet finished. A blocking call may run on its caller's thread
+/// (no hand-over) only when nothing is queued and it gets the turn, so the
+/// calls of a group still run one at a time, in the order Python made them.
+pub(crate) struct Lane {
+    turn: Mutex<()>,
+    queued: AtomicUsize,
+}
+
+impl Lane {
+    /// The turn, when nothing is queued and nobody holds it.
+    pub(crate) fn try_enter(&self) -> Option<MutexGuard<'_, ()>> {
+        if self.queued.load(Ordering::Acquire) != 0 {
+            return None;
+        }
+        match self.turn.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
+    fn finished(&self) {
+        self.queued.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The lanes of the groups that have Python objects, by group.
+static LANES: Mutex<Vec<(hcomm::Comm, Weak<Lane>)>> = Mutex::new(Vec::new());
+
+/// The lane of `comm`'s group (one per group, while any holder lives).
+pub(crate) fn lane(comm: &hcomm::Comm) -> Arc<Lane> {
+    let mut lanes = LANES.lock().unwrap_or_else(PoisonError::into_inner);
+    lanes.retain(|(_, l)| l.strong_count() > 0);
+    if let Some(l) = lanes
+        .iter()
+        .find(|(c, _)| c.same_group(comm))
+        .and_then(|(_, l)| l.upgrade())
+    {
+        return l;
+    }
+    let l = Arc::new(Lane {
+        turn: Mutex::new(()),
+        queued: AtomicUsize::new(0),
+    });
+    lanes.push((comm.clone(), Arc::downgrade(&l)));
+    l
+}
 
 /// A blocking command: runs to its end and completes its own outcome.
 pub(crate) type Blocking = Box<dyn FnOnce() + Send + 'static>;
@@ -52,8 +105,37 @@ fn executors() -> MutexGuard<'static, Vec<(hcomm::Comm, Sender<Command>)>> {
     EXECUTORS.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// `command`, counted in `lane`'s queue until it has finished (a posted
+/// operation: until its request has completed).
+fn counted(lane: &Arc<Lane>, command: Command) -> Command {
+    lane.queued.fetch_add(1, Ordering::AcqRel);
+    let lane = Arc::clone(lane);
+    match command {
+        Command::Run(job) => Command::Run(Box::new(move || {
+            job();
+            lane.finished();
+        })),
+        Command::Post(post, done) => Command::Post(
+            post,
+            Box::new(move |result| {
+                done(result);
+                lane.finished();
+            }),
+        ),
+    }
+}
+
 /// Hands `command` to `comm`'s executor, starting one if there is none.
-pub(crate) fn submit(comm: &hcomm::Comm, command: Command) -> std::io::Result<()> {
+pub(crate) fn submit(comm: &hcomm::Comm, lane: &Arc<Lane>, command: Command) -> std::io::Result<()> {
+    let command = counted(lane, command);
+    let sent = send(comm, lane, command);
+    if sent.is_err() {
+        lane.finished();
+    }
+    sent
+}
+
+fn send(comm: &hcomm::Comm, lane: &Arc<Lane>, command: Command) -> std::io::Result<()> {
     // Sent under the lock: an executor leaves the list under it too, after a
     // last look at its channel, so no command is lost to an ending thread.
     let mut list = executors();
@@ -69,15 +151,16 @@ pub(crate) fn submit(comm: &hcomm::Comm, command: Command) -> std::io::Result<()
     tx.send(command)
         .map_err(|_| std::io::Error::other("a new command channel is closed"))?;
     let own = comm.clone();
+    let lane = Arc::clone(lane);
     std::thread::Builder::new()
         .name("hcomm-py-comm".into())
-        .spawn(move || serve(&own, &rx))?;
+        .spawn(move || serve(&own, &lane, &rx))?;
     list.push((comm.clone(), tx));
     Ok(())
 }
 
 /// The executor's loop: a command at a time, and the pending requests.
-fn serve(comm: &hcomm::Comm, rx: &Receiver<Command>) {
+fn serve(comm: &hcomm::Comm, lane: &Lane, rx: &Receiver<Command>) {
     loop {
         let command = match rx.recv_timeout(IDLE) {
             Ok(command) => command,
@@ -92,6 +175,8 @@ fn serve(comm: &hcomm::Comm, rx: &Receiver<Command>) {
             }
             Err(RecvTimeoutError::Disconnected) => return,
         };
+        // The group's turn, while the command runs and requests are pending.
+        let _turn = lane.turn.lock().unwrap_or_else(PoisonError::into_inner);
         // Every request posted here is completed (tested done, or waited)
         // before the closure returns; an error left over at the end of the
         // scope belongs to no Python operation.

@@ -1,18 +1,22 @@
 //! The `hcomm` Python package's native module, `hcomm._native`: `PyO3`
-//! bindings of the hcomm runtime on numpy arrays. The pure-Python part of
+//! bindings of the hcomm runtime on numpy arrays and (through `DLPack`) torch
+//! tensors. The pure-Python part of
 //! the package (`python/hcomm/`) builds the documented API on top.
 
 mod array;
 mod comm;
+mod dlpack;
 mod errors;
 mod exec;
 mod executor;
+mod interrupt;
 mod moe;
 mod ops;
 mod parallel;
-mod pool;
 mod request;
 mod schedules;
+mod text;
+mod torch;
 
 use pyo3::prelude::*;
 
@@ -34,7 +38,13 @@ fn init(py: Python<'_>, backend: Option<&str>) -> PyResult<Comm> {
     .map_err(|e| to_py(&e))?;
     let job = hcomm::JobEnv::from_env().map_err(|e| to_py(&e))?;
     let options = hcomm::CommOptions::from_env().map_err(|e| to_py(&e))?;
-    let comm = exec::run(py, None, Vec::new(), move |_| hcomm::init_job(kind, &job, &options))?;
+    // On the calling thread (the GIL released): the runtime binds the thread
+    // that joins the job to its cores (`HCOMM_BIND`), and the calls that run
+    // on the caller's thread (see `exec::run`) should run there, as a Rust
+    // rank's do. The rendezvous is bounded by the job's timeout.
+    let comm = py
+        .detach(|| hcomm::init_job(kind, &job, &options))
+        .map_err(|e| to_py(&e))?;
     Ok(Comm::wrap(comm))
 }
 
@@ -53,5 +63,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parallel::pp_op, m)?)?;
     m.add_function(wrap_pyfunction!(schedules::run_schedule, m)?)?;
     m.add_function(wrap_pyfunction!(schedules::schedule_names, m)?)?;
+    m.add_class::<text::TextSchedule>()?;
+    m.add_function(wrap_pyfunction!(text::parse_schedule, m)?)?;
     Ok(())
 }

@@ -77,7 +77,7 @@ where
         .map_err(|_| precondition("moe.dispatch: `tokens` must be a 2-d array [T, H]"))?;
     let tokens = tokens.as_array().to_owned();
     let c = group.inner.clone();
-    let d = run(py, Some(&group.inner), Vec::new(), move |_| {
+    let d = run(py, group.on(), Vec::new(), move |_| {
         hcomm::moe::dispatch(&c, tokens.view(), topk_ids.view(), topk_weights.view(), num_experts)
     })?;
     let out = d.tokens.clone().into_pyarray(py).into_any();
@@ -149,7 +149,7 @@ where
     let out = out.as_array().to_owned();
     let c = group.inner.clone();
     let d = d.clone();
-    let back = run(py, Some(&group.inner), Vec::new(), move |_| {
+    let back = run(py, group.on(), Vec::new(), move |_| {
         hcomm::moe::combine(&c, out.view(), &d)
     })?;
     Ok(PyArray2::from_owned_array(py, back).into_any())

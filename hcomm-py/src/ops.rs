@@ -30,7 +30,7 @@ impl Reduction {
                 )))
             }
         };
-        if average && !matches!(dtype, DataType::F16 | DataType::F32 | DataType::F64) {
+        if average && !matches!(dtype, DataType::F16 | DataType::Bf16 | DataType::F32 | DataType::F64) {
             return Err(precondition(format!(
                 "`op=\"avg\"` needs a floating-point array, not {}; hint: reduce with \"sum\" and divide",
                 dtype.name()
@@ -51,6 +51,8 @@ impl Reduction {
         match raw.dtype {
             // SAFETY: forwarded from the caller; the type is `raw`'s.
             DataType::F16 => unsafe { divide::<half::f16>(raw.slice_mut(), world) },
+            // SAFETY: as above.
+            DataType::Bf16 => unsafe { divide::<half::bf16>(raw.slice_mut(), world) },
             // SAFETY: as above.
             DataType::F32 => unsafe { divide::<f32>(raw.slice_mut(), world) },
             // SAFETY: as above.

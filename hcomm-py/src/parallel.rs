@@ -6,8 +6,9 @@ use hcomm::parallel::{Context as RustContext, ParallelConfig};
 use ndarray::{ArrayView, ArrayViewMut, IxDyn};
 use pyo3::prelude::*;
 
-use crate::array::{lend, zeros, Raw};
-use crate::comm::{typed, Comm};
+use crate::array::typed;
+use crate::array::{lend, zeros_like, Raw};
+use crate::comm::Comm;
 use crate::errors::precondition;
 use crate::exec::run;
 
@@ -84,9 +85,7 @@ pub(crate) fn make_context(py: Python<'_>, comm: &Comm, tp: i64, pp: i64, dp: i6
         ..ParallelConfig::default()
     };
     let c = comm.inner.clone();
-    let inner = run(py, Some(&comm.inner), Vec::new(), move |_| {
-        RustContext::init(&c, config)
-    })?;
+    let inner = run(py, comm.on(), Vec::new(), move |_| RustContext::init(&c, config))?;
     Ok(Context { inner })
 }
 
@@ -139,7 +138,7 @@ pub(crate) fn tp_op(py: Python<'_>, kind: &str, group: &Comm, x: &Bound<'_, PyAn
     if kind == "all_reduce" {
         let lent = lend(x, true, "x")?;
         let shape = lent.shape.clone();
-        run(py, Some(&group.inner), vec![(lent, true)], move |r| {
+        run(py, group.on(), vec![(lent, true)], move |r| {
             typed!(r[0].dtype, T => {
                 // SAFETY: lent for writing to this operation alone.
                 hcomm::tp::all_reduce(&c, unsafe { view_mut::<T>(r[0], &shape)? })
@@ -161,34 +160,29 @@ pub(crate) fn tp_op(py: Python<'_>, kind: &str, group: &Comm, x: &Bound<'_, PyAn
         // A length that does not divide is reported by the runtime, on every rank.
         out_shape[a] /= w.max(1);
     }
-    let out = zeros(py, lent.raw.dtype, &out_shape)?;
+    let out = zeros_like(x, lent.raw.dtype, &out_shape)?;
     let out_lent = lend(&out, true, "output")?;
     let shape = lent.shape.clone();
-    run(
-        py,
-        Some(&group.inner),
-        vec![(lent, false), (out_lent, true)],
-        move |r| {
-            typed!(r[0].dtype, T => {
-                // SAFETY: both lent to this operation; the output alone written.
-                let input = unsafe { view::<T>(r[0], &shape)? };
-                let got = if gather {
-                    hcomm::tp::all_gather(&c, input, dim as isize)?
-                } else {
-                    hcomm::tp::reduce_scatter(&c, input, dim as isize)?
-                };
-                // SAFETY: as above.
-                let mut o = unsafe { view_mut::<T>(r[1], &out_shape)? };
-                if o.shape() != got.shape() {
-                    return Err(hcomm::Error::Precondition {
-                        message: format!("tp: result of shape {:?}, expected {:?}", got.shape(), o.shape()),
-                    });
-                }
-                o.assign(&got);
-                Ok(())
-            })
-        },
-    )?;
+    run(py, group.on(), vec![(lent, false), (out_lent, true)], move |r| {
+        typed!(r[0].dtype, T => {
+            // SAFETY: both lent to this operation; the output alone written.
+            let input = unsafe { view::<T>(r[0], &shape)? };
+            let got = if gather {
+                hcomm::tp::all_gather(&c, input, dim as isize)?
+            } else {
+                hcomm::tp::reduce_scatter(&c, input, dim as isize)?
+            };
+            // SAFETY: as above.
+            let mut o = unsafe { view_mut::<T>(r[1], &out_shape)? };
+            if o.shape() != got.shape() {
+                return Err(hcomm::Error::Precondition {
+                    message: format!("tp: result of shape {:?}, expected {:?}", got.shape(), o.shape()),
+                });
+            }
+            o.assign(&got);
+            Ok(())
+        })
+    })?;
     Ok(out.unbind())
 }
 
@@ -221,7 +215,7 @@ pub(crate) fn pp_op(
     }
     let pipe = hcomm::pp::Pipeline::new(&group.inner);
     let kind = kind.to_owned();
-    run(py, Some(&group.inner), lends, move |r| {
+    run(py, group.on(), lends, move |r| {
         typed!(r[0].dtype, T => {
             // SAFETY: every array is lent to this operation; the written ones
             // to it alone, and they are distinct from the others (registry).

@@ -71,7 +71,7 @@ impl Request {
             Some(done) => self.outcome(py, done),
             None => Err(to_py(&hcomm::Error::Timeout {
                 operation: format!("Request.wait of {}", self.what),
-                rank: self.started.comm.as_ref().map_or(0, hcomm::Comm::rank),
+                rank: self.started.comm.rank(),
                 waited: begun.elapsed(),
                 limit: limit.unwrap_or_default(),
             })),

@@ -5,7 +5,8 @@ use hcomm::schedules as s;
 use pyo3::prelude::*;
 
 use crate::array::lend;
-use crate::comm::{typed, Comm};
+use crate::array::typed;
+use crate::comm::Comm;
 use crate::errors::precondition;
 use crate::exec::run;
 use crate::ops::{peer, Reduction};
@@ -96,7 +97,7 @@ pub(crate) fn run_schedule(
         lends.push((out, true));
     }
     let c = comm.inner.clone();
-    run(py, Some(&comm.inner), lends, move |r| {
+    run(py, comm.on(), lends, move |r| {
         let op = red.op;
         typed!(r[0].dtype, T => {
             if in_place {

@@ -29,6 +29,7 @@ from ._errors import (
     Timeout,
 )
 from ._native import Comm, Context, Request
+from ._text import Schedule
 from . import _native
 
 _lock = threading.Lock()
@@ -199,6 +200,7 @@ __all__ = [
     "PeerFailed",
     "Precondition",
     "Request",
+    "Schedule",
     "ScheduleError",
     "Timeout",
     "batch_isend_irecv",

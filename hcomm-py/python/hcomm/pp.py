@@ -1,8 +1,8 @@
 """Pipeline parallelism (Rust ``hcomm::pp``): ``group=None`` is the context's
 pipeline group, whose ranks are the stages.
 
-``send``/``recv`` carry the array's shape and element type with the data, so
-``recv`` can return a new array. The ``*_forward``/``*_backward`` transfers are
+``send``/``recv`` carry the array's shape, element type and kind (numpy array
+or torch tensor) with the data, so ``recv`` can return a new one of the same. The ``*_forward``/``*_backward`` transfers are
 those of the Rust ``Pipeline``: forward and backward traffic use different tags,
 the paired forms post both directions at once (no deadlock, 2 stages included),
 and a transfer past either end of the pipeline is ``hcomm.Precondition``.
@@ -10,7 +10,7 @@ and a transfer past either end of the pipeline is ``hcomm.Precondition``.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
@@ -19,12 +19,35 @@ from ._errors import Mismatch, Precondition
 from ._native import Comm
 
 _DTYPES = [np.float16, np.float32, np.float64, np.int8, np.uint8, np.int32, np.uint32, np.int64, np.uint64]
+_TORCH_DTYPES = ["float16", "float32", "float64", "int8", "uint8", "int32", "uint32", "int64", "uint64", "bfloat16"]
+#: Element type codes of torch tensors start here (numpy's are below).
+_TORCH = 16
 _MAX_DIMS = 32
 _HEADER = 2 + _MAX_DIMS
 
 
+def _is_torch(tensor: Any) -> bool:
+    return type(tensor).__module__.startswith("torch")
+
+
+def _code(tensor: Any) -> Optional[int]:
+    if _is_torch(tensor):
+        name = str(tensor.dtype)[len("torch."):]
+        return _TORCH + _TORCH_DTYPES.index(name) if name in _TORCH_DTYPES else None
+    return next((i for i, d in enumerate(_DTYPES) if tensor.dtype == d), None)
+
+
+def _empty(code: int, shape: Tuple[int, ...]) -> Any:
+    """A new array (numpy) or tensor (torch) of the element type ``code``."""
+    if code >= _TORCH:
+        import torch
+
+        return torch.empty(shape, dtype=getattr(torch, _TORCH_DTYPES[code - _TORCH]))
+    return np.empty(shape, dtype=_DTYPES[code])
+
+
 def _header(tensor: Any) -> np.ndarray:
-    code = next((i for i, d in enumerate(_DTYPES) if tensor.dtype == d), None)
+    code = _code(tensor)
     if code is None:
         raise Precondition(f"precondition: pp.send: element type {tensor.dtype} is not supported")
     if tensor.ndim > _MAX_DIMS:
@@ -50,10 +73,11 @@ def recv(src: int, tag: int = 0, group: Optional[Comm] = None, out: Any = None) 
     h = np.zeros(_HEADER, dtype=np.int64)
     g.recv(h, src, tag)
     code, ndim = int(h[0]), int(h[1])
-    if not (0 <= code < len(_DTYPES) and 0 <= ndim <= _MAX_DIMS):
+    known = 0 <= code < len(_DTYPES) or _TORCH <= code < _TORCH + len(_TORCH_DTYPES)
+    if not (known and 0 <= ndim <= _MAX_DIMS):
         raise Mismatch(f"mismatch: pp.recv from stage {src}: the message is not a pp.send header")
     if out is None:
-        out = np.empty(tuple(int(n) for n in h[2 : 2 + ndim]), dtype=_DTYPES[code])
+        out = _empty(code, tuple(int(n) for n in h[2 : 2 + ndim]))
     g.recv(out, src, tag)
     return out
 
