@@ -115,6 +115,7 @@ mod external;
 pub mod host;
 mod launch;
 mod memcopy;
+#[cfg(feature = "ndarray")]
 pub mod moe;
 mod options;
 mod p2p;
@@ -122,7 +123,9 @@ pub mod parallel;
 pub mod pp;
 mod request;
 mod topology;
+#[cfg(feature = "ndarray")]
 pub mod tp;
+#[cfg(feature = "trace")]
 pub mod trace;
 mod wire;
 
@@ -137,6 +140,7 @@ pub use external::ExternalDeviceBuffer;
 pub use half::{bf16, f16};
 pub use hcomm_macros::comm_schedule;
 pub use launch::{auth, hccl, init_from_env, init_job, init_job_with, nccl, run, run_on, store, BackendKind, JobEnv};
+#[cfg(feature = "ndarray")]
 pub use ndarray;
 pub use options::{CommOptions, DEFAULT_SEGMENT_BYTES, DEFAULT_TIMEOUT, MAX_TIMEOUT};
 pub use p2p::Tag;
