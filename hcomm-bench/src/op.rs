@@ -317,7 +317,10 @@ pub fn parse_reduce_op(name: &str) -> Result<ReduceOp, String> {
     let name = name.trim();
     ReduceOp::ALL.into_iter().find(|o| o.name() == name).ok_or_else(|| {
         let names: Vec<_> = ReduceOp::ALL.iter().map(|o| o.name()).collect();
-        format!("unknown reduction operator `{name}`; expected one of {}", names.join(", "))
+        format!(
+            "unknown reduction operator `{name}`; expected one of {}",
+            names.join(", ")
+        )
     })
 }
 
@@ -348,14 +351,19 @@ mod tests {
         );
         assert_eq!(
             Op::parse("reduce_scatter_perf", ReduceOp::Max),
-            Ok(Op::Collective(Collective::ReduceScatter, Shape::ReduceScatter(ReduceOp::Max)))
+            Ok(Op::Collective(
+                Collective::ReduceScatter,
+                Shape::ReduceScatter(ReduceOp::Max)
+            ))
         );
         assert_eq!(Op::parse("sendrecv", ReduceOp::Sum), Ok(Op::SendRecv));
         assert!(Op::parse("gather", ReduceOp::Sum)
             .unwrap_err()
             .contains("unknown collective `gather`"));
         assert_eq!(parse_reduce_op("min"), Ok(ReduceOp::Min));
-        assert!(parse_reduce_op("mean").unwrap_err().contains("expected one of sum, prod, max, min"));
+        assert!(parse_reduce_op("mean")
+            .unwrap_err()
+            .contains("expected one of sum, prod, max, min"));
         for s in Schedule::ALL {
             assert_eq!(Schedule::parse(s.name()), Ok(s));
         }
@@ -379,9 +387,15 @@ mod tests {
         let gather = Op::parse("all_gather", max).unwrap();
         assert_eq!(gather.placements(), [(Placement::OutOfPlace, Shape::AllGather)]);
         let ring = Op::Schedule(Schedule::RingAllReduce(ReduceOp::Min));
-        assert_eq!(ring.placements(), [(Placement::InPlace, Shape::AllReduceInPlace(ReduceOp::Min))]);
+        assert_eq!(
+            ring.placements(),
+            [(Placement::InPlace, Shape::AllReduceInPlace(ReduceOp::Min))]
+        );
         assert_eq!(ring.reduce_op(), Some(ReduceOp::Min));
         let direct = Op::Schedule(Schedule::DirectAllReduce);
-        assert_eq!(direct.placements(), [(Placement::OutOfPlace, Shape::AllReduce(ReduceOp::Sum))]);
+        assert_eq!(
+            direct.placements(),
+            [(Placement::OutOfPlace, Shape::AllReduce(ReduceOp::Sum))]
+        );
     }
 }

@@ -128,7 +128,12 @@ impl Row {
     /// of columns.
     pub fn text_header() -> String {
         let group = |name: &str| format!("{name:^44}");
-        let cols = || format!("{:>10} {:>11} {:>11} {:>9}", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "check");
+        let cols = || {
+            format!(
+                "{:>10} {:>11} {:>11} {:>9}",
+                "time(us)", "algbw(GB/s)", "busbw(GB/s)", "check"
+            )
+        };
         format!(
             "#{:63} {} {}\n#{:>11} {:>11} {:>5} {:>5} {:>20} {:>6} {} {}",
             "",

@@ -122,13 +122,15 @@ fn sweep_typed<T: BenchElem>(config: &Config, on_row: &(dyn Fn(&Row) + Sync)) ->
             if rank == 0 {
                 let mut timings = Vec::with_capacity(forms.len());
                 for (f, &(placement, _)) in forms.iter().enumerate() {
-                    let per_rank: Vec<RankResult> = results
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)[k * forms.len() + f]
+                    let per_rank: Vec<RankResult> = results.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+                        [k * forms.len() + f]
                         .iter_mut()
                         .filter_map(Option::take)
                         .collect();
-                    timings.push((placement, Timing::new(config, count * size_of::<T>(), &summarize(&per_rank))));
+                    timings.push((
+                        placement,
+                        Timing::new(config, count * size_of::<T>(), &summarize(&per_rank)),
+                    ));
                 }
                 let row = Row::new(config, count * size_of::<T>(), count, timings);
                 on_row(&row);
@@ -175,7 +177,10 @@ fn sweep_process<T: BenchElem>(
                     algorithm: mine.algorithm.clone(),
                 })
                 .collect();
-            timings.push((placement, Timing::new(&config, count * size_of::<T>(), &summarize(&per_rank))));
+            timings.push((
+                placement,
+                Timing::new(&config, count * size_of::<T>(), &summarize(&per_rank)),
+            ));
         }
         if comm.rank() == 0 {
             let row = Row::new(&config, count * size_of::<T>(), count, timings);

@@ -94,14 +94,29 @@ fn nccl_tests_flags_keep_their_meanings() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     let row: Value = serde_json::from_str(stdout.trim()).unwrap();
-    assert_eq!((&row["op"], &row["redop"], &row["dtype"], &row["ranks"]), (&"all_reduce".into(), &"max".into(), &"i32".into(), &3.into()));
+    assert_eq!(
+        (&row["op"], &row["redop"], &row["dtype"], &row["ranks"]),
+        (&"all_reduce".into(), &"max".into(), &"i32".into(), &3.into())
+    );
     for form in [&row["out_of_place"], &row["in_place"]] {
         assert_eq!(form["iters"], 5, "{row}");
         assert_eq!(form["check"], "unchecked", "{row}");
     }
     // the operator reaches the reduction: max and prod check out too
     for redop in ["max", "prod", "min"] {
-        let rows = json_rows(&["reduce_scatter", "-o", redop, "-b", "96", "-e", "96", "--ranks", "3", "-d", "i32"]);
+        let rows = json_rows(&[
+            "reduce_scatter",
+            "-o",
+            redop,
+            "-b",
+            "96",
+            "-e",
+            "96",
+            "--ranks",
+            "3",
+            "-d",
+            "i32",
+        ]);
         assert_eq!(rows[0]["redop"], redop);
         assert_eq!(rows[0]["out_of_place"]["check"], "ok", "{}", rows[0]);
         assert!(rows[0]["in_place"].is_null(), "{}", rows[0]);
@@ -138,13 +153,20 @@ fn in_a_job_of_processes_only_rank_0_prints() {
         .collect();
     let outs: Vec<Output> = ranks.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
     for (rank, out) in outs.iter().enumerate() {
-        assert!(out.status.success(), "rank {rank}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "rank {rank}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let zero = String::from_utf8_lossy(&outs[0].stdout);
     let lines: Vec<&str> = zero.lines().collect();
     assert_eq!(lines.len(), 5, "{zero}");
     assert!(lines[0].contains("2 ranks"), "{zero}");
-    assert!(lines[3].trim_start().starts_with("1024") && lines[4].trim_start().starts_with("2048"), "{zero}");
+    assert!(
+        lines[3].trim_start().starts_with("1024") && lines[4].trim_start().starts_with("2048"),
+        "{zero}"
+    );
     assert_eq!(String::from_utf8_lossy(&outs[1].stdout), "");
     assert!(!String::from_utf8_lossy(&outs[1].stderr).contains("sizes done"));
 }
@@ -208,17 +230,7 @@ fn every_op_and_schedule_checks_out_on_three_ranks() {
 #[test]
 fn a_forced_algorithm_is_the_one_reported() {
     for algo in ["ring", "halving_doubling", "reduce_broadcast", "direct"] {
-        let rows = json_rows(&[
-                        "all_reduce",
-            "-b",
-            "64K",
-            "-e",
-            "64K",
-            "--ranks",
-            "4",
-            "--algo",
-            algo,
-        ]);
+        let rows = json_rows(&["all_reduce", "-b", "64K", "-e", "64K", "--ranks", "4", "--algo", algo]);
         assert_eq!(rows[0]["out_of_place"]["algorithm"], algo);
         assert_eq!(rows[0]["out_of_place"]["check"], "ok");
         assert_eq!(rows[0]["in_place"]["check"], "ok");
@@ -230,7 +242,7 @@ fn the_algorithms_that_ran_are_reported() {
     // 4 KiB is reduced whole by recursive doubling; 1000 B of f32 on 3 ranks
     // leaves a tail of one element, which the ring hands to it.
     let rows = json_rows(&[
-                "all_reduce",
+        "all_reduce",
         "-b",
         "4K",
         "-e",
@@ -253,8 +265,14 @@ fn the_table_has_a_header_and_a_row_per_size() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 5, "{stdout}");
-    assert!(lines[1].contains("out-of-place") && lines[1].contains("in-place"), "{stdout}");
-    assert!(lines[2].contains("busbw(GB/s)") && lines[2].contains("redop"), "{stdout}");
+    assert!(
+        lines[1].contains("out-of-place") && lines[1].contains("in-place"),
+        "{stdout}"
+    );
+    assert!(
+        lines[2].contains("busbw(GB/s)") && lines[2].contains("redop"),
+        "{stdout}"
+    );
     // sendrecv has no in-place form: its columns say so
     let cells: Vec<&str> = lines[3].split_whitespace().collect();
     assert_eq!(cells[0], "1024", "{stdout}");
@@ -269,7 +287,10 @@ fn the_table_has_a_header_and_a_row_per_size() {
 fn bad_arguments_are_errors_that_name_them() {
     for (args, msg) in [
         (&["gather"][..], "unknown collective `gather`"),
-        (&["-o", "mean"], "unknown reduction operator `mean`; expected one of sum, prod, max, min"),
+        (
+            &["-o", "mean"],
+            "unknown reduction operator `mean`; expected one of sum, prod, max, min",
+        ),
         (&["-c", "2"], "2 is not in 0..=1"),
         (&["--ranks", "0"], "--ranks must be at least 1"),
         (&["--schedule", "nope"], "unknown schedule `nope`"),
