@@ -24,6 +24,7 @@ use crate::element::{DataType, ReduceOp};
 
 /// The collective operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub enum Collective {
     /// Every rank ends with the reduction of every rank's buffer.
     AllReduce,
