@@ -155,7 +155,6 @@ mod check;
 mod compile;
 mod contents;
 mod counts;
-mod fxhash;
 mod lin;
 mod print;
 mod ranges;

@@ -112,6 +112,7 @@ pub mod docs;
 mod element;
 mod error;
 mod external;
+mod fnv;
 pub mod host;
 mod launch;
 mod memcopy;

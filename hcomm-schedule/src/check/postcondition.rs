@@ -138,8 +138,8 @@ fn matches(reds: &[Red], v: &Val, e: &Expected) -> bool {
 
 /// (count, h1, h2) of the distinct symbols that reduction `i` combines.
 fn distinct_sum(reds: &[Red], i: u32) -> (u64, u64, u64) {
-    let mut seen_reds = crate::fxhash::FxHashSet::default();
-    let mut seen_syms = crate::fxhash::FxHashSet::default();
+    let mut seen_reds = rustc_hash::FxHashSet::default();
+    let mut seen_syms = rustc_hash::FxHashSet::default();
     let mut stack = vec![Val::Red(i)];
     let (mut count, mut h1, mut h2) = (0_u64, 0_u64, 0_u64);
     while let Some(v) = stack.pop() {
@@ -383,7 +383,7 @@ fn one_var_bound(un: &Unrolled<'_, '_>) -> i64 {
 fn crossing(un: &Unrolled<'_, '_>, v: usize) -> i64 {
     // per slope, the least and the greatest constant: the last crossing of
     // two slopes is that of the greatest gap between their constants
-    let mut slopes: crate::fxhash::FxHashMap<i64, (i64, i64)> = crate::fxhash::FxHashMap::default();
+    let mut slopes: rustc_hash::FxHashMap<i64, (i64, i64)> = rustc_hash::FxHashMap::default();
     let mut add = |l: &Lin| {
         let mut p = [1_i64; MAX_LEN_VARS];
         p[v] = 0;
