@@ -56,7 +56,7 @@ hcomm_bench() {  # hcomm_bench <ranks> <args>: JSON rows on stdout
     # rank 0 prints the rows, which hcomm-run prefixes with "[0] "
     "$ROOT/target/release/hcomm-run" -n "$n" -- "$BENCH" "$@" | sed -n 's/^\[0\] //p'
   else
-    "$BENCH" -n "$n" "$@"
+    "$BENCH" --ranks "$n" "$@"
   fi
 }
 
@@ -109,7 +109,7 @@ for k in $(seq 1 "$RUNS"); do
   for n in $RANKS; do
     echo "== run $k/$RUNS, $n ranks: hcomm" >&2
     for op in ${OPS//,/ }; do
-      hcomm_bench "$n" --op "$op" --sizes "$SIZES" --json --quiet >> "$OUT/hcomm_n${n}_run${k}.jsonl"
+      hcomm_bench "$n" "$op" --sizes "$SIZES" --json --quiet >> "$OUT/hcomm_n${n}_run${k}.jsonl"
     done
     echo "== run $k/$RUNS, $n ranks: Open MPI" >&2
     # shellcheck disable=SC2046 # mpi_args prints separate words on purpose

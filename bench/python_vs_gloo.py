@@ -16,7 +16,7 @@ taken), and the ratio of gloo's median to the method's.
 Options: --sizes 4K,64M  --rounds 5  --out FILE (a JSON copy of the table).
 
 ``--cost`` instead times ``comm.all_reduce`` of 4 KiB (float32, numpy and torch)
-call by call, as ``hcomm-bench --op all_reduce -b 4K -e 4K`` times the Rust call
+call by call, as ``hcomm-bench all_reduce -b 4K -e 4K`` times the Rust call
 (the median over calls of the slowest rank's time), for the cost of a Python
 call over the Rust one: run both in turn under the same ``hcomm-run -n 2``.
 """

@@ -10,6 +10,8 @@ use hcomm_examples::all_gather;
 type Variant = fn(&Comm, &[u32], &mut [u32]) -> hcomm::Result<()>;
 
 fn main() {
+    // HCOMM_TRACE=path records this run (the library installs no subscriber)
+    let _trace = hcomm::trace::init_from_env();
     let world = 6;
     let variants: [(&str, Variant); 5] = [
         ("ring", |c, i, o| all_gather::ring_all_gather(c, i, o)),

@@ -56,6 +56,8 @@ fn route(x: &Array2<f32>) -> (Array2<usize>, Array2<f32>) {
 }
 
 fn main() {
+    // HCOMM_TRACE=path records this run (the library installs no subscriber)
+    let _trace = hcomm::trace::init_from_env();
     let outputs = hcomm::host::run(EP, |comm| {
         let ctx = Context::init(
             comm,

@@ -132,6 +132,8 @@ fn run_stage(pipe: &Pipeline) -> hcomm::Result<(f32, Array2<f32>)> {
 }
 
 fn main() {
+    // HCOMM_TRACE=path records this run (the library installs no subscriber)
+    let _trace = hcomm::trace::init_from_env();
     // Single-process reference.
     let mut layers: Vec<Layer> = (0..STAGES).map(Layer::new).collect();
     let mut loss_ref = 0.0;

@@ -26,6 +26,8 @@ hcomm::comm_schedule! {
 }
 
 fn main() -> hcomm::Result<()> {
+    // HCOMM_TRACE=path records this run (the library installs no subscriber)
+    let _trace = hcomm::trace::init_from_env();
     // Started by `hcomm-run` or torchrun: this process is one rank.
     if ["HCOMM_RANK", "RANK"].iter().any(|v| std::env::var_os(v).is_some()) {
         let comm = hcomm::init_from_env()?;

@@ -25,6 +25,8 @@ fn init(rows: usize, cols: usize, seed: usize) -> Array2<f32> {
 }
 
 fn main() {
+    // HCOMM_TRACE=path records this run (the library installs no subscriber)
+    let _trace = hcomm::trace::init_from_env();
     let x = init(BATCH, HIDDEN, 1);
     let w1 = init(HIDDEN, FFN, 2);
     let w2 = init(FFN, HIDDEN, 3);

@@ -169,6 +169,8 @@ fn train(ctx: &Context) -> hcomm::Result<(Vec<f64>, Array2<f64>, Array2<f64>)> {
 }
 
 fn main() {
+    // HCOMM_TRACE=path records this run (the library installs no subscriber)
+    let _trace = hcomm::trace::init_from_env();
     let (losses_ref, weights_ref) = reference();
     let results = hcomm::host::run(TP * PP * DP, |comm| {
         let ctx = Context::init(

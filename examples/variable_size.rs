@@ -9,6 +9,8 @@
 use hcomm_examples::vcollectives::{moe_combine, moe_dispatch, sparse_all_gather};
 
 fn main() -> hcomm::Result<()> {
+    // HCOMM_TRACE=path records this run (the library installs no subscriber)
+    let _trace = hcomm::trace::init_from_env();
     let world = 5;
     let counts = [3, 0, 1, 0, 2];
     let total: usize = counts.iter().sum();

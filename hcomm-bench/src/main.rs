@@ -1,7 +1,8 @@
-//! `hcomm-bench --op all_reduce -b 4K -e 64M -f 4 -n 4`: times one
-//! operation over a geometric sweep of sizes, nccl-tests style. The ranks
-//! are threads of this process; under `hcomm-run -n N -- hcomm-bench ...`
-//! each rank is a process (the job's size replaces `-n`; rank 0 prints).
+//! `hcomm-bench all_reduce -b 4K -e 64M -f 4 -n 20 --ranks 4`: times one
+//! operation over a geometric sweep of sizes with nccl-tests' flags and
+//! columns. The ranks are threads of this process; under `hcomm-run -n N --
+//! hcomm-bench ...` (or torchrun) each rank is a process, the job's size
+//! replaces `--ranks`, and only rank 0 prints.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -10,31 +11,34 @@ use std::time::Instant;
 use clap::Parser;
 use hcomm::{Algorithm, BackendKind};
 use hcomm_bench::data::parse_dtype;
+use hcomm_bench::op::parse_reduce_op;
 use hcomm_bench::size::{format_size, parse_size, sweep};
 use hcomm_bench::{Config, Op, Row, Schedule};
 
 /// Times an hcomm collective, point-to-point ring or schedule over a sweep
-/// of sizes. Each row: the median over iterations of the slowest rank's
-/// time, algbw = size / time and busbw = algbw x the nccl-tests bus factor
-/// (1 GB = 1e9 B), and a check of every rank's result against a serial
-/// reference.
+/// of sizes, taking nccl-tests' flags (-b -e -f -n -w -c -o -d). Each row:
+/// the median over iterations of the slowest rank's time, algbw = size /
+/// time and busbw = algbw x the nccl-tests bus factor (1 GB = 1e9 B), and a
+/// check of every rank's result against a serial reference, out of place
+/// and in place where hcomm has that form (n/a where it does not).
 #[derive(Parser, Debug)]
 #[command(name = "hcomm-bench", version)]
 #[allow(clippy::doc_markdown, reason = "the doc comments are the plain-text --help")]
 struct Cli {
-    /// all_reduce, all_gather, reduce_scatter, all_to_all, broadcast or sendrecv.
-    #[arg(long, default_value = "all_reduce")]
-    op: String,
-    /// Run a built-in or example schedule instead of --op (ring_all_gather,
-    /// recursive_doubling_all_gather, bruck_all_gather, pairwise_all_to_all,
-    /// binomial_broadcast, ring_all_reduce_{sum,prod,max,min},
+    /// all_reduce, all_gather, reduce_scatter, all_to_all, broadcast or
+    /// sendrecv (nccl-tests' program names, all_reduce_perf, ..., work too).
+    #[arg(default_value = "all_reduce")]
+    collective: String,
+    /// Run a built-in or example schedule instead of a collective
+    /// (ring_all_gather, recursive_doubling_all_gather, bruck_all_gather,
+    /// pairwise_all_to_all, binomial_broadcast, ring_all_reduce_{sum,prod,max,min},
     /// two_level_all_gather, sparse_all_gather, direct_all_reduce,
     /// halving_doubling_all_reduce, recursive_doubling_all_reduce,
     /// direct_reduce_scatter, ring_reduce_scatter,
     /// recursive_halving_reduce_scatter, binomial_reduce,
     /// scatter_all_gather_broadcast, one_shot_all_reduce, one_shot_all_gather,
     /// one_shot_reduce_scatter, one_shot_all_to_all, one_shot_broadcast).
-    #[arg(long, conflicts_with_all = ["op", "algo"])]
+    #[arg(long, conflicts_with_all = ["collective", "algo", "redop"])]
     schedule: Option<String>,
     /// Smallest size (4096, 4K, 64M, 1G; powers of 1024).
     #[arg(short = 'b', long = "minbytes", default_value = "4K", value_parser = parse_size)]
@@ -49,8 +53,25 @@ struct Cli {
     #[arg(short = 's', long, value_delimiter = ',', value_parser = parse_size,
           conflicts_with_all = ["min_bytes", "max_bytes", "factor"])]
     sizes: Vec<usize>,
-    /// Number of ranks.
-    #[arg(short = 'n', long = "ranks", default_value_t = 2)]
+    /// Timed iterations per size (default: about 256 MiB of traffic, 20 to 1000).
+    #[arg(short = 'n', long = "iters")]
+    iters: Option<usize>,
+    /// Warm-up iterations per size (default: a tenth of -n, at least 3).
+    #[arg(short = 'w', long = "warmup_iters", visible_alias = "warmup")]
+    warmup: Option<usize>,
+    /// Check every rank's result against the serial reference: 1 (default) or 0.
+    #[arg(short = 'c', long = "check", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
+    check: u8,
+    /// Reduction operator of all_reduce and reduce_scatter: sum, prod, max or min.
+    #[arg(short = 'o', long = "op", id = "redop", default_value = "sum")]
+    redop: String,
+    /// Element type: f32, f64, f16, bf16, i8, u8, i32, u32, i64, u64 (or
+    /// nccl-tests' float, double, half, bfloat16, int32).
+    #[arg(short = 'd', long = "datatype", visible_alias = "dtype", default_value = "f32")]
+    dtype: String,
+    /// Number of ranks (threads of this process; a job of processes has
+    /// its own size).
+    #[arg(long = "ranks", default_value_t = 2)]
     ranks: usize,
     /// Force the collective's algorithm (ring, halving_doubling, bruck, ...).
     #[arg(long)]
@@ -58,15 +79,6 @@ struct Cli {
     /// host, hccl or nccl.
     #[arg(long, default_value = "host")]
     backend: String,
-    /// Element type: f32, f64, f16, bf16, i8, u8, i32, u32, i64, u64.
-    #[arg(long, default_value = "f32")]
-    dtype: String,
-    /// Timed iterations per size (default: about 256 MiB of traffic, 20 to 1000).
-    #[arg(long)]
-    iters: Option<usize>,
-    /// Warm-up iterations per size (default: a tenth of --iters, at least 3).
-    #[arg(long)]
-    warmup: Option<usize>,
     /// One JSON object per line instead of the table.
     #[arg(long)]
     json: bool,
@@ -78,7 +90,7 @@ struct Cli {
 fn config(cli: &Cli) -> Result<Config, String> {
     let op = match &cli.schedule {
         Some(name) => Op::Schedule(Schedule::parse(name)?),
-        None => Op::parse(&cli.op)?,
+        None => Op::parse(&cli.collective, parse_reduce_op(&cli.redop)?)?,
     };
     let algo = match (&cli.algo, op) {
         (None, _) => None,
@@ -112,6 +124,7 @@ fn config(cli: &Cli) -> Result<Config, String> {
             .ok_or_else(|| format!("unknown backend `{}`; expected host, hccl or nccl", cli.backend))?,
         iters: cli.iters,
         warmup: cli.warmup,
+        check: cli.check == 1,
     })
 }
 
@@ -124,27 +137,34 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if !cli.json {
-        let sizes: Vec<String> = config.sizes.iter().map(|&b| format_size(b)).collect();
-        println!(
-            "# hcomm-bench {}: {} ranks, {} backend, {}, sizes {}",
-            config.op.name(),
-            config.ranks,
-            config.backend,
-            config.dtype,
-            sizes.join(",")
-        );
-        println!("{}", Row::text_header());
-    }
+    let sizes: Vec<String> = config.sizes.iter().map(|&b| format_size(b)).collect();
     let total = config.sizes.len();
     let start = Instant::now();
     let done = std::sync::atomic::AtomicUsize::new(0);
+    // Called on rank 0 only: in a job of processes the others time their
+    // part silently, header included.
     let on_row = |row: &Row| {
-        let line = if cli.json { row.to_json() } else { row.to_text() };
         let mut out = std::io::stdout().lock();
-        // A closed stdout (a pipe into `head`) is not worth a panic.
-        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
         let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let mut text = String::new();
+        if cli.json {
+            text = row.to_json();
+        } else {
+            if k == 1 {
+                text = format!(
+                    "# hcomm-bench {}: {} ranks, {} backend, {}, sizes {}\n{}\n",
+                    config.op.name(),
+                    row.ranks,
+                    config.backend,
+                    config.dtype,
+                    sizes.join(","),
+                    Row::text_header()
+                );
+            }
+            text.push_str(&row.to_text());
+        }
+        // A closed stdout (a pipe into `head`) is not worth a panic.
+        let _ = writeln!(out, "{text}").and_then(|()| out.flush());
         if !cli.quiet && total > 1 {
             eprintln!(
                 "hcomm-bench: {k}/{total} sizes done ({} B, {:.1} s elapsed)",
@@ -154,15 +174,17 @@ fn main() -> ExitCode {
         }
     };
     match hcomm_bench::sweep(&config, &on_row) {
-        Ok(rows) if rows.iter().all(|r| r.check == "ok") => ExitCode::SUCCESS,
+        Ok(rows) if rows.iter().all(|r| r.wrong().is_empty()) => ExitCode::SUCCESS,
         Ok(rows) => {
-            for r in rows.iter().filter(|r| r.check != "ok") {
-                eprintln!("hcomm-bench: {} bytes: {}", r.bytes, r.check);
+            for r in &rows {
+                for (form, check) in r.wrong() {
+                    eprintln!("hcomm-bench: {} bytes, {form}: {check}", r.bytes);
+                }
             }
             ExitCode::FAILURE
         }
         Err(e) => {
-            eprintln!("hcomm-bench: {e}");
+            eprintln!("hcomm-bench: {}", hcomm_examples::error_chain(&e));
             ExitCode::FAILURE
         }
     }

@@ -49,6 +49,16 @@ impl Shape {
     }
 }
 
+/// Whether an operation's output buffer is its input buffer: nccl-tests
+/// times every collective both ways, in two groups of columns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Separate input and output buffers.
+    OutOfPlace,
+    /// The output overwrites the input.
+    InPlace,
+}
+
 /// A built-in or example schedule that `--schedule NAME` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Schedule {
@@ -222,16 +232,19 @@ impl Op {
         Collective::Broadcast,
     ];
 
-    /// Parses an `--op` name (`all_reduce`, ..., `sendrecv`).
-    pub fn parse(name: &str) -> Result<Op, String> {
+    /// Parses a collective's name (`all_reduce`, ..., `sendrecv`; also as
+    /// nccl-tests names its programs, `all_reduce_perf`), reducing with `op`
+    /// where it reduces.
+    pub fn parse(name: &str, op: ReduceOp) -> Result<Op, String> {
         let name = name.trim();
+        let name = name.strip_suffix("_perf").unwrap_or(name);
         if name == "sendrecv" || name == "send_recv" {
             return Ok(Op::SendRecv);
         }
         let shape = |c| match c {
-            Collective::AllReduce => Some(Shape::AllReduce(ReduceOp::Sum)),
+            Collective::AllReduce => Some(Shape::AllReduce(op)),
             Collective::AllGather => Some(Shape::AllGather),
-            Collective::ReduceScatter => Some(Shape::ReduceScatter(ReduceOp::Sum)),
+            Collective::ReduceScatter => Some(Shape::ReduceScatter(op)),
             Collective::AllToAll => Some(Shape::AllToAll),
             Collective::Broadcast => Some(Shape::Broadcast),
             _ => None,
@@ -241,7 +254,7 @@ impl Op {
             .ok_or_else(|| {
                 let names: Vec<_> = Op::COLLECTIVES.iter().map(|c| c.name()).collect();
                 format!(
-                    "unknown op `{name}`; expected one of {}, sendrecv (or --schedule NAME)",
+                    "unknown collective `{name}`; expected one of {}, sendrecv (or --schedule NAME)",
                     names.join(", ")
                 )
             })
@@ -272,6 +285,43 @@ impl Op {
             Op::Schedule(s) => s.shape(),
         }
     }
+
+    /// The forms hcomm has of the operation, each with what it computes:
+    /// all-reduce both out of place and in place, broadcast and the
+    /// in-place schedules in place only, the others out of place only.
+    pub fn placements(self) -> Vec<(Placement, Shape)> {
+        match self.shape() {
+            Shape::AllReduce(op) if matches!(self, Op::Collective(..)) => vec![
+                (Placement::OutOfPlace, Shape::AllReduce(op)),
+                (Placement::InPlace, Shape::AllReduceInPlace(op)),
+            ],
+            shape @ (Shape::AllReduceInPlace(_) | Shape::Broadcast) => vec![(Placement::InPlace, shape)],
+            shape => vec![(Placement::OutOfPlace, shape)],
+        }
+    }
+
+    /// The reduction operator, for the operations that reduce.
+    pub fn reduce_op(self) -> Option<ReduceOp> {
+        match self.shape() {
+            Shape::AllReduce(op) | Shape::AllReduceInPlace(op) | Shape::ReduceScatter(op) | Shape::Reduce(op) => {
+                Some(op)
+            }
+            Shape::AllGather | Shape::AllToAll | Shape::Broadcast | Shape::SendRecv => None,
+        }
+    }
+}
+
+/// Parses a reduction operator as nccl-tests' `-o` takes it (`sum`, `prod`,
+/// `max`, `min`).
+pub fn parse_reduce_op(name: &str) -> Result<ReduceOp, String> {
+    let name = name.trim();
+    ReduceOp::ALL.into_iter().find(|o| o.name() == name).ok_or_else(|| {
+        let names: Vec<_> = ReduceOp::ALL.iter().map(|o| o.name()).collect();
+        format!(
+            "unknown reduction operator `{name}`; expected one of {}",
+            names.join(", ")
+        )
+    })
 }
 
 #[cfg(test)]
@@ -296,14 +346,56 @@ mod tests {
     #[test]
     fn ops_and_schedules_parse_by_name() {
         assert_eq!(
-            Op::parse("all_reduce"),
+            Op::parse("all_reduce", ReduceOp::Sum),
             Ok(Op::Collective(Collective::AllReduce, Shape::AllReduce(ReduceOp::Sum)))
         );
-        assert_eq!(Op::parse("sendrecv"), Ok(Op::SendRecv));
-        assert!(Op::parse("gather").unwrap_err().contains("unknown op `gather`"));
+        assert_eq!(
+            Op::parse("reduce_scatter_perf", ReduceOp::Max),
+            Ok(Op::Collective(
+                Collective::ReduceScatter,
+                Shape::ReduceScatter(ReduceOp::Max)
+            ))
+        );
+        assert_eq!(Op::parse("sendrecv", ReduceOp::Sum), Ok(Op::SendRecv));
+        assert!(Op::parse("gather", ReduceOp::Sum)
+            .unwrap_err()
+            .contains("unknown collective `gather`"));
+        assert_eq!(parse_reduce_op("min"), Ok(ReduceOp::Min));
+        assert!(parse_reduce_op("mean")
+            .unwrap_err()
+            .contains("expected one of sum, prod, max, min"));
         for s in Schedule::ALL {
             assert_eq!(Schedule::parse(s.name()), Ok(s));
         }
         assert!(Schedule::parse("ring").unwrap_err().contains("ring_all_gather"));
+    }
+
+    #[test]
+    fn all_reduce_is_timed_both_ways_and_the_others_in_their_one_form() {
+        let max = ReduceOp::Max;
+        let all_reduce = Op::parse("all_reduce", max).unwrap();
+        assert_eq!(
+            all_reduce.placements(),
+            [
+                (Placement::OutOfPlace, Shape::AllReduce(max)),
+                (Placement::InPlace, Shape::AllReduceInPlace(max))
+            ]
+        );
+        let broadcast = Op::parse("broadcast", max).unwrap();
+        assert_eq!(broadcast.placements(), [(Placement::InPlace, Shape::Broadcast)]);
+        assert_eq!(broadcast.reduce_op(), None);
+        let gather = Op::parse("all_gather", max).unwrap();
+        assert_eq!(gather.placements(), [(Placement::OutOfPlace, Shape::AllGather)]);
+        let ring = Op::Schedule(Schedule::RingAllReduce(ReduceOp::Min));
+        assert_eq!(
+            ring.placements(),
+            [(Placement::InPlace, Shape::AllReduceInPlace(ReduceOp::Min))]
+        );
+        assert_eq!(ring.reduce_op(), Some(ReduceOp::Min));
+        let direct = Op::Schedule(Schedule::DirectAllReduce);
+        assert_eq!(
+            direct.placements(),
+            [(Placement::OutOfPlace, Shape::AllReduce(ReduceOp::Sum))]
+        );
     }
 }

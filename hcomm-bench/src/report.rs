@@ -1,31 +1,16 @@
-//! A result row, printed as an nccl-tests style table line or as one JSON
-//! object per line.
+//! A result row, printed as an nccl-tests style table line (out-of-place
+//! columns, then in-place columns) or as one JSON object per line.
 
 use serde::{Deserialize, Serialize};
 
-use crate::op::Op;
+use crate::op::{Op, Placement};
 use crate::run::{Config, Summary};
 
-/// One size of a sweep.
+/// One form (out of place or in place) of one size.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Row {
-    /// The collective computed (`all_reduce`, ..., `sendrecv`).
-    pub op: String,
-    /// The schedule that ran, for `--schedule`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<String>,
-    /// Size in bytes, as nccl-tests defines it for the op.
-    pub bytes: usize,
-    /// Elements in that size.
-    pub count: usize,
-    /// Number of ranks.
-    pub ranks: usize,
-    /// Element type.
-    pub dtype: String,
+pub struct Timing {
     /// The algorithm that ran.
     pub algorithm: String,
-    /// The backend.
-    pub backend: String,
     /// Timed iterations.
     pub iters: usize,
     /// Median over iterations of the slowest rank's time, microseconds.
@@ -36,41 +21,102 @@ pub struct Row {
     pub algbw: f64,
     /// `algbw` times the op's bus factor, GB/s.
     pub busbw: f64,
-    /// `"ok"` when every rank's result equals the serial reference.
+    /// `"ok"` when every rank's result equals the serial reference,
+    /// `"unchecked"` under `-c 0`, else which ranks were wrong and where.
     pub check: String,
 }
 
-impl Row {
-    pub(crate) fn new(config: &Config, bytes: usize, count: usize, s: &Summary) -> Row {
+/// One size of a sweep.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// The collective computed (`all_reduce`, ..., `sendrecv`).
+    pub op: String,
+    /// The schedule that ran, for `--schedule`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// The reduction operator, for the operations that reduce.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redop: Option<String>,
+    /// Size in bytes, as nccl-tests defines it for the op.
+    pub bytes: usize,
+    /// Elements in that size.
+    pub count: usize,
+    /// Number of ranks.
+    pub ranks: usize,
+    /// Element type.
+    pub dtype: String,
+    /// The backend.
+    pub backend: String,
+    /// Separate input and output buffers, where hcomm has that form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_of_place: Option<Timing>,
+    /// Output over the input, where hcomm has that form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_place: Option<Timing>,
+}
+
+impl Timing {
+    pub(crate) fn new(config: &Config, bytes: usize, s: &Summary) -> Timing {
         let algbw = if s.median_s > 0.0 {
             bytes as f64 / s.median_s / 1e9
         } else {
             0.0
         };
-        let shape = config.op.shape();
+        Timing {
+            algorithm: s.algorithm.clone(),
+            iters: s.iters,
+            time_us: s.median_s * 1e6,
+            min_us: s.min_s * 1e6,
+            algbw,
+            busbw: algbw * config.op.shape().bus_factor(config.ranks),
+            check: s.check.clone(),
+        }
+    }
+}
+
+impl Row {
+    pub(crate) fn new(config: &Config, bytes: usize, count: usize, forms: Vec<(Placement, Timing)>) -> Row {
         let op = match config.op {
-            Op::Schedule(_) => shape_name(shape),
+            Op::Schedule(_) => shape_name(config.op.shape()),
             other => other.name(),
         };
-        Row {
+        let mut row = Row {
             op: op.into(),
             schedule: match config.op {
                 Op::Schedule(sc) => Some(sc.name().into()),
                 _ => None,
             },
+            redop: config.op.reduce_op().map(|o| o.name().into()),
             bytes,
             count,
             ranks: config.ranks,
             dtype: config.dtype.name().into(),
-            algorithm: s.algorithm.clone(),
             backend: config.backend.name().into(),
-            iters: s.iters,
-            time_us: s.median_s * 1e6,
-            min_us: s.min_s * 1e6,
-            algbw,
-            busbw: algbw * shape.bus_factor(config.ranks),
-            check: s.check.clone(),
+            out_of_place: None,
+            in_place: None,
+        };
+        for (placement, timing) in forms {
+            match placement {
+                Placement::OutOfPlace => row.out_of_place = Some(timing),
+                Placement::InPlace => row.in_place = Some(timing),
+            }
         }
+        row
+    }
+
+    /// The operation's usual form: out of place where hcomm has it, else
+    /// in place.
+    pub fn primary(&self) -> Option<&Timing> {
+        self.out_of_place.as_ref().or(self.in_place.as_ref())
+    }
+
+    /// The forms whose result was wrong, with their check.
+    pub fn wrong(&self) -> Vec<(&'static str, &str)> {
+        [("out-of-place", &self.out_of_place), ("in-place", &self.in_place)]
+            .into_iter()
+            .filter_map(|(name, t)| t.as_ref().map(|t| (name, t.check.as_str())))
+            .filter(|(_, check)| *check != "ok" && *check != "unchecked")
+            .collect()
     }
 
     /// The row as one line of JSON.
@@ -78,28 +124,67 @@ impl Row {
         serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
 
-    /// The column header of [`Row::to_text`].
+    /// The column header of [`Row::to_text`]: two lines, nccl-tests' groups
+    /// of columns.
     pub fn text_header() -> String {
+        let group = |name: &str| format!("{name:^44}");
+        let cols = || {
+            format!(
+                "{:>10} {:>11} {:>11} {:>9}",
+                "time(us)", "algbw(GB/s)", "busbw(GB/s)", "check"
+            )
+        };
         format!(
-            "#{:>11} {:>11} {:>5} {:>20} {:>6} {:>11} {:>11} {:>11} {:>6}",
-            "size", "count", "type", "algorithm", "iters", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "check"
+            "#{:63} {} {}\n#{:>11} {:>11} {:>5} {:>5} {:>20} {:>6} {} {}",
+            "",
+            group("out-of-place"),
+            group("in-place"),
+            "size",
+            "count",
+            "type",
+            "redop",
+            "algorithm",
+            "iters",
+            cols(),
+            cols()
         )
     }
 
-    /// The row as a table line under [`Row::text_header`].
+    /// The row as a table line under [`Row::text_header`]; `n/a` where hcomm
+    /// has no such form of the operation.
     pub fn to_text(&self) -> String {
+        let cols = |t: &Option<Timing>| match t {
+            Some(t) => format!(
+                "{:>10.2} {:>11.3} {:>11.3} {:>9}",
+                t.time_us,
+                t.algbw,
+                t.busbw,
+                short_check(&t.check)
+            ),
+            None => format!("{:>10} {:>11} {:>11} {:>9}", "n/a", "n/a", "n/a", "n/a"),
+        };
+        let (algorithm, iters) = self.primary().map_or(("none", 0), |t| (t.algorithm.as_str(), t.iters));
         format!(
-            "{:>12} {:>11} {:>5} {:>20} {:>6} {:>11.2} {:>11.3} {:>11.3} {:>6}",
+            "{:>12} {:>11} {:>5} {:>5} {:>20} {:>6} {} {}",
             self.bytes,
             self.count,
             self.dtype,
-            self.algorithm,
-            self.iters,
-            self.time_us,
-            self.algbw,
-            self.busbw,
-            self.check
+            self.redop.as_deref().unwrap_or("none"),
+            algorithm,
+            iters,
+            cols(&self.out_of_place),
+            cols(&self.in_place)
         )
+    }
+}
+
+/// The check as a table cell: `ok`, `unchecked` or `wrong` (the details go
+/// to stderr and the JSON).
+fn short_check(check: &str) -> &str {
+    if check == "ok" || check == "unchecked" {
+        check
+    } else {
+        "wrong"
     }
 }
 

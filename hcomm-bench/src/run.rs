@@ -10,7 +10,7 @@ use hcomm_examples::all_gather::{sparse_all_gather, two_level_all_gather};
 
 use crate::data::{BenchElem, Buffers};
 use crate::op::{Op, Schedule, Shape};
-use crate::report::Row;
+use crate::report::{Row, Timing};
 
 /// One sweep: an operation over sizes, on one world.
 #[derive(Clone, Debug)]
@@ -31,6 +31,8 @@ pub struct Config {
     pub iters: Option<usize>,
     /// Warm-up iterations per size (`None`: a tenth of the timed ones, at least 3).
     pub warmup: Option<usize>,
+    /// Whether every rank's result is compared with the serial reference.
+    pub check: bool,
 }
 
 /// The adaptive iteration count of the Open MPI baseline: about 256 MiB of
@@ -57,11 +59,22 @@ impl Config {
     }
 }
 
-/// One rank's part of one size.
+/// One rank's part of one form of one size.
 struct RankResult {
     times: Vec<f64>,
     first_error: Option<usize>,
+    /// Whether the result was compared with the reference (`-c 1`).
+    checked: bool,
     algorithm: String,
+}
+
+/// This process's rank in a job of one process per rank (`HCOMM_RANK` from
+/// `hcomm-run`, else `RANK` from torchrun), when it is one.
+pub fn job_rank() -> Option<usize> {
+    ["HCOMM_RANK", "RANK"]
+        .into_iter()
+        .find_map(|name| std::env::var(name).ok())
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Runs the sweep; `on_row` sees each row as soon as its size is done
@@ -82,13 +95,15 @@ pub fn sweep(config: &Config, on_row: &(dyn Fn(&Row) + Sync)) -> hcomm::Result<V
 }
 
 fn sweep_typed<T: BenchElem>(config: &Config, on_row: &(dyn Fn(&Row) + Sync)) -> hcomm::Result<Vec<Row>> {
-    if std::env::var_os("HCOMM_RANK").is_some() {
+    if job_rank().is_some() {
         return sweep_process::<T>(config, &hcomm::init_from_env()?, on_row);
     }
     let counts = config.counts();
     let world = config.ranks;
+    let forms = config.op.placements();
+    let slots = counts.len() * forms.len();
     let results: Mutex<Vec<Vec<Option<RankResult>>>> =
-        Mutex::new((0..counts.len()).map(|_| (0..world).map(|_| None).collect()).collect());
+        Mutex::new((0..slots).map(|_| (0..world).map(|_| None).collect()).collect());
     let rows = Mutex::new(Vec::new());
     let options = CommOptions::from_env()?;
     hcomm::run_on(config.backend, world, &options, |comm| {
@@ -98,15 +113,26 @@ fn sweep_typed<T: BenchElem>(config: &Config, on_row: &(dyn Fn(&Row) + Sync)) ->
         }
         for (k, &count) in counts.iter().enumerate() {
             let (iters, warmup) = config.iters_for(count * size_of::<T>());
-            let result = time_one::<T>(config.op, comm, count, iters, warmup)?;
-            results.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[k][rank] = Some(result);
+            for (f, &(_, shape)) in forms.iter().enumerate() {
+                let result = time_one::<T>(config, shape, comm, count, iters, warmup)?;
+                results.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[k * forms.len() + f][rank] =
+                    Some(result);
+            }
             comm.barrier()?;
             if rank == 0 {
-                let per_rank: Vec<RankResult> = results.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[k]
-                    .iter_mut()
-                    .filter_map(Option::take)
-                    .collect();
-                let row = Row::new(config, count * size_of::<T>(), count, &summarize(&per_rank));
+                let mut timings = Vec::with_capacity(forms.len());
+                for (f, &(placement, _)) in forms.iter().enumerate() {
+                    let per_rank: Vec<RankResult> = results.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+                        [k * forms.len() + f]
+                        .iter_mut()
+                        .filter_map(Option::take)
+                        .collect();
+                    timings.push((
+                        placement,
+                        Timing::new(config, count * size_of::<T>(), &summarize(&per_rank)),
+                    ));
+                }
+                let row = Row::new(config, count * size_of::<T>(), count, timings);
                 on_row(&row);
                 rows.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(row);
             }
@@ -134,22 +160,30 @@ fn sweep_process<T: BenchElem>(
     let mut rows = Vec::new();
     for count in config.counts() {
         let (iters, warmup) = config.iters_for(count * size_of::<T>());
-        let mine = time_one::<T>(config.op, comm, count, iters, warmup)?;
-        // Each rank's times, then its first wrong element (or -1).
-        let mut sent = mine.times.clone();
-        sent.push(mine.first_error.map_or(-1.0, |i| i as f64));
-        let mut all = vec![0.0f64; sent.len() * comm.world()];
-        comm.all_gather(&sent, &mut all)?;
-        let per_rank: Vec<RankResult> = all
-            .chunks(sent.len())
-            .map(|r| RankResult {
-                times: r[..iters].to_vec(),
-                first_error: (r[iters] >= 0.0).then_some(r[iters] as usize),
-                algorithm: mine.algorithm.clone(),
-            })
-            .collect();
+        let mut timings = Vec::new();
+        for (placement, shape) in config.op.placements() {
+            let mine = time_one::<T>(&config, shape, comm, count, iters, warmup)?;
+            // Each rank's times, then its first wrong element (or -1).
+            let mut sent = mine.times.clone();
+            sent.push(mine.first_error.map_or(-1.0, |i| i as f64));
+            let mut all = vec![0.0f64; sent.len() * comm.world()];
+            comm.all_gather(&sent, &mut all)?;
+            let per_rank: Vec<RankResult> = all
+                .chunks(sent.len())
+                .map(|r| RankResult {
+                    times: r[..iters].to_vec(),
+                    first_error: (r[iters] >= 0.0).then_some(r[iters] as usize),
+                    checked: mine.checked,
+                    algorithm: mine.algorithm.clone(),
+                })
+                .collect();
+            timings.push((
+                placement,
+                Timing::new(&config, count * size_of::<T>(), &summarize(&per_rank)),
+            ));
+        }
         if comm.rank() == 0 {
-            let row = Row::new(&config, count * size_of::<T>(), count, &summarize(&per_rank));
+            let row = Row::new(&config, count * size_of::<T>(), count, timings);
             on_row(&row);
             rows.push(row);
         }
@@ -188,7 +222,9 @@ fn summarize(ranks: &[RankResult]) -> Summary {
         min_s: slowest.first().copied().unwrap_or(0.0),
         iters,
         algorithm: ranks.first().map_or_else(String::new, |r| r.algorithm.clone()),
-        check: if bad.is_empty() {
+        check: if !ranks.iter().all(|r| r.checked) {
+            "unchecked".into()
+        } else if bad.is_empty() {
             "ok".into()
         } else {
             format!("wrong: {}", bad.join(", "))
@@ -206,19 +242,26 @@ pub fn median_sorted(v: &[f64]) -> f64 {
     }
 }
 
-fn time_one<T: BenchElem>(op: Op, comm: &Comm, count: usize, iters: usize, warmup: usize) -> hcomm::Result<RankResult> {
-    let shape = op.shape();
+fn time_one<T: BenchElem>(
+    config: &Config,
+    shape: Shape,
+    comm: &Comm,
+    count: usize,
+    iters: usize,
+    warmup: usize,
+) -> hcomm::Result<RankResult> {
+    let op = config.op;
     let mut bufs = Buffers::<T>::new(shape, comm.rank(), comm.world(), count);
     for _ in 0..warmup {
         bufs.reset(shape);
-        run_once(op, comm, &mut bufs)?;
+        run_once(op, shape, comm, &mut bufs)?;
     }
     let mut times = Vec::with_capacity(iters);
     for _ in 0..iters {
         bufs.reset(shape);
         comm.barrier()?;
         let t0 = Instant::now();
-        run_once(op, comm, &mut bufs)?;
+        run_once(op, shape, comm, &mut bufs)?;
         times.push(t0.elapsed().as_secs_f64());
     }
     let algorithm = match op {
@@ -228,7 +271,12 @@ fn time_one<T: BenchElem>(op: Op, comm: &Comm, count: usize, iters: usize, warmu
     };
     Ok(RankResult {
         times,
-        first_error: bufs.first_error(shape, comm.rank(), comm.world()),
+        first_error: if config.check {
+            bufs.first_error(shape, comm.rank(), comm.world())
+        } else {
+            None
+        },
+        checked: config.check,
         algorithm,
     })
 }
@@ -242,20 +290,23 @@ fn ran(algorithms: &[Algorithm]) -> String {
     algorithms.iter().map(|a| a.name()).collect::<Vec<_>>().join("+")
 }
 
-fn run_once<T: BenchElem>(op: Op, comm: &Comm, b: &mut Buffers<T>) -> hcomm::Result<()> {
+/// Runs `op` once in the form that computes `shape` (for a collective, the
+/// in-place shape of all-reduce selects `all_reduce_in_place`).
+fn run_once<T: BenchElem>(op: Op, shape: Shape, comm: &Comm, b: &mut Buffers<T>) -> hcomm::Result<()> {
     let (send, recv) = (&b.send, &mut b.recv);
     let (rank, world) = (comm.rank(), comm.world());
-    match op {
-        Op::Collective(_, Shape::AllReduce(op) | Shape::AllReduceInPlace(op)) => comm.all_reduce(send, recv, op),
-        Op::Collective(_, Shape::AllGather) => comm.all_gather(send, recv),
-        Op::Collective(_, Shape::ReduceScatter(op)) => comm.reduce_scatter(send, recv, op),
-        Op::Collective(_, Shape::AllToAll) => comm.all_to_all(send, recv),
-        Op::Collective(_, Shape::Broadcast) => comm.broadcast(recv, 0),
-        Op::Collective(_, Shape::Reduce(op)) => comm.reduce(send, recv, op, 0),
-        Op::Collective(_, Shape::SendRecv) | Op::SendRecv => {
+    match (op, shape) {
+        (Op::Collective(..), Shape::AllReduce(op)) => comm.all_reduce(send, recv, op),
+        (Op::Collective(..), Shape::AllReduceInPlace(op)) => comm.all_reduce_in_place(recv, op),
+        (Op::Collective(..), Shape::AllGather) => comm.all_gather(send, recv),
+        (Op::Collective(..), Shape::ReduceScatter(op)) => comm.reduce_scatter(send, recv, op),
+        (Op::Collective(..), Shape::AllToAll) => comm.all_to_all(send, recv),
+        (Op::Collective(..), Shape::Broadcast) => comm.broadcast(recv, 0),
+        (Op::Collective(..), Shape::Reduce(op)) => comm.reduce(send, recv, op, 0),
+        (Op::Collective(..), Shape::SendRecv) | (Op::SendRecv, _) => {
             comm.send_recv(send, (rank + 1) % world, recv, (rank + world - 1) % world)
         }
-        Op::Schedule(s) => match s {
+        (Op::Schedule(s), _) => match s {
             Schedule::RingAllGather => schedules::ring_all_gather(comm, send, recv),
             Schedule::RecursiveDoublingAllGather => schedules::recursive_doubling_all_gather(comm, send, recv),
             Schedule::BruckAllGather => schedules::bruck_all_gather(comm, send, recv),
@@ -299,6 +350,7 @@ mod tests {
         let r = |times: Vec<f64>| RankResult {
             times,
             first_error: None,
+            checked: true,
             algorithm: "ring".into(),
         };
         let s = summarize(&[r(vec![1.0, 5.0, 2.0]), r(vec![3.0, 1.0, 2.5])]);
@@ -314,12 +366,17 @@ mod tests {
             },
         ]);
         assert_eq!(bad.check, "wrong: rank 1 element 7");
+        let unchecked = summarize(&[RankResult {
+            checked: false,
+            ..r(vec![1.0])
+        }]);
+        assert_eq!(unchecked.check, "unchecked");
     }
 
     #[test]
     fn counts_round_to_whole_blocks() {
         let config = Config {
-            op: Op::parse("all_gather").unwrap(),
+            op: Op::parse("all_gather", ReduceOp::Sum).unwrap(),
             sizes: vec![4096, 100, 1],
             ranks: 3,
             dtype: DataType::F32,
@@ -327,10 +384,11 @@ mod tests {
             backend: BackendKind::Host,
             iters: None,
             warmup: None,
+            check: true,
         };
         assert_eq!(config.counts(), vec![1023, 24, 3]);
         let all_reduce = Config {
-            op: Op::parse("all_reduce").unwrap(),
+            op: Op::parse("all_reduce", ReduceOp::Sum).unwrap(),
             ..config
         };
         assert_eq!(all_reduce.counts(), vec![1024, 25, 1]);

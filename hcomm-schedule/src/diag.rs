@@ -8,6 +8,7 @@ use crate::ir::SpanId;
 /// The kind of a diagnostic; [`DiagKind::as_str`] gives the leading words of
 /// its message (language reference, section 8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum DiagKind {
     /// `syntax error` (mostly the macro's; the checker uses it for statements
     /// that are not allowed where they stand, e.g. `copy` inside `batch`, and

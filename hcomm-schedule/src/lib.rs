@@ -157,7 +157,6 @@ mod check;
 mod compile;
 mod contents;
 mod counts;
-mod fxhash;
 mod lin;
 mod print;
 mod ranges;

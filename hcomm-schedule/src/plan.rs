@@ -50,11 +50,11 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::compile::compile;
-use crate::fxhash::FxHashMap;
 use crate::ir::Schedule;
 use crate::lin::overlaps;
 use crate::trace::{EvKind, Unrolled};
 use crate::unroll::unroll;
+use rustc_hash::FxHashMap;
 
 /// One point-to-point operation as a rank's event posts it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

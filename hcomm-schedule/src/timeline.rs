@@ -24,10 +24,10 @@ use std::fmt::Write as _;
 use crate::check::{completion, deadlock, hazards, matching, postcondition};
 use crate::compile::compile;
 use crate::diag::{DiagKind, Diagnostic};
-use crate::fxhash::FxHashMap;
 use crate::ir::Schedule;
 use crate::trace::{CollCall, EvKind, Mode, Reg, Unrolled, NONE};
 use crate::unroll::unroll;
+use rustc_hash::FxHashMap;
 
 /// One schedule at one world size and scalar combination, laid out in
 /// columns.

@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use crate::cexpr::{eval_c, eval_fast, eval_lin, CExpr, Fail};
 use crate::compile::{Block, BufSlot, CColl, CKind, CRKind, CRegion, CStmt, P2pStmt, Prog, RANK, WORLD};
 use crate::diag::{stmt_key, DiagKind, Diagnostic, Sink};
-use crate::fxhash::FxHashMap;
 use crate::ir::{Expr, Op, OpExpr, StmtKind};
 use crate::lin::Lin;
 use crate::ranges;
@@ -15,6 +14,7 @@ use crate::situation::Situation;
 use crate::trace::{
     BufInfo, CollCall, EvKind, Event, LocalCopy, Mode, P2p, RankTrace, Reg, RequestIssue, Unrolled, NONE,
 };
+use rustc_hash::FxHashMap;
 
 /// At most this many loop iterations per rank (language reference, section 7, check 1).
 pub(crate) const MAX_ITERATIONS: u64 = 1 << 24;

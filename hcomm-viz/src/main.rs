@@ -24,8 +24,8 @@ struct Args {
     /// Reads the schedules from this text file instead of the catalog.
     #[arg(long, conflicts_with = "list")]
     file: Option<PathBuf>,
-    /// The number of ranks.
-    #[arg(long, short, default_value_t = 4)]
+    /// The number of ranks (1 to 4096).
+    #[arg(long, short, default_value_t = 4, value_parser = parse_world, allow_negative_numbers = true)]
     world: i64,
     /// A scalar parameter's value, `NAME=VALUE` (repeatable); every scalar
     /// parameter needs one. An operator parameter's value is `sum`, `prod`,
@@ -42,6 +42,30 @@ struct Args {
     /// Lists the known schedules and exits.
     #[arg(long)]
     list: bool,
+}
+
+/// The largest world drawn: a drawing has a row per rank.
+const MAX_WORLD: i64 = 4096;
+
+fn parse_world(s: &str) -> Result<i64, String> {
+    let world: i64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of ranks"))?;
+    if (1..=MAX_WORLD).contains(&world) {
+        Ok(world)
+    } else {
+        Err(format!(
+            "a world of {world} ranks cannot be drawn: it needs 1 to {MAX_WORLD} ranks"
+        ))
+    }
+}
+
+/// `", did you mean `x`?"` when a candidate is close to `name`, else nothing.
+fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    hcomm_schedule::resolve::suggest(name, candidates)
+        .map(|s| format!("; did you mean `{s}`?"))
+        .unwrap_or_default()
 }
 
 fn parse_scalar(s: &str) -> Result<(String, String), String> {
@@ -81,9 +105,21 @@ fn run(args: &Args) -> Result<(), String> {
         &from_file
     } else {
         let name = args.schedule.as_deref().unwrap_or_default();
-        catalog::find(name).ok_or_else(|| format!("no schedule called `{name}`; `hcomm-viz --list` names them"))?
+        catalog::find(name).ok_or_else(|| {
+            let hint = did_you_mean(name, catalog::ALL.iter().map(|e| e.name));
+            format!("no schedule called `{name}`{hint}; hint: `hcomm-viz --list` names them")
+        })?
     };
     let name = s.name.as_str();
+    // an unknown name first: a misspelt one explains the missing one
+    if let Some((unknown, _)) = args
+        .scalars
+        .iter()
+        .find(|(n, _)| s.scalars.iter().all(|x| x.name != *n))
+    {
+        let hint = did_you_mean(unknown, s.scalars.iter().map(|x| x.name.as_str()));
+        return Err(format!("`{name}` has no scalar parameter `{unknown}`{hint}"));
+    }
     let mut values = Vec::new();
     for sc in &s.scalars {
         let v = args
@@ -93,13 +129,6 @@ fn run(args: &Args) -> Result<(), String> {
             .find(|(n, _)| *n == sc.name)
             .ok_or_else(|| format!("`{name}` needs `--scalar {}=VALUE`", sc.name))?;
         values.push(hcomm_viz::scalar_value(sc, &v.1)?);
-    }
-    if let Some((unknown, _)) = args
-        .scalars
-        .iter()
-        .find(|(n, _)| s.scalars.iter().all(|x| x.name != *n))
-    {
-        return Err(format!("`{name}` has no scalar parameter `{unknown}`"));
     }
     let draw = if args.plan {
         hcomm_viz::draw_plan
@@ -134,11 +163,14 @@ fn read_file(path: &Path, name: Option<&str>) -> Result<Schedule, String> {
             .join(", ")
     };
     match name {
-        Some(name) => schedules
-            .iter()
-            .find(|s| s.name == name)
-            .cloned()
-            .ok_or_else(|| format!("{} has no schedule called `{name}`; it has {}", path.display(), names())),
+        Some(name) => schedules.iter().find(|s| s.name == name).cloned().ok_or_else(|| {
+            let hint = did_you_mean(name, schedules.iter().map(|s| s.name.as_str()));
+            format!(
+                "{} has no schedule called `{name}`{hint}; it has {}",
+                path.display(),
+                names()
+            )
+        }),
         None if schedules.len() == 1 => Ok(schedules[0].clone()),
         None => Err(format!(
             "{} holds {} schedules: name one of {}",

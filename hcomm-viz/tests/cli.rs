@@ -87,6 +87,15 @@ fn draws_a_schedule_from_a_text_file() {
         err.trim(),
         format!("error: {file} holds 2 schedules: name one of `ring_all_gather`, `blocking`")
     );
+    let (ok, _, err) = viz(&["--file", file, "blockng", "--world", "2"]);
+    assert!(!ok);
+    assert_eq!(
+        err.trim(),
+        format!(
+            "error: {file} has no schedule called `blockng`; did you mean `blocking`?; it has `ring_all_gather`, \
+             `blocking`"
+        )
+    );
     std::fs::remove_dir_all(path.parent().expect("a directory")).expect("clean up");
 }
 
@@ -99,4 +108,50 @@ fn a_text_file_with_errors_is_reported_at_its_lines() {
     assert!(svg.is_empty());
     assert!(err.starts_with(&format!("error: {file}:2:15: unknown name: ")), "{err}");
     std::fs::remove_dir_all(path.parent().expect("a directory")).expect("clean up");
+}
+
+#[test]
+fn a_misspelt_name_gets_a_suggestion() {
+    let (ok, svg, err) = viz(&["ring_al_gather", "--world", "4"]);
+    assert!(!ok);
+    assert!(svg.is_empty());
+    assert_eq!(
+        err.trim(),
+        "error: no schedule called `ring_al_gather`; did you mean `ring_all_gather`?; hint: `hcomm-viz --list` names \
+         them"
+    );
+    // nothing close: no suggestion, only the hint
+    let (ok, _, err) = viz(&["zzz", "--world", "4"]);
+    assert!(!ok);
+    assert_eq!(
+        err.trim(),
+        "error: no schedule called `zzz`; hint: `hcomm-viz --list` names them"
+    );
+    let (ok, _, err) = viz(&["ring_all_reduce", "--world", "3", "--scalar", "po=max"]);
+    assert!(!ok);
+    assert_eq!(
+        err.trim(),
+        "error: `ring_all_reduce` has no scalar parameter `po`; did you mean `op`?"
+    );
+}
+
+#[test]
+fn worlds_outside_one_to_4096_are_refused_by_name() {
+    for (world, why) in [
+        ("0", "a world of 0 ranks cannot be drawn: it needs 1 to 4096 ranks"),
+        ("-3", "a world of -3 ranks cannot be drawn: it needs 1 to 4096 ranks"),
+        (
+            "5000",
+            "a world of 5000 ranks cannot be drawn: it needs 1 to 4096 ranks",
+        ),
+        ("four", "`four` is not a number of ranks"),
+    ] {
+        let (ok, svg, err) = viz(&["ring_all_gather", "--world", world]);
+        assert!(!ok, "{world}");
+        assert!(svg.is_empty(), "{world}");
+        assert!(err.contains("--world") && err.contains(why), "{world}: {err}");
+    }
+    let (ok, svg, err) = viz(&["ring_all_gather", "--world", "1"]);
+    assert!(ok, "{err}");
+    assert!(svg.contains("world = 1"), "{svg}");
 }

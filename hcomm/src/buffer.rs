@@ -137,6 +137,7 @@ impl<T: Element> BufferMut for Box<[T]> {
 /// operation with an [`Error::Precondition`](crate::Error::Precondition) that
 /// names the shape and strides; make a contiguous copy first with
 /// `x.as_standard_layout()`. The array is never copied behind the caller's back.
+#[cfg(feature = "ndarray")]
 impl<S, D> sealed::Sealed for ndarray::ArrayBase<S, D>
 where
     S: ndarray::Data,
@@ -145,6 +146,7 @@ where
 {
 }
 
+#[cfg(feature = "ndarray")]
 impl<S, D> Buffer for ndarray::ArrayBase<S, D>
 where
     S: ndarray::Data,
@@ -169,6 +171,7 @@ where
     }
 }
 
+#[cfg(feature = "ndarray")]
 impl<S, D> BufferMut for ndarray::ArrayBase<S, D>
 where
     S: ndarray::DataMut,
@@ -182,7 +185,8 @@ where
 }
 
 /// The error text for an array whose layout is not standard.
-pub(crate) fn layout_message(shape: &[usize], strides: &[isize]) -> String {
+#[cfg(feature = "ndarray")]
+fn layout_message(shape: &[usize], strides: &[isize]) -> String {
     format!(
         "an array of shape {shape:?} with strides {strides:?} is not in standard (row-major, contiguous) layout; hint: pass `x.as_standard_layout()`"
     )

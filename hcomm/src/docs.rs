@@ -5,8 +5,8 @@
 // Prose pages: product names (MSCCLang, HCCL) are words, not code.
 #![allow(clippy::doc_markdown)]
 
-#[doc = include_str!("../../docs/language.md")]
+#[doc = include_str!("../docs/language.md")]
 pub mod language {}
 
-#[doc = include_str!("../../docs/guide.md")]
+#[doc = include_str!("../docs/guide.md")]
 pub mod guide {}

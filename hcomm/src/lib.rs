@@ -77,7 +77,7 @@
 //! | `HCOMM_SEGMENT_BYTES` | segment size of pipelined ring transfers (default 1 MiB) |
 //! | `HCOMM_BACKEND` | `host` (default), `hccl` or `nccl`: the backend [`run`] starts ranks on |
 //! | `HCOMM_BIND` | `core` (default): the rank threads [`run`] starts each run on cores of their own (the process's cores split into one block per rank; ranks that outnumber the cores share them evenly, consecutive ranks on one core), and so does the thread that calls [`init_from_env`] on the host backend (one block per process of the host, in rank order) unless a launcher placed the processes already; `none`: left to the scheduler |
-//! | `HCOMM_TRACE` | a file: the launchers record every rank's operations and write them as Chrome/Perfetto trace JSON (`{pid}` and `{rank}` in the name become the process id and the job rank; [`trace`]) |
+//! | `HCOMM_TRACE` | a file: in a program that calls `trace::init_from_env` (feature `trace`; the library installs no subscriber by itself), every rank's operations as Chrome/Perfetto trace JSON (`{pid}` and `{rank}` in the name become the process id and the job rank) |
 //! | `HCOMM_JOB_SECRET` | the job's secret, which every connection of [`init_from_env`] proves knowledge of ([`auth::JobSecret`]); unset: an unauthenticated job, told apart from others by `HCOMM_JOB_ID`, else `TORCHELASTIC_RUN_ID` |
 //! | `HCOMM_HCCL_LIB`, `HCOMM_ACL_LIB` | `libhccl.so` / `libascendcl.so` to load (file or directory); else `ASCEND_HOME_PATH`, `ASCEND_TOOLKIT_HOME`, the default install directories and the system path |
 //! | `HCOMM_NCCL_LIB`, `HCOMM_CUDART_LIB` | `libnccl.so.2` / `libcudart.so` to load; else `CUDA_HOME`, `CUDA_PATH`, `/usr/local/cuda/lib64` and the system path |
@@ -112,9 +112,11 @@ pub mod docs;
 mod element;
 mod error;
 mod external;
+mod fnv;
 pub mod host;
 mod launch;
 mod memcopy;
+#[cfg(feature = "ndarray")]
 pub mod moe;
 mod options;
 mod p2p;
@@ -122,7 +124,9 @@ pub mod parallel;
 pub mod pp;
 mod request;
 mod topology;
+#[cfg(feature = "ndarray")]
 pub mod tp;
+#[cfg(feature = "trace")]
 pub mod trace;
 mod wire;
 
@@ -137,6 +141,7 @@ pub use external::ExternalDeviceBuffer;
 pub use half::{bf16, f16};
 pub use hcomm_macros::comm_schedule;
 pub use launch::{auth, hccl, init_from_env, init_job, init_job_with, nccl, run, run_on, store, BackendKind, JobEnv};
+#[cfg(feature = "ndarray")]
 pub use ndarray;
 pub use options::{CommOptions, DEFAULT_SEGMENT_BYTES, DEFAULT_TIMEOUT, MAX_TIMEOUT};
 pub use p2p::Tag;

@@ -6,14 +6,10 @@
 //! through the cache must do (a read for ownership of every destination
 //! line), and without evicting the data the ranks are still working on.
 //! A collective that moves such messages moves several of them per rank,
-//! more than the cache holds. On the 2-core AMD EPYC machine of
-//! `BENCHMARKS.md` (32 MiB of L3), two threads each copying 16 MiB moved
-//! 7.7 GB/s per thread with `memcpy` (glibc 2.36 there uses non-temporal
-//! stores only from 240 MiB) and 13.6 GB/s with non-temporal stores, and
-//! 64 MiB all-gathers and all-to-alls of 2 ranks took half the time; at
-//! 2 MiB messages, which stay in the cache, `memcpy` is three times as
-//! fast, so smaller copies stay with it. Other architectures always use
-//! `memcpy`.
+//! more than the cache holds. Smaller copies, which stay in the cache, go
+//! through `memcpy`, which is faster there; so do all copies on other
+//! architectures. `BENCHMARKS.md` ("Copies and waits") has the
+//! measurements behind the threshold.
 
 use std::sync::OnceLock;
 

@@ -9,22 +9,25 @@
 //! holds the events and writes them as Chrome trace-event JSON, one track
 //! per rank, one process per operating-system process.
 //!
-//! Two ways to record:
+//! The library installs no subscriber: recording is something the
+//! application (or its launcher) turns on. Rank threads started by the
+//! launchers ([`host::run`](crate::host::run), [`run`](crate::run) on every
+//! backend) report to the subscriber of the thread that called them. Two
+//! ways to record (both need the `trace` feature):
 //!
-//! * **`HCOMM_TRACE=path`**: the launchers ([`host::run`](crate::host::run),
-//!   [`run`](crate::run) on every backend) run each rank thread with a
-//!   subscriber holding only the trace layer, and after each run write every
-//!   event recorded so far in the process to `path`. A program that drives
-//!   a rank from a thread of its own (one process per rank) calls
-//!   [`init_from_env`] on that thread. `{pid}` in the path is replaced by
-//!   the process id and `{rank}` by `HCOMM_RANK` (or `RANK`), so that the
-//!   processes of one job write files of their own; [`merge_files`] joins
-//!   them into one trace (timestamps are Unix time, so the processes line
-//!   up). While the variable is set, the recording threads report to this
-//!   subscriber instead of the program's own.
+//! * **`HCOMM_TRACE=path`**: the application calls [`init_from_env`] at the
+//!   start of `main` (the examples do) and keeps the guard; the calling
+//!   thread, and the rank threads the launchers start from it, then record
+//!   into the process's trace, written to `path` when the guard is dropped
+//!   or [finished](TraceGuard::finish). A program that drives a rank from a
+//!   thread of its own calls it on that thread. `{pid}` in the path is
+//!   replaced by the process id and `{rank}` by `HCOMM_RANK` (or `RANK`), so
+//!   that the processes of one job write files of their own; [`merge_files`]
+//!   joins them into one trace (timestamps are Unix time, so the processes
+//!   line up). The recording threads report to this subscriber instead of
+//!   the program's own.
 //! * **The API**, to keep the program's own subscriber: add the layer of
-//!   [`layer`] to it, run, then [`Trace::write`]. Nothing is installed by
-//!   the library.
+//!   [`layer`] to it, run, then [`Trace::write`].
 //!
 //! ```
 //! use tracing_subscriber::layer::SubscriberExt;
@@ -326,10 +329,10 @@ where
     }
 }
 
-/// The trace `HCOMM_TRACE` asks for: every run of the process records into
-/// it, and each run rewrites the file with everything so far.
+/// The trace `HCOMM_TRACE` asks for: every guard of the process records into
+/// it, and each guard, when done, rewrites the file with everything so far.
 #[derive(Debug)]
-pub(crate) struct EnvTrace {
+struct EnvTrace {
     path: PathBuf,
     trace: Trace,
     dispatch: Dispatch,
@@ -337,7 +340,7 @@ pub(crate) struct EnvTrace {
 
 impl EnvTrace {
     /// The process's trace when `HCOMM_TRACE` is set (read once).
-    pub(crate) fn get() -> Option<&'static EnvTrace> {
+    fn get() -> Option<&'static EnvTrace> {
         static ENV: OnceLock<Option<EnvTrace>> = OnceLock::new();
         ENV.get_or_init(|| {
             let raw = std::env::var_os(TRACE_ENV).filter(|p| !p.is_empty())?;
@@ -355,25 +358,21 @@ impl EnvTrace {
         .as_ref()
     }
 
-    /// Runs `f` (one rank's thread body) with the trace as its subscriber.
-    pub(crate) fn record<R>(&self, f: impl FnOnce() -> R) -> R {
-        tracing::dispatcher::with_default(&self.dispatch, f)
-    }
-
     /// Writes everything recorded so far. Writers take turns, so the last
     /// one to write (whose snapshot is the latest) leaves the file.
-    pub(crate) fn write(&self) -> Result<()> {
+    fn write(&self) -> Result<()> {
         static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
         let _turn = TURN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         self.trace.write(&self.path)
     }
 }
 
-/// With `HCOMM_TRACE` set: records the operations of the calling thread
-/// until the guard is dropped or [finished](TraceGuard::finish), then writes
-/// the process's trace. `None` when the variable is unset. For a program
-/// that drives a rank from a thread of its own; the launchers do this for
-/// their rank threads.
+/// With `HCOMM_TRACE` set: records the operations of the calling thread,
+/// and of the rank threads hcomm's launchers start from it, until the guard
+/// is dropped or [finished](TraceGuard::finish), then writes the process's
+/// trace. `None` when the variable is unset. Called by the application (at
+/// the start of `main`, or on each thread that drives a rank of its own),
+/// never by the library.
 #[must_use = "the thread records only while the guard lives"]
 pub fn init_from_env() -> Option<TraceGuard> {
     let env = EnvTrace::get()?;

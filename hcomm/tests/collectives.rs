@@ -104,6 +104,9 @@ fn run_case<T: TestElem>(
                 comm.barrier()?;
                 Vec::new()
             }
+            // `Collective` is non-exhaustive: a new one fails here until it
+            // has a case
+            other => panic!("{other}: no case in this test"),
         };
         let used = comm.last_algorithm(collective);
         if algorithm.supports_world(w) {
@@ -149,6 +152,7 @@ fn run_case<T: TestElem>(
                     .collect()
             }
             Collective::Barrier => Vec::new(),
+            other => panic!("{other}: no serial reference in this test"),
         };
         assert_eq!(
             got, &expected,

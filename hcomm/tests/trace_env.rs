@@ -1,6 +1,7 @@
-//! `HCOMM_TRACE=path`: the launcher records every rank and writes Chrome
-//! trace JSON after the run; `init_from_env` does it for threads of the
-//! program's own; `merge_files` joins trace files.
+//! `HCOMM_TRACE=path`: after `init_from_env` on the calling thread, the
+//! launcher's rank threads record too and the guard writes Chrome trace JSON;
+//! threads of the program's own call it themselves; without it nothing is
+//! recorded; `merge_files` joins trace files.
 
 use std::path::PathBuf;
 
@@ -33,7 +34,7 @@ fn hcomm_trace_writes_one_event_per_operation_per_rank() {
     std::env::set_var("HCOMM_RANK", "7");
     let path = dir.join(format!("hcomm-trace-{pid}-7.json"));
 
-    hcomm::host::run(2, |comm| {
+    let ring = |comm: &hcomm::Comm| {
         let mut x = [1.0_f64; 3];
         comm.all_reduce_in_place(&mut x, hcomm::ReduceOp::Max)?;
         if comm.rank() == 0 {
@@ -41,8 +42,15 @@ fn hcomm_trace_writes_one_event_per_operation_per_rank() {
         } else {
             comm.recv(&mut x, 0)
         }
-    })
-    .unwrap();
+    };
+    // the library installs nothing by itself: a run before `init_from_env`
+    // writes no file
+    hcomm::host::run(2, ring).unwrap();
+    assert!(!path.exists(), "{} written without init_from_env", path.display());
+
+    let guard = hcomm::trace::init_from_env().unwrap();
+    hcomm::host::run(2, ring).unwrap();
+    guard.finish().unwrap();
     let json = read(&path);
     assert_eq!(ops_of(&json, 0), ["all_reduce", "send"]);
     assert_eq!(ops_of(&json, 1), ["all_reduce", "recv"]);

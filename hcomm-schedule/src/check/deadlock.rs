@@ -15,9 +15,9 @@ use std::fmt::Write as _;
 
 use crate::compile::CollKind;
 use crate::diag::{DiagKind, Diagnostic};
-use crate::fxhash::FxHashMap;
 use crate::situation::{tag_text, Situation};
 use crate::trace::{CollCall, EvKind, Unrolled};
+use rustc_hash::FxHashMap;
 
 struct CollState {
     arrived: u32,

@@ -11,10 +11,10 @@ use smallvec::SmallVec;
 
 use crate::compile::CollKind;
 use crate::diag::{stmt_key, DiagKind, Diagnostic, Sink};
-use crate::fxhash::FxHashMap;
 use crate::lin::overlaps;
 use crate::situation::{tag_text, Situation};
 use crate::trace::{EvKind, P2p, RankTrace, Reg, Unrolled};
+use rustc_hash::FxHashMap;
 
 fn overlap(a: &Reg, b: &Reg) -> bool {
     a.buf == b.buf && overlaps(&a.start, &a.end, &b.start, &b.end)

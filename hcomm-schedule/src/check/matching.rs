@@ -4,10 +4,10 @@
 
 use crate::compile::CollKind;
 use crate::diag::{stmt_key, DiagKind, Diagnostic, Sink};
-use crate::fxhash::FxHashMap;
 use crate::lin::Lin;
 use crate::situation::{ordinal, tag_text};
 use crate::trace::{Mode, Unrolled, NONE};
+use rustc_hash::FxHashMap;
 
 /// Above this world size channels are found by hashing only (the dense
 /// table has `world^2` entries, 64 MiB at 4096: less than the unrolled

@@ -144,8 +144,8 @@ fn matches(reds: &[Red], v: &Val, e: &Expected) -> bool {
 
 /// (count, h1, h2) of the distinct symbols that reduction `i` combines.
 fn distinct_sum(reds: &[Red], i: u32) -> (u64, u64, u64) {
-    let mut seen_reds = crate::fxhash::FxHashSet::default();
-    let mut seen_syms = crate::fxhash::FxHashSet::default();
+    let mut seen_reds = rustc_hash::FxHashSet::default();
+    let mut seen_syms = rustc_hash::FxHashSet::default();
     let mut stack = vec![Val::Red(i)];
     let (mut count, mut h1, mut h2) = (0_u64, 0_u64, 0_u64);
     while let Some(v) = stack.pop() {

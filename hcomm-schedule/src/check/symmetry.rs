@@ -48,11 +48,11 @@
 //! runs the full check, whose verdict and diagnostics are the answer.
 
 use crate::compile::Prog;
-use crate::fxhash::FxHashMap;
 use crate::ir::PostKind;
 use crate::lin::Lin;
 use crate::trace::{RankTrace, Reg, Unrolled};
 use crate::unroll::unroll_each;
+use rustc_hash::FxHashMap;
 
 use super::{deadlock, hazards, matching, postcondition, rotation};
 

@@ -3,7 +3,6 @@
 use proptest::prelude::*;
 
 use crate::compile::compile;
-use crate::fxhash::FxHashMap;
 use crate::ir::Schedule;
 use crate::lin::overlaps;
 use crate::plan::*;
@@ -12,6 +11,7 @@ use crate::tests::props::{phase, ring_schedule, stmts};
 use crate::tests::{eq, if_, int, n, p, rank, recv, send, world, RegionExt, S};
 use crate::trace::EvKind;
 use crate::unroll::unroll;
+use rustc_hash::FxHashMap;
 
 /// The plan of `s` at `world`, checked against the device model: every
 /// rank issues its steps in order, a group call completes once each of

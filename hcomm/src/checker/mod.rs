@@ -1,8 +1,10 @@
 //! The schedule checker, and schedules read from text.
 //!
-//! Everything of `hcomm_schedule` is here (the IR, [`check_world`],
-//! [`verify`], ...): e.g. `checker::check_world(&NAME::SCHEDULE, 384, &[])`
-//! checks a production world size of a `comm_schedule!` function in a test.
+//! The checker's entry points ([`check_world`], [`verify`], ...), its
+//! diagnostics and the IR they take ([`ir`], [`Schedule`]): e.g.
+//! `checker::check_world(&NAME::SCHEDULE, 384, &[])` checks a production
+//! world size of a `comm_schedule!` function in a test. The rest of the
+//! checker crate stays in `hcomm_schedule`.
 //!
 //! [`parse_schedules`] reads the language from a string, the way
 //! `comm_schedule!` reads its tokens (the same parser, the same checker, the
@@ -27,6 +29,10 @@
 mod interp;
 mod text;
 
-pub use hcomm_schedule::*;
+pub use hcomm_schedule::ir::{self, Schedule};
+pub use hcomm_schedule::{
+    check_static, check_world, check_world_unreduced, requires_holds, scalar_range, verify, DiagKind, Diagnostic,
+    VerifyCache,
+};
 pub use interp::Call;
 pub use text::{parse_schedules, TextDiagnostic, TextSchedule};

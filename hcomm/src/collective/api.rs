@@ -312,6 +312,7 @@ impl Comm {
 
     /// [`Comm::all_gatherv`] of the library's own: its count exchange
     /// carries `what`, so no user collective matches it.
+    #[cfg(feature = "ndarray")]
     pub(crate) fn exchange_gatherv<T: Element>(
         &self,
         what: Exchange,
@@ -480,6 +481,7 @@ impl Comm {
 
     /// An all-to-all of the library's own (`what`), under a header no user
     /// collective matches (see [`Comm::exchange`]).
+    #[cfg(feature = "ndarray")]
     pub(crate) fn exchange_all_to_all<T: Element>(&self, what: Exchange, send: &[T], recv: &mut [T]) -> Result<()> {
         let (send, recv) = (self.view(send)?, self.view_mut(recv)?);
         check_len("recv", recv.len, send.len)?;

@@ -24,6 +24,7 @@ use crate::element::{DataType, ReduceOp};
 
 /// The collective operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub enum Collective {
     /// Every rank ends with the reduction of every rank's buffer.
     AllReduce,
@@ -192,16 +193,15 @@ pub(crate) fn part(len: usize, parts: usize, i: usize) -> (usize, usize) {
     (i * base + i.min(extra), base + usize::from(i < extra))
 }
 
-/// A digest of a vector of counts (FNV-1a over their bytes), to compare
+/// A digest of a vector of counts (FNV-1a, a word per count), to compare
 /// vectors across ranks with one word each.
 pub(crate) fn digest(counts: &[usize]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    use std::hash::Hasher;
+    let mut h = crate::fnv::Fnv::default();
     for &c in counts {
-        for b in (c as u64).to_le_bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
+        h.write_usize(c);
     }
-    h
+    h.finish()
 }
 
 #[cfg(test)]

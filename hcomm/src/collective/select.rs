@@ -5,6 +5,7 @@ use crate::topology::Topology;
 
 /// A collective algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Algorithm {
     /// Ring: `world - 1` neighbour steps per phase; bandwidth-optimal.
     Ring,

@@ -10,8 +10,9 @@ use crate::error::{Error, Result};
 /// own (`hcomm-rank-{rank}`), and returns the values in rank order, or the
 /// first error in rank order (the caller may prefer a root cause). Each
 /// thread runs on cores of its own where `HCOMM_BIND` allows and there are
-/// enough (see `bind.rs`). With `HCOMM_TRACE` set, the threads record into the process's trace, written
-/// when they are done (see [`crate::trace`]).
+/// enough (see `bind.rs`). Each thread reports its `tracing` spans and
+/// events to the subscriber of the calling thread (its own default, else the
+/// global one): the library installs none.
 pub(crate) fn run_rank_threads<T, R>(
     inputs: impl IntoIterator<Item = T>,
     rank_main: impl Fn(usize, T) -> Result<R> + Sync,
@@ -21,7 +22,8 @@ where
     R: Send,
 {
     let rank_main = &rank_main;
-    let trace = crate::trace::EnvTrace::get();
+    let dispatch = tracing::dispatcher::get_default(tracing::Dispatch::clone);
+    let dispatch = &dispatch;
     let inputs: Vec<T> = inputs.into_iter().collect();
     // Rank threads of other worlds of this process (those of this one are
     // counted already, where it is a host world).
@@ -43,10 +45,7 @@ where
                                 crate::backend::host::wait::note_own_core();
                             }
                         }
-                        match trace {
-                            Some(t) => t.record(|| rank_main(rank, input)),
-                            None => rank_main(rank, input),
-                        }
+                        tracing::dispatcher::with_default(dispatch, || rank_main(rank, input))
                     })
             })
             .collect();
@@ -67,22 +66,7 @@ where
             })
             .collect()
     });
-    let mut values = Vec::with_capacity(results.len());
-    let mut first_error = None;
-    for r in results {
-        match r {
-            Ok(v) => values.push(v),
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    // the trace is written even when the run failed; the run's error wins
-    let written = trace.map_or(Ok(()), crate::trace::EnvTrace::write);
-    match first_error {
-        None => written.map(|()| values),
-        Some(e) => Err(e),
-    }
+    results.into_iter().collect()
 }
 
 /// Runs `body` as rank `rank`: a panic becomes [`Error::Panicked`], and an

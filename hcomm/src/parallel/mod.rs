@@ -15,10 +15,12 @@
 //! The operations on these groups are in [`crate::tp`], [`crate::pp`] and
 //! [`crate::moe`].
 
+#[cfg(feature = "ndarray")]
 mod agree;
 mod context;
 mod layout;
 
+#[cfg(feature = "ndarray")]
 pub(crate) use agree::{all_ok, same_shape};
 pub use context::Context;
 pub use layout::{Order, ParallelConfig};

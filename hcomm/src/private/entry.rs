@@ -32,6 +32,8 @@ use std::any::Any;
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
+
+use crate::fnv::Fnv;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
@@ -164,38 +166,6 @@ impl Call<'_> {
         }
     }
 }
-
-/// FNV-1a, a whole word at a time for integers: the same in every process
-/// and build.
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(FNV_PRIME);
-        }
-    }
-
-    fn write_u64(&mut self, word: u64) {
-        self.0 = (self.0 ^ word).wrapping_mul(FNV_PRIME);
-    }
-
-    fn write_usize(&mut self, word: usize) {
-        self.write_u64(word as u64);
-    }
-}
-
-const FNV_PRIME: u64 = 0x0100_0000_01b3;
 
 /// A digest of `schedule`'s definition, the same in every process of a
 /// job (which runs one build); computed once per schedule.

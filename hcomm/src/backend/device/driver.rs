@@ -73,12 +73,10 @@ pub(crate) fn exec_timeout_secs(timeout: Duration) -> i32 {
 
 /// A stable 63-bit hash (FNV-1a) of a communicator key, identical on every rank.
 pub(crate) fn key_hash(key: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in key.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h >> 1
+    use std::hash::Hasher;
+    let mut h = crate::fnv::Fnv::default();
+    h.write(key.as_bytes());
+    h.finish() >> 1
 }
 
 /// A failed library call, in the library's words.

@@ -12,13 +12,10 @@
 //! in vain and doubled back after one that paid off, down to a quarter of
 //! it: enough for a busy machine to lose little, while two ranks that spin
 //! in vain once (one of them was descheduled) do not talk each other into
-//! sleeping for good, which on an idle virtual machine made a 4 KiB
-//! all-reduce ten times slower. A rank bound to a core of its own spins
+//! sleeping for good. A rank bound to a core of its own spins
 //! up to a millisecond without yielding: it takes the core from no other
 //! rank, and a 1 MiB copy by its peer outlasts a shorter spin, after which
-//! the sleep and the wake-up (on a virtual machine, the waker's
-//! inter-processor interrupt: a quarter of the samples of a 1 MiB
-//! send-receive on 2 ranks) made 1 MiB exchanges up to eight times slower.
+//! the waiter would pay a sleep and a wake-up.
 //! Where the ranks sharing this host's cores
 //! (threads of this process, or processes of one job) are no more than the
 //! cores, a spinner yields the core on every round after a microsecond, so
@@ -28,9 +25,8 @@
 //! `mpi_yield_when_idle` does), instead of a sleep and a wake-up per step,
 //! and it spins for a millisecond before it sleeps: yielding, the spin
 //! costs the ranks that share its core little, while a sleep costs a
-//! wake-up that waits behind them (4 processes on 2 cores: a 1 MiB
-//! all-gather took 2.6 times as long with a spin bounded by the wake-up
-//! latency, and about 1.5 times as long with a 50 us one).
+//! wake-up that waits behind them. `BENCHMARKS.md` ("Copies and waits")
+//! has the measurements behind these rules.
 //!
 //! A waiter may bring the change about itself ([`Progress`]): it then does
 //! that work on every round of its spin (such as reading the messages of

@@ -189,21 +189,16 @@ impl Backend for ProcBackend {
 
 /// The id every member process computes for a subgroup, without talking.
 fn subgroup_id(parent: u64, key: &str, members: &[usize]) -> u64 {
+    use std::hash::Hasher;
     // FNV-1a: stable across processes and builds.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: &[u8]| {
-        for &b in bytes {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    };
-    eat(&parent.to_le_bytes());
-    eat(key.as_bytes());
-    eat(&[0xff]);
+    let mut h = crate::fnv::Fnv::default();
+    h.write_u64(parent);
+    h.write(key.as_bytes());
+    h.write(&[0xff]);
     for &m in members {
-        eat(&(m as u64).to_le_bytes());
+        h.write_usize(m);
     }
-    h | 1
+    h.finish() | 1
 }
 
 /// The processes of a job on this process's host, as connecting found
