@@ -241,13 +241,18 @@ impl JobEnv {
 /// documentation), else on the port.
 fn store_place(get: &impl Fn(&str) -> Option<String>, port_var: &str, rank: usize) -> Result<StorePlace> {
     if let Some(v) = get(STORE_FD_VAR) {
-        let fd = v.trim().parse::<i32>().ok().filter(|&fd| fd >= 3).ok_or_else(|| Error::Config {
-            message: format!(
-                "`{STORE_FD_VAR}={}`: expected the number of an open listening socket (3 or more); hint: only a \
+        let fd = v
+            .trim()
+            .parse::<i32>()
+            .ok()
+            .filter(|&fd| fd >= 3)
+            .ok_or_else(|| Error::Config {
+                message: format!(
+                    "`{STORE_FD_VAR}={}`: expected the number of an open listening socket (3 or more); hint: only a \
                  launcher sets it",
-                v.escape_debug()
-            ),
-        })?;
+                    v.escape_debug()
+                ),
+            })?;
         if rank == 0 {
             return Ok(StorePlace::Inherited(fd));
         }

@@ -361,7 +361,10 @@ fn inherited_listener(fd: i32, port: u16) -> Result<TcpListener> {
         )
     };
     if rc != 0 {
-        return Err(bad(&format!("not an open socket ({})", std::io::Error::last_os_error())));
+        return Err(bad(&format!(
+            "not an open socket ({})",
+            std::io::Error::last_os_error()
+        )));
     }
     if listening == 0 {
         return Err(bad("the socket does not listen"));
@@ -378,7 +381,10 @@ fn inherited_listener(fd: i32, port: u16) -> Result<TcpListener> {
     unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
     let local = listener.local_addr().map_err(|e| bad(&format!("no address ({e})")))?;
     if local.port() != port {
-        return Err(bad(&format!("it listens on port {}, not the job's port {port}", local.port())));
+        return Err(bad(&format!(
+            "it listens on port {}, not the job's port {port}",
+            local.port()
+        )));
     }
     Ok(listener)
 }
@@ -394,7 +400,12 @@ fn connect_after_agent_store(job: &JobEnv, deadline: Instant, timeout: Duration,
             at.master_port = port;
             // A short try per port: a free port refuses at once; one of
             // another job fails its handshake.
-            match Store::connect_within(&at.store_addr(), Duration::from_millis(200), (deadline, timeout), secret) {
+            match Store::connect_within(
+                &at.store_addr(),
+                Duration::from_millis(200),
+                (deadline, timeout),
+                secret,
+            ) {
                 Ok(store) => return Ok(store),
                 Err(e) => {
                     if tried.len() < 3 {

@@ -405,7 +405,10 @@ impl Store {
             io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => {
                 Error::PeerFailed {
                     rank: 0,
-                    reason: format!("it served the rendezvous store at {}, which closed the connection ({e})", self.addr),
+                    reason: format!(
+                        "it served the rendezvous store at {}, which closed the connection ({e})",
+                        self.addr
+                    ),
                 }
             }
             _ => os_error(&format!("rendezvous store at {}", self.addr), &e),
