@@ -25,7 +25,7 @@ hcomm::comm_schedule! {
     }
 }
 
-fn main() -> hcomm::Result<()> {
+fn main() -> Result<(), hcomm::Report> {
     // Started by `hcomm-run` or torchrun: this process is one rank.
     if ["HCOMM_RANK", "RANK"].iter().any(|v| std::env::var_os(v).is_some()) {
         let comm = hcomm::init_from_env()?;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use hcomm::{Comm, ReduceOp};
 
-fn main() -> hcomm::Result<()> {
+fn main() -> Result<(), hcomm::Report> {
     if ["HCOMM_RANK", "RANK"].iter().any(|v| std::env::var_os(v).is_some()) {
         let comm = hcomm::init_from_env()?;
         for line in bench(&comm)? {

@@ -8,7 +8,7 @@
 
 use hcomm_examples::vcollectives::{moe_combine, moe_dispatch, sparse_all_gather};
 
-fn main() -> hcomm::Result<()> {
+fn main() -> Result<(), hcomm::Report> {
     let world = 5;
     let counts = [3, 0, 1, 0, 2];
     let total: usize = counts.iter().sum();

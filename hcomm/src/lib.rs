@@ -132,7 +132,7 @@ pub use collective::{schedules, Algorithm, AlgorithmTable, Collective};
 pub use comm::Comm;
 pub use device::{take_device_teardown_errors, DeviceBuffer};
 pub use element::{DataType, Element, ReduceOp};
-pub use error::{Error, Result};
+pub use error::{Error, Report, Result};
 pub use external::ExternalDeviceBuffer;
 pub use half::{bf16, f16};
 pub use hcomm_macros::comm_schedule;
