@@ -346,6 +346,52 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_store_goes_past_torchruns_own_and_the_transport_is_parsed() {
+        let base = [
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29500"),
+        ];
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let mut v = base.to_vec();
+            v.extend_from_slice(extra);
+            job(&v)
+        };
+        assert_eq!(with(&[]).unwrap().store, StorePlace::Port);
+        assert_eq!(
+            with(&[("TORCHELASTIC_RUN_ID", "none")]).unwrap().store,
+            StorePlace::AfterAgentStore
+        );
+        assert_eq!(
+            with(&[("TORCHELASTIC_USE_AGENT_STORE", "True")]).unwrap().store,
+            StorePlace::AfterAgentStore
+        );
+        // Our port wins, and it is the job's own.
+        assert_eq!(
+            with(&[("TORCHELASTIC_RUN_ID", "x"), ("HCOMM_MASTER_PORT", "4000")])
+                .unwrap()
+                .store,
+            StorePlace::Port
+        );
+        // The inherited socket is rank 0's only.
+        assert_eq!(with(&[("HCOMM_STORE_FD", "5")]).unwrap().store, StorePlace::Port);
+        let zero = job(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29500"),
+            ("HCOMM_STORE_FD", "7"),
+        ]);
+        assert_eq!(zero.unwrap().store, StorePlace::Inherited(7));
+        assert!(config_message(with(&[("HCOMM_STORE_FD", "1")])).contains("`HCOMM_STORE_FD=1`"));
+        assert_eq!(with(&[]).unwrap().transport, Transport::Default);
+        assert_eq!(with(&[("HCOMM_TRANSPORT", " TCP ")]).unwrap().transport, Transport::Tcp);
+        assert!(config_message(with(&[("HCOMM_TRANSPORT", "shm")]))
+            .contains("`HCOMM_TRANSPORT=shm`: expected `tcp` or `default`"));
+    }
+
     fn os(raw: &[u8]) -> OsString {
         use std::os::unix::ffi::OsStrExt;
         std::ffi::OsStr::from_bytes(raw).to_owned()
