@@ -25,7 +25,7 @@ hcomm::comm_schedule! {
     }
 }
 
-fn main() -> hcomm::Result<()> {
+fn main() -> Result<(), hcomm::Report> {
     // HCOMM_TRACE=path records this run (the library installs no subscriber)
     let _trace = hcomm::trace::init_from_env();
     // Started by `hcomm-run` or torchrun: this process is one rank.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use hcomm::{Comm, ReduceOp};
 
-fn main() -> hcomm::Result<()> {
+fn main() -> Result<(), hcomm::Report> {
     // HCOMM_TRACE=path records this run (the library installs no subscriber)
     let _trace = hcomm::trace::init_from_env();
     if ["HCOMM_RANK", "RANK"].iter().any(|v| std::env::var_os(v).is_some()) {

@@ -8,7 +8,7 @@
 
 use hcomm_examples::vcollectives::{moe_combine, moe_dispatch, sparse_all_gather};
 
-fn main() -> hcomm::Result<()> {
+fn main() -> Result<(), hcomm::Report> {
     // HCOMM_TRACE=path records this run (the library installs no subscriber)
     let _trace = hcomm::trace::init_from_env();
     let world = 5;

@@ -8,6 +8,10 @@
 //! ended, whatever is left of the group is killed, and hcomm-run (the
 //! reaper of orphans under it) waits for it to be gone.
 
+use std::net::TcpListener;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread::JoinHandle;
@@ -18,7 +22,7 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::group::Group;
-use crate::output::prefix_lines;
+use crate::output::{prefix_lines, Log};
 use crate::reap::{self, first_failure, Ending, Reaped};
 use crate::secret::SECRET_VAR;
 
@@ -46,13 +50,21 @@ pub(crate) struct Job<'a> {
     pub(crate) n: usize,
     /// The port of the rendezvous store.
     pub(crate) port: u16,
+    /// The socket listening on `port`, handed to rank 0 (then closed
+    /// here).
+    pub(crate) store: Option<TcpListener>,
     /// The program and its arguments.
     pub(crate) command: &'a [String],
     /// How long the ranks get between `SIGTERM` and `SIGKILL`.
     pub(crate) grace: Duration,
     /// The secret to give the ranks (`None`: they inherit the caller's).
     pub(crate) secret: Option<String>,
+    /// Where each rank's output is written too.
+    pub(crate) log_dir: Option<&'a Path>,
 }
+
+/// The variable by which rank 0 gets the store's listening socket.
+const STORE_FD_VAR: &str = "HCOMM_STORE_FD";
 
 /// What the watching thread hears about.
 enum Event {
@@ -66,7 +78,7 @@ enum Event {
 
 /// Runs the job; the exit code for this process, or why the job failed (a
 /// message naming the rank and the cause).
-pub(crate) fn run(job: &Job<'_>) -> Result<u8, String> {
+pub(crate) fn run(job: &mut Job<'_>) -> Result<u8, String> {
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
         eprintln!(
             "hcomm-run: cannot become the reaper of the ranks' orphans ({e}); processes the ranks start are killed but \
@@ -80,14 +92,21 @@ pub(crate) fn run(job: &Job<'_>) -> Result<u8, String> {
     let mut printers = Vec::with_capacity(2 * job.n);
     let mut cause = None;
     for rank in 0..job.n {
+        let log = match job.log_dir.map(|dir| open_log(dir, rank)).transpose() {
+            Ok(log) => log,
+            Err(e) => {
+                cause = Some(e);
+                break;
+            }
+        };
         match spawn(job, rank, group) {
             Ok(mut child) => {
                 pids.push(Some(child.id() as i32));
                 if let Some(out) = child.stdout.take() {
-                    printers.push(prefix_lines(rank, out, false));
+                    printers.push(prefix_lines(rank, out, false, log.clone()));
                 }
                 if let Some(err) = child.stderr.take() {
-                    printers.push(prefix_lines(rank, err, true));
+                    printers.push(prefix_lines(rank, err, true, log));
                 }
                 // Dropping a `Child` neither waits for nor kills it; the
                 // reaping thread waits for it.
@@ -98,6 +117,8 @@ pub(crate) fn run(job: &Job<'_>) -> Result<u8, String> {
             }
         }
     }
+    // Rank 0 holds the store's port now.
+    drop(job.store.take());
     let listener = {
         let events = events.clone();
         let handle = signals.handle();
@@ -148,20 +169,54 @@ pub(crate) fn run(job: &Job<'_>) -> Result<u8, String> {
     outcome
 }
 
-/// Starts rank `rank`.
+/// The log file of rank `rank` in `dir`, made empty.
+fn open_log(dir: &Path, rank: usize) -> Result<Log, String> {
+    let path = dir.join(format!("rank_{rank}.log"));
+    std::fs::File::create(&path)
+        .map(|f| Log::new(f.into()))
+        .map_err(|e| format!("cannot write the log of rank {rank} to {}: {e}", path.display()))
+}
+
+/// Starts rank `rank`, with our variables and torchrun's; rank 0 also gets
+/// the store's listening socket.
 fn spawn(job: &Job<'_>, rank: usize, group: Group) -> std::io::Result<std::process::Child> {
     let mut cmd = Command::new(&job.command[0]);
+    let (rank_s, world_s, port_s) = (rank.to_string(), job.n.to_string(), job.port.to_string());
     cmd.args(&job.command[1..])
-        .env("HCOMM_RANK", rank.to_string())
-        .env("HCOMM_WORLD_SIZE", job.n.to_string())
+        .env("HCOMM_RANK", &rank_s)
+        .env("HCOMM_WORLD_SIZE", &world_s)
         .env("HCOMM_MASTER_ADDR", "127.0.0.1")
-        .env("HCOMM_MASTER_PORT", job.port.to_string())
-        .env("LOCAL_RANK", rank.to_string())
+        .env("HCOMM_MASTER_PORT", &port_s)
+        .env("RANK", &rank_s)
+        .env("WORLD_SIZE", &world_s)
+        .env("LOCAL_RANK", &rank_s)
+        .env("LOCAL_WORLD_SIZE", &world_s)
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", &port_s)
+        .env_remove(STORE_FD_VAR)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     if let Some(secret) = &job.secret {
         cmd.env(SECRET_VAR, secret);
+    }
+    if let (0, Some(store)) = (rank, &job.store) {
+        let fd = store.as_raw_fd();
+        cmd.env(STORE_FD_VAR, fd.to_string());
+        // SAFETY: the closure runs in the forked child before `exec`; it
+        // only clears the close-on-exec flag of `fd` (open in the child,
+        // inherited from this process) with fcntl, an async-signal-safe
+        // system call, and builds its error from the errno without
+        // allocating.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::fcntl(fd, libc::F_SETFD, 0) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
     }
     group.adopt(&mut cmd);
     cmd.spawn()

@@ -1,15 +1,29 @@
-//! The ranks' output, line by line, each line prefixed with `[rank] `.
+//! The ranks' output, line by line, each line prefixed with `[rank] `, and
+//! copied to the rank's log file where there is one.
 
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
+/// A rank's log file, shared by the copiers of its stdout and stderr.
+pub(crate) type Log = Arc<Mutex<File>>;
+
 /// Copies the lines of `from` to this process's stdout (or stderr), each
-/// prefixed with `[rank] `, until end of file.
-pub(crate) fn prefix_lines(rank: usize, from: impl Read + Send + 'static, to_stderr: bool) -> JoinHandle<()> {
+/// prefixed with `[rank] `, and to `log` as they are, until end of file.
+/// A log that cannot be written any more is left alone; the terminal copy
+/// goes on.
+pub(crate) fn prefix_lines(
+    rank: usize,
+    from: impl Read + Send + 'static,
+    to_stderr: bool,
+    log: Option<Log>,
+) -> JoinHandle<()> {
     std::thread::spawn(move || {
         let mut r = BufReader::new(from);
         let mut line = Vec::new();
         let prefix = format!("[{rank}] ");
+        let mut log = log;
         loop {
             line.clear();
             match r.read_until(b'\n', &mut line) {
@@ -17,6 +31,13 @@ pub(crate) fn prefix_lines(rank: usize, from: impl Read + Send + 'static, to_std
                 Ok(_) => {
                     if !line.ends_with(b"\n") {
                         line.push(b'\n');
+                    }
+                    if let Some(file) = &log {
+                        let mut f = file.lock().unwrap_or_else(PoisonError::into_inner);
+                        if f.write_all(&line).is_err() {
+                            drop(f);
+                            log = None;
+                        }
                     }
                     let written = if to_stderr {
                         let mut e = std::io::stderr().lock();

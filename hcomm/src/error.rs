@@ -129,3 +129,38 @@ impl Error {
         matches!(self, Error::PeerFailed { .. } | Error::Aborted { .. })
     }
 }
+
+/// An [`Error`] as a program's `main` reports it: its `Debug` form is the
+/// error's `Display` form followed by its causes, one per line, so that
+/// `fn main() -> Result<(), hcomm::Report>` prints `Error: timeout: ...`
+/// rather than the variant's fields.
+///
+/// ```
+/// let e: hcomm::Report = hcomm::Error::Config { message: "`HCOMM_BIND=x`: expected `core` or `none`".into() }.into();
+/// assert_eq!(format!("{e:?}"), "configuration: `HCOMM_BIND=x`: expected `core` or `none`");
+/// ```
+pub struct Report(pub Error);
+
+impl From<Error> for Report {
+    fn from(e: Error) -> Report {
+        Report(e)
+    }
+}
+
+impl std::fmt::Debug for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = std::error::Error::source(&self.0);
+        while let Some(c) = cause {
+            write!(f, "\ncaused by: {c}")?;
+            cause = c.source();
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}

@@ -136,11 +136,14 @@ pub use collective::{schedules, Algorithm, AlgorithmTable, Collective};
 pub use comm::Comm;
 pub use device::{take_device_teardown_errors, DeviceBuffer};
 pub use element::{DataType, Element, ReduceOp};
-pub use error::{Error, Result};
+pub use error::{Error, Report, Result};
 pub use external::ExternalDeviceBuffer;
 pub use half::{bf16, f16};
 pub use hcomm_macros::comm_schedule;
-pub use launch::{auth, hccl, init_from_env, init_job, init_job_with, nccl, run, run_on, store, BackendKind, JobEnv};
+pub use launch::{
+    auth, hccl, init_from_env, init_job, init_job_with, nccl, run, run_on, store, BackendKind, JobEnv, StorePlace,
+    Transport,
+};
 #[cfg(feature = "ndarray")]
 pub use ndarray;
 pub use options::{CommOptions, DEFAULT_SEGMENT_BYTES, DEFAULT_TIMEOUT, MAX_TIMEOUT};

@@ -10,10 +10,19 @@
 //! and, at some point, alters one byte, stops forwarding (the connection
 //! stays open: a peer whose machine vanished) or closes both sides.
 //!
-//! Each test starts two processes of this test binary (the ignored test
-//! `freeze_rank` is the body of a rank) on 127.0.0.1, freezes rank 1 once it
-//! completed a few all-reduces, waits for rank 0's verdict (bounded), then
-//! kills both.
+//! A frozen rank that is let go again (SIGCONT) after its peer failed
+//! must fail too, within the timeout plus one second of its release, never
+//! return `Ok` with wrong data. Seeded runs draw the fault, the message
+//! size and the moment on the default transport. A timeout must name the
+//! rank it waited for.
+//!
+//! The store's host (rank 0) frozen while the others join: each of them
+//! fails within the timeout plus one second, naming rank 0 or the timeout.
+//!
+//! Each test starts processes of this test binary (the ignored test
+//! `freeze_rank` is the body of a rank) on 127.0.0.1, strikes once both
+//! completed a few all-reduces, waits for the verdicts (bounded), then
+//! kills them.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -30,7 +39,8 @@ const TIMEOUT_S: u64 = 2;
 const SLACK: Duration = Duration::from_secs(1);
 /// The longest a test waits for anything.
 const WATCHDOG: Duration = Duration::from_secs(20);
-/// All-reduces the ranks complete before the freeze.
+/// All-reduces the ranks complete before the fault (unless a seeded run
+/// draws another number).
 const BEFORE: usize = 2;
 
 const SIZE_VAR: &str = "HCOMM_FREEZE_ELEMENTS";
@@ -63,11 +73,7 @@ fn freeze_rank() {
     let comm = match hcomm::init_from_env() {
         Ok(c) => c,
         Err(e) => {
-            let kind = match &e {
-                Error::Timeout { .. } => "timeout",
-                _ => "other",
-            };
-            say(&format!("err {} init-{kind} {e}", now_ms()));
+            say(&format!("err {} init-{} {e}", now_ms(), kind(&e)));
             std::process::exit(1);
         }
     };
@@ -85,15 +91,20 @@ fn freeze_rank() {
                 say(&format!("ok {k} {wrong}"));
             }
             Err(e) => {
-                let kind = match &e {
-                    Error::PeerFailed { rank, .. } => format!("peer-failed {rank}"),
-                    Error::Timeout { .. } => "timeout".to_owned(),
-                    _ => "other".to_owned(),
-                };
-                say(&format!("err {} {kind} {e}", now_ms()));
+                say(&format!("err {} {} {e}", now_ms(), kind(&e)));
                 std::process::exit(1);
             }
         }
+    }
+}
+
+/// An error's kind as the verdict lines spell it.
+fn kind(e: &Error) -> String {
+    match e {
+        Error::PeerFailed { rank, .. } => format!("peer-failed {rank}"),
+        Error::Timeout { .. } => "timeout".to_owned(),
+        Error::Aborted { .. } => "aborted".to_owned(),
+        _ => "other".to_owned(),
     }
 }
 
@@ -104,12 +115,16 @@ fn free_port() -> u16 {
 }
 
 fn spawn_rank(rank: usize, port: u16, elements: usize, tcp: bool) -> Child {
+    spawn_rank_of(rank, 2, port, elements, tcp)
+}
+
+fn spawn_rank_of(rank: usize, world: usize, port: u16, elements: usize, tcp: bool) -> Child {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--ignored", "--exact", "freeze_rank", "--nocapture", "--test-threads=1"])
         .env(SIZE_VAR, elements.to_string())
         .env("HCOMM_TIMEOUT", TIMEOUT_S.to_string())
         .env("HCOMM_RANK", rank.to_string())
-        .env("HCOMM_WORLD_SIZE", "2")
+        .env("HCOMM_WORLD_SIZE", world.to_string())
         .env("HCOMM_MASTER_ADDR", "127.0.0.1")
         .env("HCOMM_MASTER_PORT", port.to_string())
         .env("LOCAL_RANK", rank.to_string())
@@ -123,6 +138,10 @@ fn spawn_rank(rank: usize, port: u16, elements: usize, tcp: bool) -> Child {
         "MASTER_PORT",
         "HCOMM_BACKEND",
         "HCOMM_TRANSPORT",
+        "HCOMM_JOB_SECRET",
+        "HCOMM_JOB_ID",
+        "TORCHELASTIC_RUN_ID",
+        "HCOMM_STORE_FD",
     ] {
         cmd.env_remove(k);
     }
@@ -142,6 +161,8 @@ fn signal(child: &Child, sig: &str) {
 enum Fault {
     /// Rank 1 gets SIGSTOP.
     Freeze,
+    /// Rank 1 gets SIGSTOP, and SIGCONT once rank 0 failed.
+    FreezeThenResume,
     /// The relay flips one byte it forwards from rank 1 to rank 0.
     Alter,
     /// The relay stops forwarding and reading; the connections stay open.
@@ -249,16 +270,17 @@ fn spawn_with_relay(port: u16, elements: usize, tcp: bool) -> (Vec<Child>, Relay
 }
 
 /// How a run ended: each rank's error line (`<kind> <message>`), and the
-/// time from the fault to it.
+/// time from the fault to it (for a resumed rank, from its release).
 struct Outcome {
     verdicts: [Option<(String, Duration)>; 2],
 }
 
-/// Runs the all-reduces of `elements` f32 with `fault` after [`BEFORE`]
-/// of them.
-fn run(elements: usize, tcp: bool, fault: Fault) -> Outcome {
+/// Runs the all-reduces of `elements` f32 with `fault` after `before` of
+/// them.
+fn run(elements: usize, tcp: bool, fault: Fault, before: usize) -> Outcome {
     let port = free_port();
-    let (mut ranks, relay) = if fault == Fault::Freeze {
+    let frozen = matches!(fault, Fault::Freeze | Fault::FreezeThenResume);
+    let (mut ranks, relay) = if frozen {
         ((0..2).map(|r| spawn_rank(r, port, elements, tcp)).collect(), None)
     } else {
         let (ranks, relay) = spawn_with_relay(port, elements, tcp);
@@ -270,7 +292,8 @@ fn run(elements: usize, tcp: bool, fault: Fault) -> Outcome {
         let tx = tx.clone();
         std::thread::spawn(move || {
             for line in out.lines().map_while(Result::ok) {
-                if let Some(rest) = line.strip_prefix("FREEZE ") {
+                // The harness may begin the line with the test's name.
+                if let Some((_, rest)) = line.split_once("FREEZE ") {
                     let _ = tx.send((r, rest.to_owned()));
                 }
             }
@@ -279,10 +302,15 @@ fn run(elements: usize, tcp: bool, fault: Fault) -> Outcome {
     let start = Instant::now();
     let mut done = [0usize; 2];
     let mut struck_ms = None;
+    let mut resumed_ms = None;
     let mut verdicts: [Option<(String, u128)>; 2] = [None, None];
     // A frozen rank says nothing more: only rank 0's verdict is awaited.
     let awaited = if fault == Fault::Freeze { 1 } else { 2 };
     while start.elapsed() < WATCHDOG && verdicts.iter().flatten().count() < awaited {
+        if fault == Fault::FreezeThenResume && verdicts[0].is_some() && resumed_ms.is_none() {
+            resumed_ms = Some(now_ms());
+            signal(&ranks[1], "-CONT");
+        }
         let Ok((r, line)) = rx.recv_timeout(Duration::from_millis(100)) else {
             continue;
         };
@@ -290,10 +318,10 @@ fn run(elements: usize, tcp: bool, fault: Fault) -> Outcome {
             let wrong: usize = rest.split(' ').nth(1).unwrap().parse().unwrap();
             assert_eq!(wrong, 0, "rank {r} returned Ok with {wrong} wrong elements: {line}");
             done[r] += 1;
-            if struck_ms.is_none() && done[0] >= BEFORE && done[1] >= BEFORE {
+            if struck_ms.is_none() && done[0] >= before && done[1] >= before {
                 struck_ms = Some(now_ms());
                 match (fault, &relay) {
-                    (Fault::Freeze, _) => signal(&ranks[1], "-STOP"),
+                    (Fault::Freeze | Fault::FreezeThenResume, _) => signal(&ranks[1], "-STOP"),
                     (Fault::Alter, Some(relay)) => relay.mode.store(ALTER, Ordering::SeqCst),
                     (Fault::Stall, Some(relay)) => relay.mode.store(STALL, Ordering::SeqCst),
                     (Fault::Drop, Some(relay)) => relay.mode.store(DROP, Ordering::SeqCst),
@@ -313,10 +341,17 @@ fn run(elements: usize, tcp: bool, fault: Fault) -> Outcome {
         let _ = child.wait();
     }
     let struck_ms = struck_ms.expect("the ranks completed the all-reduces before the fault");
+    let mut r = 0;
     Outcome {
         verdicts: verdicts.map(|v| {
+            let from = if r == 1 {
+                resumed_ms.unwrap_or(struck_ms)
+            } else {
+                struck_ms
+            };
+            r += 1;
             v.map(|(line, at)| {
-                let took = Duration::from_millis(u64::try_from(at.saturating_sub(struck_ms)).unwrap());
+                let took = Duration::from_millis(u64::try_from(at.saturating_sub(from)).unwrap());
                 (line, took)
             })
         }),
@@ -327,7 +362,12 @@ fn run(elements: usize, tcp: bool, fault: Fault) -> Outcome {
 /// naming the other or the timeout, within the timeout plus [`SLACK`] of
 /// the fault; the verdicts.
 fn check(elements: usize, tcp: bool, fault: Fault) -> Vec<String> {
-    let outcome = run(elements, tcp, fault);
+    check_after(elements, tcp, fault, BEFORE)
+}
+
+/// [`check`] with the fault after `before` all-reduces.
+fn check_after(elements: usize, tcp: bool, fault: Fault, before: usize) -> Vec<String> {
+    let outcome = run(elements, tcp, fault, before);
     let survivors = if fault == Fault::Freeze { 1 } else { 2 };
     let mut lines = Vec::new();
     for (r, verdict) in outcome.verdicts.iter().enumerate().take(survivors) {
@@ -336,9 +376,17 @@ fn check(elements: usize, tcp: bool, fault: Fault) -> Vec<String> {
             .unwrap_or_else(|| panic!("rank {r} returned no error within the watchdog ({fault:?})"));
         eprintln!("{fault:?} elements {elements} tcp {tcp}: rank {r} failed {took:?} after the fault: {line}");
         let other = 1 - r;
+        // A released rank may find the communicator aborted by its peer's
+        // timeout, which names it.
+        let aborted_by_peer = fault == Fault::FreezeThenResume
+            && r == 1
+            && line.starts_with(&format!("aborted aborted: rank {other} timed out"));
         assert!(
-            line.starts_with(&format!("peer-failed {other} ")) || line.starts_with("timeout "),
-            "rank {r} must fail naming rank {other} or the timeout ({fault:?}): {line}"
+            line.starts_with(&format!("peer-failed {other} "))
+                || (line.starts_with("timeout ") && line.contains(&format!("waiting for rank {other} ")))
+                || aborted_by_peer,
+            "rank {r} must fail naming rank {other}, as a failed peer or the rank its timeout waited for \
+             ({fault:?}): {line}"
         );
         // The all-reduce in flight at the fault began at most at the fault.
         assert!(
@@ -373,6 +421,104 @@ fn frozen_rank_during_a_large_all_reduce_on_the_default_transport() {
 #[test]
 fn frozen_rank_during_a_small_all_reduce_on_the_default_transport() {
     check(SMALL, false, Fault::Freeze);
+}
+
+#[test]
+fn a_frozen_rank_released_after_its_peer_failed_fails_too_on_the_default_transport() {
+    check(SMALL, false, Fault::FreezeThenResume);
+}
+
+#[test]
+fn a_frozen_rank_released_after_its_peer_failed_fails_too_over_tcp() {
+    check(LARGE, true, Fault::FreezeThenResume);
+}
+
+/// Seeded faults on the default transport: the fault (a freeze, a freeze
+/// then release, a dropped connection), the message size and the number of
+/// all-reduces before it are drawn; every survivor fails within the bound,
+/// none hangs, none returns `Ok` with wrong data.
+#[test]
+fn seeded_faults_on_the_default_transport() {
+    let mut state: u64 = 0x5eed_f0e2_2026_1204;
+    let mut draw = |n: u64| {
+        // SplitMix64: a fixed sequence, the same on every run.
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        usize::try_from((z ^ (z >> 31)) % n).unwrap()
+    };
+    for round in 0..3 {
+        let fault = [Fault::Freeze, Fault::FreezeThenResume, Fault::Drop][draw(3)];
+        let elements = [SMALL, 4096, LARGE][draw(3)];
+        let before = 1 + draw(4);
+        eprintln!("seeded round {round}: {fault:?}, {elements} elements, after {before} all-reduces");
+        check_after(elements, false, fault, before);
+    }
+}
+
+/// The store's host (rank 0 of 3) frozen while rank 1 waits in the
+/// rendezvous and before rank 2 arrives: both fail within the timeout plus
+/// one second, naming rank 0 or the timeout.
+#[test]
+fn a_frozen_store_host_fails_the_joining_ranks_within_the_bound() {
+    let port = free_port();
+    let mut ranks = vec![
+        spawn_rank_of(0, 3, port, SMALL, false),
+        spawn_rank_of(1, 3, port, SMALL, false),
+    ];
+    // Rank 1 is in the rendezvous once its endpoint is in the store.
+    let store = hcomm::store::Store::connect(&format!("127.0.0.1:{port}"), Duration::from_secs(10)).unwrap();
+    store.get("hcomm/peer/1", Duration::from_secs(10)).unwrap();
+    drop(store);
+    signal(&ranks[0], "-STOP");
+    let frozen_ms = now_ms();
+    ranks.push(spawn_rank_of(2, 3, port, SMALL, false));
+    let (tx, rx) = mpsc::channel::<(usize, String)>();
+    for (r, child) in ranks.iter_mut().enumerate().skip(1) {
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                // The harness may begin the line with the test's name.
+                if let Some((_, rest)) = line.split_once("FREEZE ") {
+                    let _ = tx.send((r, rest.to_owned()));
+                }
+            }
+        });
+    }
+    let start = Instant::now();
+    let mut verdicts: [Option<(String, u128)>; 3] = [None, None, None];
+    while start.elapsed() < WATCHDOG && verdicts.iter().flatten().count() < 2 {
+        let Ok((r, line)) = rx.recv_timeout(Duration::from_millis(100)) else {
+            continue;
+        };
+        let rest = line
+            .strip_prefix("err ")
+            .unwrap_or_else(|| panic!("rank {r} joined a job whose store host is frozen: {line}"));
+        let (at, rest) = rest.split_once(' ').unwrap();
+        verdicts[r] = Some((rest.to_owned(), at.parse().unwrap()));
+    }
+    for child in &mut ranks {
+        signal(child, "-CONT");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    for (r, verdict) in verdicts.iter().enumerate().skip(1) {
+        let (line, at) = verdict
+            .as_ref()
+            .unwrap_or_else(|| panic!("rank {r} returned no error within the watchdog"));
+        let took = Duration::from_millis(u64::try_from(at.saturating_sub(frozen_ms)).unwrap());
+        eprintln!("frozen store host: rank {r} failed {took:?} after the freeze: {line}");
+        assert!(
+            line.starts_with("init-peer-failed 0 ") || line.starts_with("init-timeout "),
+            "rank {r} must fail naming rank 0 or the timeout: {line}"
+        );
+        assert!(
+            took <= Duration::from_secs(TIMEOUT_S) + SLACK,
+            "rank {r} took {took:?} after the freeze, beyond the timeout of {TIMEOUT_S} s plus {SLACK:?}: {line}"
+        );
+    }
 }
 
 #[test]

@@ -37,15 +37,15 @@ fn secret(name: &str) -> JobSecret {
 }
 
 fn job(rank: usize, world: usize, port: u16) -> JobEnv {
-    JobEnv {
-        rank,
-        world,
-        local_rank: rank,
-        master_addr: "127.0.0.1".into(),
-        master_port: port,
-        world_var: "HCOMM_WORLD_SIZE",
-        rank_var: "HCOMM_RANK",
-    }
+    let (rank, world, port) = (rank.to_string(), world.to_string(), port.to_string());
+    JobEnv::from_vars(|name| match name {
+        "HCOMM_RANK" => Some(rank.clone()),
+        "HCOMM_WORLD_SIZE" => Some(world.clone()),
+        "HCOMM_MASTER_ADDR" => Some("127.0.0.1".into()),
+        "HCOMM_MASTER_PORT" => Some(port.clone()),
+        _ => None,
+    })
+    .unwrap()
 }
 
 /// One rank of a job: joins, then 20 all-reduces of `[rank + 1; 8]`;

@@ -162,6 +162,17 @@ impl JobSecret {
         mac_verify(&self.key, label, parts, tag)
     }
 
+    /// The secret of this job at one place (`MASTER_ADDR:MASTER_PORT` and
+    /// the like): as authenticated as this one, with another job id and
+    /// keys, so that two jobs that share a secret (or have none) but not
+    /// the place never mix.
+    pub(crate) fn at_place(&self, place: &str) -> JobSecret {
+        JobSecret {
+            key: self.derive(b"hcomm job place", &[place.as_bytes()]),
+            authenticated: self.authenticated,
+        }
+    }
+
     /// A key for the purpose `label` bound to `parts` (a connection's
     /// nonces and ends), which only holders of the secret can compute.
     pub(crate) fn derive(&self, label: &[u8], parts: &[&[u8]]) -> Key {

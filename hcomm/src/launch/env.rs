@@ -1,7 +1,20 @@
 //! What a launcher tells each process: `HCOMM_RANK`, `HCOMM_WORLD_SIZE`,
 //! `HCOMM_MASTER_ADDR`, `HCOMM_MASTER_PORT` (or torchrun's `RANK`,
-//! `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT` when those are unset), and
-//! `LOCAL_RANK` (default: the rank) for the device index.
+//! `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT` when those are unset),
+//! `LOCAL_RANK` (default: the rank) for the device index, `HCOMM_TRANSPORT`,
+//! and where the rendezvous store listens.
+//!
+//! # The store's port under torchrun
+//!
+//! torchrun's agent serves its own store on `MASTER_PORT` (with its default
+//! rendezvous and with `--standalone`), and tells its workers so with
+//! `TORCHELASTIC_USE_AGENT_STORE=True`; every worker of torchrun has
+//! `TORCHELASTIC_RUN_ID`. When either is set and the port came from
+//! `MASTER_PORT` (not `HCOMM_MASTER_PORT`), rank 0 serves our store on the
+//! first free port of the [`STORE_PORTS`] ports after `MASTER_PORT`, and
+//! the other ranks try them in order: a port where no store answers, or
+//! one of another job (the handshake proves the job; the job's identity
+//! covers torchrun's run id and `MASTER_ADDR:MASTER_PORT`), is passed over.
 
 use std::ffi::OsString;
 
@@ -32,7 +45,7 @@ pub(crate) fn var(name: &str) -> Result<Option<String>> {
 }
 
 /// The launcher variables [`JobEnv::from_env`] reads, ours and torchrun's.
-const JOB_VARS: [&str; 9] = [
+const JOB_VARS: [&str; 13] = [
     "HCOMM_RANK",
     "RANK",
     "HCOMM_WORLD_SIZE",
@@ -42,7 +55,42 @@ const JOB_VARS: [&str; 9] = [
     "HCOMM_MASTER_PORT",
     "MASTER_PORT",
     "LOCAL_RANK",
+    "HCOMM_TRANSPORT",
+    STORE_FD_VAR,
+    "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_RUN_ID",
 ];
+
+/// The variable by which a launcher hands rank 0 the store's listening
+/// socket, bound to the job's port already (`hcomm-run` does).
+pub(crate) const STORE_FD_VAR: &str = "HCOMM_STORE_FD";
+
+/// How many ports after torchrun's `MASTER_PORT` our store may take (see
+/// the module's documentation).
+pub(crate) const STORE_PORTS: u16 = 32;
+
+/// How the processes of one host exchange data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Transport {
+    /// Control messages over shared-memory rings or TCP, data read from
+    /// the peer's memory on one host; TCP across hosts.
+    #[default]
+    Default,
+    /// Everything over TCP (`HCOMM_TRANSPORT=tcp`).
+    Tcp,
+}
+
+/// Where rank 0 serves the rendezvous store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StorePlace {
+    /// On the job's port.
+    Port,
+    /// On the listening socket the launcher handed over (file descriptor).
+    Inherited(i32),
+    /// On the first free of the 32 ports after the job's port,
+    /// which torchrun's agent store holds.
+    AfterAgentStore,
+}
 
 /// This process's place in a job of one process per rank, as the launcher's
 /// environment variables describe it.
@@ -62,6 +110,10 @@ pub struct JobEnv {
     pub world_var: &'static str,
     /// The variable the rank came from (for messages).
     pub rank_var: &'static str,
+    /// `HCOMM_TRANSPORT`.
+    pub transport: Transport,
+    /// Where rank 0 serves the rendezvous store.
+    pub store: StorePlace,
 }
 
 /// A variable of ours, else the torchrun one.
@@ -97,14 +149,13 @@ fn required(
 impl JobEnv {
     /// Reads the job from this process's environment. A variable that is
     /// not UTF-8 is an [`Error::Config`] naming it, as is one that does not
-    /// parse; `HCOMM_TRANSPORT` is checked to be UTF-8 too.
+    /// parse.
     pub fn from_env() -> Result<JobEnv> {
         JobEnv::from_os_vars(|name| std::env::var_os(name))
     }
 
     /// [`JobEnv::from_vars`] over raw values, which may not be UTF-8.
     pub(crate) fn from_os_vars(get: impl Fn(&str) -> Option<OsString>) -> Result<JobEnv> {
-        text("HCOMM_TRANSPORT", get("HCOMM_TRANSPORT"))?;
         let mut values = Vec::with_capacity(JOB_VARS.len());
         for name in JOB_VARS {
             values.push((name, text(name, get(name))?));
@@ -148,6 +199,19 @@ impl JobEnv {
             Some(v) => number("LOCAL_RANK", &v, "a device index")?,
             None => rank,
         };
+        let transport = match get("HCOMM_TRANSPORT") {
+            None => Transport::Default,
+            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "" | "default" => Transport::Default,
+                "tcp" => Transport::Tcp,
+                _ => {
+                    return Err(Error::Config {
+                        message: format!("`HCOMM_TRANSPORT={}`: expected `tcp` or `default`", v.escape_debug()),
+                    })
+                }
+            },
+        };
+        let store = store_place(&get, port_var, rank)?;
         Ok(JobEnv {
             rank,
             world,
@@ -156,6 +220,8 @@ impl JobEnv {
             master_port,
             world_var,
             rank_var,
+            transport,
+            store,
         })
     }
 
@@ -167,6 +233,35 @@ impl JobEnv {
             format!("{}:{}", self.master_addr, self.master_port)
         }
     }
+}
+
+/// Where rank 0 serves the store: on the socket `HCOMM_STORE_FD` names
+/// (rank 0 only; at least 3), else past torchrun's agent store when the
+/// port came from torchrun's `MASTER_PORT` (see the module's
+/// documentation), else on the port.
+fn store_place(get: &impl Fn(&str) -> Option<String>, port_var: &str, rank: usize) -> Result<StorePlace> {
+    if let Some(v) = get(STORE_FD_VAR) {
+        let fd = v
+            .trim()
+            .parse::<i32>()
+            .ok()
+            .filter(|&fd| fd >= 3)
+            .ok_or_else(|| Error::Config {
+                message: format!(
+                    "`{STORE_FD_VAR}={}`: expected the number of an open listening socket (3 or more); hint: only a \
+                 launcher sets it",
+                    v.escape_debug()
+                ),
+            })?;
+        if rank == 0 {
+            return Ok(StorePlace::Inherited(fd));
+        }
+    }
+    let agent = get("TORCHELASTIC_USE_AGENT_STORE").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    if port_var == "MASTER_PORT" && (agent || get("TORCHELASTIC_RUN_ID").is_some()) {
+        return Ok(StorePlace::AfterAgentStore);
+    }
+    Ok(StorePlace::Port)
 }
 
 /// This process's rank as far as the environment says, for messages of
@@ -251,6 +346,52 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_store_goes_past_torchruns_own_and_the_transport_is_parsed() {
+        let base = [
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29500"),
+        ];
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let mut v = base.to_vec();
+            v.extend_from_slice(extra);
+            job(&v)
+        };
+        assert_eq!(with(&[]).unwrap().store, StorePlace::Port);
+        assert_eq!(
+            with(&[("TORCHELASTIC_RUN_ID", "none")]).unwrap().store,
+            StorePlace::AfterAgentStore
+        );
+        assert_eq!(
+            with(&[("TORCHELASTIC_USE_AGENT_STORE", "True")]).unwrap().store,
+            StorePlace::AfterAgentStore
+        );
+        // Our port wins, and it is the job's own.
+        assert_eq!(
+            with(&[("TORCHELASTIC_RUN_ID", "x"), ("HCOMM_MASTER_PORT", "4000")])
+                .unwrap()
+                .store,
+            StorePlace::Port
+        );
+        // The inherited socket is rank 0's only.
+        assert_eq!(with(&[("HCOMM_STORE_FD", "5")]).unwrap().store, StorePlace::Port);
+        let zero = job(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29500"),
+            ("HCOMM_STORE_FD", "7"),
+        ]);
+        assert_eq!(zero.unwrap().store, StorePlace::Inherited(7));
+        assert!(config_message(with(&[("HCOMM_STORE_FD", "1")])).contains("`HCOMM_STORE_FD=1`"));
+        assert_eq!(with(&[]).unwrap().transport, Transport::Default);
+        assert_eq!(with(&[("HCOMM_TRANSPORT", " TCP ")]).unwrap().transport, Transport::Tcp);
+        assert!(config_message(with(&[("HCOMM_TRANSPORT", "shm")]))
+            .contains("`HCOMM_TRANSPORT=shm`: expected `tcp` or `default`"));
+    }
+
     fn os(raw: &[u8]) -> OsString {
         use std::os::unix::ffi::OsStrExt;
         std::ffi::OsStr::from_bytes(raw).to_owned()
@@ -284,7 +425,7 @@ mod tests {
             ("MASTER_ADDR", "127.0.0.1"),
             ("MASTER_PORT", "29500"),
         ];
-        for name in JOB_VARS.iter().copied().chain(["HCOMM_TRANSPORT"]) {
+        for name in JOB_VARS {
             for value in &hostile {
                 let vars: HashMap<&str, OsString> = base
                     .iter()

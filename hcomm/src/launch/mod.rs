@@ -15,7 +15,7 @@ mod process;
 pub(crate) mod ranks;
 pub mod store;
 
-pub use env::JobEnv;
+pub use env::{JobEnv, StorePlace, Transport};
 pub use process::{init_from_env, init_job, init_job_with};
 
 use crate::comm::Comm;

@@ -2,20 +2,20 @@
 //! through the rendezvous store (rank 0 serves it) and returns this
 //! process's world communicator on the backend `HCOMM_BACKEND` names.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, TcpListener};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::auth::JobSecret;
 use super::bind::{allowed_cores, bind_current_thread, Binding};
-use super::env::JobEnv;
+use super::env::{JobEnv, StorePlace, Transport, STORE_FD_VAR, STORE_PORTS};
 use super::store::Store;
 use super::{hccl, nccl, BackendKind};
 use crate::backend::host::proc::{self, Directory};
 use crate::backend::host::wait;
 use crate::comm::Comm;
 use crate::error::{Error, Result};
-use crate::options::CommOptions;
+use crate::options::{deadline_after, CommOptions};
 
 /// Set by a process that cannot join, with its reason, so the others stop
 /// waiting for it.
@@ -137,25 +137,26 @@ struct Rendezvous {
     timeout: Duration,
     deadline: Instant,
     secret: JobSecret,
+    transport: Transport,
 }
 
 impl Rendezvous {
     /// Serves (rank 0) or reaches the store, claims this rank and checks
     /// that every process agrees on the world size.
     fn join(job: &JobEnv, timeout: Duration, secret: &JobSecret) -> Result<Rendezvous> {
-        let deadline = Instant::now() + timeout;
-        let addr = job.store_addr();
+        let deadline = deadline_after(timeout);
+        let secret = match job.store {
+            // Ports after torchrun's may hold the store of another job
+            // with the same run id (or none): the place tells them apart.
+            StorePlace::AfterAgentStore => secret.at_place(&job.store_addr()),
+            StorePlace::Port | StorePlace::Inherited(_) => secret.clone(),
+        };
         let store = if job.rank == 0 {
-            let bind = if job.master_addr == "localhost"
-                || job.master_addr.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-            {
-                addr.clone()
-            } else {
-                format!("0.0.0.0:{}", job.master_port)
-            };
-            Store::serve_with(&bind, secret)?
+            Store::serve_on(listen(job)?, &secret, timeout)?
+        } else if job.store == StorePlace::AfterAgentStore {
+            connect_after_agent_store(job, deadline, timeout, &secret)?
         } else {
-            Store::connect_with(&addr, timeout, secret)?
+            Store::connect_with(&job.store_addr(), timeout, &secret)?
         };
         let r = Rendezvous {
             store: Arc::new(store),
@@ -163,7 +164,8 @@ impl Rendezvous {
             world: job.world,
             timeout,
             deadline,
-            secret: secret.clone(),
+            secret,
+            transport: job.transport,
         };
         if let Err(e) = r.check(job) {
             r.report(&e);
@@ -266,6 +268,10 @@ impl Directory for Rendezvous {
         self.store.local_ip()
     }
 
+    fn tcp_only(&self) -> bool {
+        self.transport == Transport::Tcp
+    }
+
     fn gave_up(&self) -> Option<Error> {
         match self.store.get(ABORT_KEY, Duration::ZERO) {
             Ok(reason) => Some(abort_error(&reason)),
@@ -276,6 +282,152 @@ impl Directory for Rendezvous {
                 reason: format!("it stopped serving the rendezvous store ({e})"),
             }),
         }
+    }
+}
+
+/// The address rank 0 serves the store on: all interfaces unless the job's
+/// host is this one's loopback.
+fn bind_addr(job: &JobEnv, port: u16) -> String {
+    let loopback = job.master_addr == "localhost" || job.master_addr.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        let mut local = job.clone();
+        local.master_port = port;
+        local.store_addr()
+    } else {
+        format!("0.0.0.0:{port}")
+    }
+}
+
+/// Rank 0's listening socket for the store (see [`StorePlace`]).
+fn listen(job: &JobEnv) -> Result<TcpListener> {
+    let bind = |port: u16| {
+        let addr = bind_addr(job, port);
+        TcpListener::bind(&addr).map_err(|e| (addr, e))
+    };
+    match job.store {
+        StorePlace::Port => bind(job.master_port).map_err(|(addr, e)| Error::Config {
+            message: format!(
+                "cannot listen on {addr} for the rendezvous store: {e}; hint: choose a free port with \
+                 `HCOMM_MASTER_PORT`, or start the job with `hcomm-run`, which holds one for it"
+            ),
+        }),
+        StorePlace::Inherited(fd) => inherited_listener(fd, job.master_port),
+        StorePlace::AfterAgentStore => {
+            let mut last = None;
+            for port in store_ports(job.master_port) {
+                match bind(port) {
+                    Ok(l) => return Ok(l),
+                    Err(e) => last = Some(e),
+                }
+            }
+            let (addr, e) = last.unwrap_or_else(|| (job.store_addr(), std::io::ErrorKind::AddrInUse.into()));
+            Err(Error::Config {
+                message: format!(
+                    "torchrun's store holds `MASTER_PORT={}` and none of the {STORE_PORTS} ports after it is free for \
+                     the rendezvous store (the last, {addr}: {e}); hint: set `HCOMM_MASTER_PORT` to a free port",
+                    job.master_port
+                ),
+            })
+        }
+    }
+}
+
+/// The ports after torchrun's `MASTER_PORT` the store may take, in order.
+fn store_ports(master_port: u16) -> impl Iterator<Item = u16> {
+    (1..=STORE_PORTS).filter_map(move |k| master_port.checked_add(k))
+}
+
+/// Set once the inherited socket is taken over.
+static INHERITED_TAKEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The listening socket a launcher handed over as file descriptor `fd`,
+/// once it is checked to be a listening TCP socket on `port`.
+fn inherited_listener(fd: i32, port: u16) -> Result<TcpListener> {
+    let bad = |why: &str| Error::Config {
+        message: format!("`{STORE_FD_VAR}={fd}`: {why}; hint: only a launcher sets it, for rank 0"),
+    };
+    let mut listening: libc::c_int = 0;
+    let mut len = libc::socklen_t::try_from(size_of::<libc::c_int>()).unwrap_or(4);
+    // SAFETY: `listening` and `len` are valid, writable, and `len` is the
+    // size of `listening`; any `fd` is safe to ask (a closed or non-socket
+    // one fails with `EBADF` or `ENOTSOCK`).
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ACCEPTCONN,
+            (&raw mut listening).cast(),
+            &raw mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(bad(&format!(
+            "not an open socket ({})",
+            std::io::Error::last_os_error()
+        )));
+    }
+    if listening == 0 {
+        return Err(bad("the socket does not listen"));
+    }
+    if INHERITED_TAKEN.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return Err(bad("this process took the socket over already, for an earlier job"));
+    }
+    // SAFETY: `fd` is an open listening socket (checked above) that the
+    // launcher handed to this process alone; the listener takes it over
+    // and closes it when dropped, once per process (`INHERITED_TAKEN`).
+    let listener = unsafe { <TcpListener as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    // SAFETY: `fd` is open (the listener owns it); children started later
+    // must not inherit the job's port.
+    unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    let local = listener.local_addr().map_err(|e| bad(&format!("no address ({e})")))?;
+    if local.port() != port {
+        return Err(bad(&format!(
+            "it listens on port {}, not the job's port {port}",
+            local.port()
+        )));
+    }
+    Ok(listener)
+}
+
+/// The store served past torchrun's agent store: the first of the ports
+/// after `MASTER_PORT` where the store of this job (`secret`) answers,
+/// tried in order until `deadline`.
+fn connect_after_agent_store(job: &JobEnv, deadline: Instant, timeout: Duration, secret: &JobSecret) -> Result<Store> {
+    let mut tried = Vec::new();
+    loop {
+        for port in store_ports(job.master_port) {
+            let mut at = job.clone();
+            at.master_port = port;
+            // A short try per port: a free port refuses at once; one of
+            // another job fails its handshake.
+            match Store::connect_within(
+                &at.store_addr(),
+                Duration::from_millis(200),
+                (deadline, timeout),
+                secret,
+            ) {
+                Ok(store) => return Ok(store),
+                Err(e) => {
+                    if tried.len() < 3 {
+                        tried.push(format!("{}: {e}", at.store_addr()));
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout {
+                    operation: format!(
+                        "looking for the rendezvous store on the {STORE_PORTS} ports after torchrun's `MASTER_PORT={}` \
+                         (first failures: {})",
+                        job.master_port,
+                        tried.join("; ")
+                    ),
+                    rank: job.rank,
+                    waited: timeout,
+                    limit: timeout,
+                });
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

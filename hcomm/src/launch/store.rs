@@ -59,6 +59,7 @@ use serde::{Deserialize, Serialize};
 use super::auth::{mac, mac_verify, nonce, JobSecret, Key, KEY_BYTES};
 use crate::backend::liveness::lock;
 use crate::error::{Error, Result};
+use crate::options::deadline_after;
 use crate::wire::{read_frame_within, read_raw, write_frame, write_raw};
 
 /// A request from a client.
@@ -99,8 +100,18 @@ enum Reply {
 
 /// How long a connection attempt waits between tries.
 const RETRY: Duration = Duration::from_millis(50);
-/// How much longer than a server-side wait a client waits for the reply.
-const REPLY_SLACK: Duration = Duration::from_secs(10);
+/// The least and the most a client waits for a reply beyond the
+/// server-side wait (see [`reply_slack`]).
+const MIN_REPLY_SLACK: Duration = Duration::from_millis(100);
+const MAX_REPLY_SLACK: Duration = Duration::from_millis(500);
+
+/// How much longer than a server-side wait a client waits for the reply,
+/// for a job whose time limit is `limit`: a tenth of it, between
+/// [`MIN_REPLY_SLACK`] and [`MAX_REPLY_SLACK`], so that a store whose host
+/// is frozen fails its clients within the limit plus half a second.
+fn reply_slack(limit: Duration) -> Duration {
+    (limit / 10).clamp(MIN_REPLY_SLACK, MAX_REPLY_SLACK)
+}
 /// The longest handshake frame (they hold a few ids and nonces).
 pub const HANDSHAKE_FRAME: usize = 256;
 /// How long either end waits for each handshake frame.
@@ -198,6 +209,12 @@ pub struct Store {
     addr: String,
     conn: Mutex<Conn>,
     server: Option<Server>,
+    /// The end of the time limit the client was connected with: no call
+    /// gives up on a reply before it.
+    until: Instant,
+    /// How long past `until` (or past a request's own wait) a reply may
+    /// take.
+    slack: Duration,
 }
 
 struct Conn {
@@ -227,16 +244,24 @@ impl Store {
     /// connects to it.
     pub fn serve_with(addr: &str, secret: &JobSecret) -> Result<Store> {
         let listener = TcpListener::bind(addr).map_err(|e| os_error(&format!("cannot listen on {addr}"), &e))?;
+        Store::serve_on(listener, secret, Duration::from_secs(10))
+    }
+
+    /// Serves a store on `listener` (bound already: by this process, or
+    /// inherited from a launcher that held the port) to the clients that
+    /// know `secret`, and connects to it as a client whose time limit is
+    /// `limit` (see [`Store::connect_with`]).
+    pub fn serve_on(listener: TcpListener, secret: &JobSecret, limit: Duration) -> Result<Store> {
         let local = listener
             .local_addr()
-            .map_err(|e| os_error(&format!("cannot listen on {addr}"), &e))?;
+            .map_err(|e| os_error("cannot serve the rendezvous store", &e))?;
         let server = Server::start(listener, secret.clone())?;
         let target = if local.ip().is_unspecified() {
             SocketAddr::from(([127, 0, 0, 1], local.port()))
         } else {
             local
         };
-        let mut store = Store::connect_with(&target.to_string(), Duration::from_secs(10), secret)?;
+        let mut store = Store::connect_with(&target.to_string(), limit, secret)?;
         store.server = Some(server);
         Ok(store)
     }
@@ -251,20 +276,41 @@ impl Store {
     /// [`Store::connect`] to the store of the job `secret` belongs to. A
     /// store of another job (or one that does not know the secret) is an
     /// [`Error::Config`] naming the address, at once.
+    ///
+    /// `deadline` is also the client's time limit: no later call gives up
+    /// on a reply before it has passed, and none waits for one more than a
+    /// tenth of it (at most half a second) past it or past the call's own
+    /// wait. A store that does not answer in time (its host frozen or gone)
+    /// is [`Error::PeerFailed`] naming rank 0, which serves it.
     pub fn connect_with(addr: &str, deadline: Duration, secret: &JobSecret) -> Result<Store> {
+        Store::connect_within(addr, deadline, (deadline_after(deadline), deadline), secret)
+    }
+
+    /// [`Store::connect_with`], trying for `deadline`, for a client whose
+    /// time limit of `limit` ends at `until`.
+    pub(crate) fn connect_within(
+        addr: &str,
+        deadline: Duration,
+        (until, limit): (Instant, Duration),
+        secret: &JobSecret,
+    ) -> Result<Store> {
         let start = Instant::now();
+        let slack = reply_slack(limit);
         let mut last = String::from("no address");
         loop {
             match addr.to_socket_addrs() {
                 Ok(addrs) => {
                     for a in addrs {
-                        match TcpStream::connect_timeout(&a, RETRY.max(Duration::from_millis(200))) {
-                            Ok(stream) => match Store::over(addr, stream, secret)? {
-                                Ok(store) => return Ok(store),
-                                // No hello (a store at its connection limit
-                                // closes new ones): try again.
-                                Err(why) => last = why,
-                            },
+                        // A hello later than the try's end (plus the
+                        // slack) is not waited for.
+                        let hello_wait = HANDSHAKE_WAIT.min(deadline.saturating_sub(start.elapsed()) + slack);
+                        let stream = TcpStream::connect_timeout(&a, RETRY.max(Duration::from_millis(200)));
+                        match stream.map(|s| Store::over(addr, s, secret, hello_wait, (until, slack))) {
+                            Ok(Ok(Ok(store))) => return Ok(store),
+                            Ok(Err(e)) => return Err(e),
+                            // No hello (a store at its connection limit
+                            // closes new ones): try again.
+                            Ok(Ok(Err(why))) => last = why,
                             Err(e) => last = e.to_string(),
                         }
                     }
@@ -285,10 +331,16 @@ impl Store {
 
     /// The client over `stream`; `Ok(Err(why))` when no store hello came
     /// (worth another try).
-    fn over(addr: &str, mut stream: TcpStream, secret: &JobSecret) -> Result<std::result::Result<Store, String>> {
+    fn over(
+        addr: &str,
+        mut stream: TcpStream,
+        secret: &JobSecret,
+        hello_wait: Duration,
+        (until, slack): (Instant, Duration),
+    ) -> Result<std::result::Result<Store, String>> {
         let io_err = |e: &io::Error| os_error(&format!("rendezvous store at {addr}"), e);
         stream.set_nodelay(true).map_err(|e| io_err(&e))?;
-        let sealed = match client_handshake(addr, &mut stream, secret)? {
+        let sealed = match client_handshake(addr, &mut stream, secret, hello_wait)? {
             Ok(sealed) => sealed,
             Err(why) => return Ok(Err(why)),
         };
@@ -302,6 +354,8 @@ impl Store {
                 sealed,
             }),
             server: None,
+            until,
+            slack,
         }))
     }
 
@@ -325,16 +379,40 @@ impl Store {
         self.server.as_ref().map(|s| s.addr.port())
     }
 
+    /// Sends `request` (which the server may hold up to `wait`) and reads
+    /// its reply, waiting until `wait` or the client's limit has passed,
+    /// whichever is later, plus the slack.
     fn call(&self, request: &Request, wait: Duration) -> Result<Reply> {
+        let patience = wait.max(self.until.saturating_duration_since(Instant::now())) + self.slack;
         let mut conn = lock(&self.conn);
         let conn = &mut *conn;
         let result = (|| {
-            conn.reader.get_ref().set_read_timeout(Some(wait + REPLY_SLACK))?;
+            conn.reader.get_ref().set_read_timeout(Some(patience))?;
+            conn.writer.get_ref().set_write_timeout(Some(patience))?;
             conn.sealed.send(&mut conn.writer, request, &mut conn.buf)?;
             conn.writer.flush()?;
             conn.sealed.receive::<Reply>(&mut conn.reader, &mut conn.buf)
         })();
-        result.map_err(|e| os_error(&format!("rendezvous store at {}", self.addr), &e))
+        result.map_err(|e| match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Error::PeerFailed {
+                rank: 0,
+                reason: format!(
+                    "it serves the rendezvous store at {}, which sent no reply within {patience:?} (its process is \
+                     stopped or frozen, or its host is gone)",
+                    self.addr
+                ),
+            },
+            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => {
+                Error::PeerFailed {
+                    rank: 0,
+                    reason: format!(
+                        "it served the rendezvous store at {}, which closed the connection ({e})",
+                        self.addr
+                    ),
+                }
+            }
+            _ => os_error(&format!("rendezvous store at {}", self.addr), &e),
+        })
     }
 
     fn unexpected(&self, reply: &Reply) -> Error {
@@ -432,7 +510,7 @@ impl Store {
         let Some(server) = &self.server else {
             return true;
         };
-        let deadline = Instant::now() + wait;
+        let deadline = deadline_after(wait);
         let mut clients = lock(&server.shared.clients);
         while *clients > 1 {
             let now = Instant::now();
@@ -468,6 +546,7 @@ fn client_handshake(
     addr: &str,
     stream: &mut TcpStream,
     secret: &JobSecret,
+    wait: Duration,
 ) -> Result<std::result::Result<Sealed, String>> {
     let job = secret.job_id().to_le_bytes();
     let other_job = || Error::Config {
@@ -479,7 +558,7 @@ fn client_handshake(
     };
     let mut buf = Vec::new();
     let hello: io::Result<ServerHello> = (|| {
-        stream.set_read_timeout(Some(HANDSHAKE_WAIT))?;
+        stream.set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
         read_frame_within(stream, &mut buf, HANDSHAKE_FRAME)
     })();
     let hello = match hello {
@@ -704,7 +783,7 @@ impl Shared {
                 Reply::Ok
             }
             Request::Get { keys, wait_ms } => {
-                let deadline = Instant::now() + Duration::from_millis(wait_ms.min(86_400_000));
+                let deadline = deadline_after(Duration::from_millis(wait_ms));
                 loop {
                     if let Some((index, value)) = keys.iter().enumerate().find_map(|(i, k)| map.get(k).map(|v| (i, v)))
                     {

@@ -500,6 +500,12 @@ pub(crate) trait Ops {
         None
     }
 
+    /// The peer a pending operation waits for (its rank in the operation's
+    /// group), where known: named by a timeout.
+    fn waiting_on(&self, _st: &Self::State, _id: OpId) -> Option<usize> {
+        None
+    }
+
     /// Called before rank `me` waits (`true`) and when it stops (`false`).
     fn set_waiting(&self, _st: &mut Self::State, _me: usize, _waiting: bool) {}
 
@@ -544,7 +550,7 @@ pub(crate) fn wait<O: Ops>(
                 let start = *start.get_or_insert(now);
                 (now >= deadline).then(|| {
                     Err(Error::Timeout {
-                        operation: what.to_owned(),
+                        operation: naming_peers(ops, &st, ids, what),
                         rank: me,
                         waited: now - start,
                         limit,
@@ -561,6 +567,25 @@ pub(crate) fn wait<O: Ops>(
         st = ops
             .signal(me)
             .sleep_with(ops.state(), st, Some(deadline), ops.progress(me));
+    }
+}
+
+/// `what`, followed by the peers the pending operations of `ids` wait for.
+fn naming_peers<O: Ops>(ops: &O, st: &O::State, ids: &[OpId], what: &str) -> String {
+    let mut peers: Vec<usize> = ids
+        .iter()
+        .filter(|&&id| ops.status(st, id).is_none())
+        .filter_map(|&id| ops.waiting_on(st, id))
+        .collect();
+    peers.sort_unstable();
+    peers.dedup();
+    match peers.as_slice() {
+        [] => what.to_owned(),
+        [one] => format!("{what} waiting for rank {one}"),
+        many => {
+            let list: Vec<String> = many.iter().map(ToString::to_string).collect();
+            format!("{what} waiting for ranks {}", list.join(", "))
+        }
     }
 }
 

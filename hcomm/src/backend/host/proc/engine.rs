@@ -1176,6 +1176,15 @@ impl Ops for Engine {
         }
     }
 
+    fn waiting_on(&self, st: &State, id: OpId) -> Option<usize> {
+        let slot = st.slots.get(id)?;
+        matches!(
+            slot.state,
+            SlotState::Queued | SlotState::Advertised | SlotState::AwaitingData
+        )
+        .then_some(slot.peer_rank)
+    }
+
     fn release<'a>(&'a self, st: MutexGuard<'a, State>, ids: &[OpId]) -> MutexGuard<'a, State> {
         Engine::release(self, st, ids)
     }

@@ -34,6 +34,7 @@ use crate::buffer::Memory;
 use crate::collective::CollHeader;
 use crate::error::{Error, Result};
 use crate::launch::auth::{self, JobSecret, Key, SECRET_VAR};
+use crate::options::deadline_after;
 use crate::topology::Topology;
 use crate::wire::{read_frame_within, write_frame};
 
@@ -58,6 +59,11 @@ pub(crate) trait Directory {
     fn local_ip(&self) -> IpAddr;
     /// Why another rank gave up joining, if one did.
     fn gave_up(&self) -> Option<Error>;
+    /// Whether the job sends everything over TCP (`HCOMM_TRANSPORT=tcp`,
+    /// read with the launcher's variables).
+    fn tcp_only(&self) -> bool {
+        false
+    }
 }
 
 /// How often the connection thread of a link that carries no data looks
@@ -79,7 +85,7 @@ impl Drop for Handle {
         for link in self.0.links.iter().flatten() {
             link.close();
         }
-        let deadline = Instant::now() + CLOSE_WAIT;
+        let deadline = deadline_after(CLOSE_WAIT);
         for link in self.0.links.iter().flatten() {
             link.wait_stopped(deadline);
         }
@@ -144,9 +150,7 @@ impl Backend for ProcBackend {
     }
 
     fn wait(&self, ids: &[OpId], timeout: Duration, what: &str) -> Result<()> {
-        let deadline = Instant::now()
-            .checked_add(timeout)
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
+        let deadline = deadline_after(timeout);
         self.engine().wait(self.rank, ids, deadline, what, timeout)
     }
 
@@ -275,7 +279,7 @@ pub(crate) fn connect(
     cores: &[usize],
     secret: &JobSecret,
 ) -> Result<(Arc<dyn Backend>, HostPeers)> {
-    let force_tcp = std::env::var("HCOMM_TRANSPORT").is_ok_and(|v| v.trim().eq_ignore_ascii_case("tcp"));
+    let force_tcp = store.tcp_only();
     // Before any peer can probe this process's memory; withdrawn below
     // when no peer reads it.
     let may_read = !force_tcp && world > 1;
@@ -312,7 +316,7 @@ pub(crate) fn connect(
         cores: mine.clone(),
         secret: secret.clone(),
     });
-    let deadline = Instant::now() + timeout;
+    let deadline = deadline_after(timeout);
     let mut streams: Vec<Option<(TcpStream, Peer)>> = (0..world).map(|_| None).collect();
     for (peer, slot) in streams.iter_mut().enumerate().take(rank) {
         let bytes = store.lookup(&format!("hcomm/peer/{peer}"), deadline)?;
