@@ -10,6 +10,7 @@ use crate::buffer::{Buffer, BufferMut, Memory};
 use crate::collective::RawBuf;
 use crate::collective::{policy_for, Algorithm, AlgorithmTable, CollHeader, Collective, Exchange};
 use crate::element::{DataType, ReduceOp};
+use crate::entry::{EntryCheck, Site};
 use crate::error::{Error, Result};
 use crate::options::CommOptions;
 use crate::topology::Topology;
@@ -75,13 +76,8 @@ pub(crate) struct Inner {
     split_seq: AtomicU64,
     /// `comm_schedule!` calls so far (their entry check's sequence).
     schedule_seq: AtomicU64,
-    /// What the entry check of `comm_schedule!` calls shares with the
-    /// group's other in-process ranks (`None` where they share no memory);
-    /// made at the first call.
-    pub(crate) schedule_entries: std::sync::OnceLock<Option<Arc<crate::__private::GroupTable>>>,
-    /// Whether `comm_schedule!` calls run their entry check (off only to
-    /// measure what it costs).
-    pub(crate) entry_check: std::sync::atomic::AtomicBool,
+    /// The entry check of `comm_schedule!` calls.
+    pub(crate) entries: EntryCheck,
     /// Subgroups created by `comm_schedule!` `over` clauses, by key.
     groups: Mutex<HashMap<String, Comm>>,
     /// The helper thread of non-blocking collectives, once started.
@@ -103,7 +99,7 @@ impl Drop for Comm {
         // A thread that panics holding a handle makes the rank fail (not
         // finish) when its last handle goes, whichever thread drops it.
         if std::thread::panicking() {
-            if let Some(presence) = self.inner.backend.presence() {
+            if let Some(presence) = self.inner.backend.capabilities().presence {
                 presence.note_panic();
             }
         }
@@ -144,8 +140,7 @@ impl Comm {
                 coll_seq: AtomicU64::new(0),
                 split_seq: AtomicU64::new(0),
                 schedule_seq: AtomicU64::new(0),
-                schedule_entries: std::sync::OnceLock::new(),
-                entry_check: std::sync::atomic::AtomicBool::new(true),
+                entries: EntryCheck::default(),
                 groups: Mutex::new(HashMap::new()),
                 nonblocking: Mutex::new(None),
                 owner: AtomicU64::new(0),
@@ -241,7 +236,12 @@ impl Comm {
         }
         let forced = self.forced(collective);
         let world = self.world();
-        let board = self.inner.backend.board().map(|_| crate::backend::host::BOARD_BYTES);
+        let board = self
+            .inner
+            .backend
+            .capabilities()
+            .board
+            .map(crate::backend::Board::capacity);
         let chosen = || policy_for(collective, &self.topology(), world, bytes, board);
         match forced {
             Some(a) if a.runs(world, bytes, board) => a,
@@ -347,6 +347,18 @@ impl Comm {
     pub fn abort(&self, reason: &str) {
         tracing::debug!(comm.rank = self.rank(), reason, "abort");
         self.inner.backend.abort(reason);
+    }
+
+    /// This rank as the entry check of `comm_schedule!` calls sees it.
+    #[inline]
+    pub(crate) fn entry_site(&self) -> Site<'_> {
+        Site {
+            check: &self.inner.entries,
+            backend: &*self.inner.backend,
+            rank: self.inner.rank,
+            world: self.inner.world,
+            timeout: self.timeout(),
+        }
     }
 
     /// The place of a `comm_schedule!` call among this communicator's.

@@ -110,6 +110,7 @@ mod comm;
 mod device;
 pub mod docs;
 mod element;
+mod entry;
 mod error;
 mod external;
 pub mod host;

@@ -185,8 +185,8 @@ impl Comm {
                 if algorithm == Algorithm::Direct {
                     return direct::all_reduce(c, send, recv, op);
                 }
-                if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.board()) {
-                    return one_shot::all_reduce(c, &board, send, recv, op);
+                if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.capabilities().board) {
+                    return one_shot::all_reduce(c, board, send, recv, op);
                 }
                 send.copy_to(recv);
                 if c.world == 1 {
@@ -264,10 +264,12 @@ impl Comm {
         };
         // SAFETY: forwarded from the caller.
         unsafe {
-            self.collective(&call, |c, algorithm| match (algorithm, self.inner.backend.board()) {
-                (Algorithm::OneShot, Some(board)) => one_shot::all_gather(c, &board, send, recv),
-                (Algorithm::Direct, _) => direct::all_gather(c, send, recv),
-                _ => schedules::all_gather(c, algorithm, send, recv),
+            self.collective(&call, |c, algorithm| {
+                match (algorithm, self.inner.backend.capabilities().board) {
+                    (Algorithm::OneShot, Some(board)) => one_shot::all_gather(c, board, send, recv),
+                    (Algorithm::Direct, _) => direct::all_gather(c, send, recv),
+                    _ => schedules::all_gather(c, algorithm, send, recv),
+                }
             })
         }
     }
@@ -433,8 +435,8 @@ impl Comm {
                 if algorithm == Algorithm::Direct {
                     return direct::reduce_scatter(c, send, recv, op);
                 }
-                if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.board()) {
-                    return one_shot::reduce_scatter(c, &board, send, recv, op);
+                if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.capabilities().board) {
+                    return one_shot::reduce_scatter(c, board, send, recv, op);
                 }
                 if algorithm != Algorithm::RecursiveHalving {
                     return ring::reduce_scatter(c, send, recv, op);
@@ -516,14 +518,16 @@ impl Comm {
         };
         // SAFETY: forwarded from the caller.
         unsafe {
-            self.collective(&call, |c, algorithm| match (algorithm, self.inner.backend.board()) {
-                (Algorithm::Direct, _) => direct::all_to_all_direct(
-                    c,
-                    (0..w).map(|j| send.block(j, block)),
-                    (0..w).map(|j| recv.block(j, block)),
-                ),
-                (Algorithm::OneShot, Some(board)) => one_shot::all_to_all(c, &board, send, recv),
-                _ => schedules::all_to_all(c, send, recv),
+            self.collective(&call, |c, algorithm| {
+                match (algorithm, self.inner.backend.capabilities().board) {
+                    (Algorithm::Direct, _) => direct::all_to_all_direct(
+                        c,
+                        (0..w).map(|j| send.block(j, block)),
+                        (0..w).map(|j| recv.block(j, block)),
+                    ),
+                    (Algorithm::OneShot, Some(board)) => one_shot::all_to_all(c, board, send, recv),
+                    _ => schedules::all_to_all(c, send, recv),
+                }
             })
         }
     }
@@ -660,8 +664,8 @@ impl Comm {
                 if c.world == 1 {
                     return Ok(());
                 }
-                if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.board()) {
-                    return one_shot::broadcast(c, &board, buf, root);
+                if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.capabilities().board) {
+                    return one_shot::broadcast(c, board, buf, root);
                 }
                 match algorithm {
                     Algorithm::ScatterAllGather => {
@@ -824,9 +828,11 @@ impl Comm {
         };
         // SAFETY: a barrier touches no buffer.
         unsafe {
-            self.collective(&call, |c, algorithm| match (algorithm, self.inner.backend.board()) {
-                (Algorithm::OneShot, Some(board)) => one_shot::barrier(c, &board),
-                _ => direct::barrier(c),
+            self.collective(&call, |c, algorithm| {
+                match (algorithm, self.inner.backend.capabilities().board) {
+                    (Algorithm::OneShot, Some(board)) => one_shot::barrier(c, board),
+                    _ => direct::barrier(c),
+                }
             })
         }
     }
