@@ -3,9 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::op::Op;
-use crate::run::{Config, Summary};
-
 /// One size of a sweep.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Row {
@@ -41,38 +38,6 @@ pub struct Row {
 }
 
 impl Row {
-    pub(crate) fn new(config: &Config, bytes: usize, count: usize, s: &Summary) -> Row {
-        let algbw = if s.median_s > 0.0 {
-            bytes as f64 / s.median_s / 1e9
-        } else {
-            0.0
-        };
-        let shape = config.op.shape();
-        let op = match config.op {
-            Op::Schedule(_) => shape_name(shape),
-            other => other.name(),
-        };
-        Row {
-            op: op.into(),
-            schedule: match config.op {
-                Op::Schedule(sc) => Some(sc.name().into()),
-                _ => None,
-            },
-            bytes,
-            count,
-            ranks: config.ranks,
-            dtype: config.dtype.name().into(),
-            algorithm: s.algorithm.clone(),
-            backend: config.backend.name().into(),
-            iters: s.iters,
-            time_us: s.median_s * 1e6,
-            min_us: s.min_s * 1e6,
-            algbw,
-            busbw: algbw * shape.bus_factor(config.ranks),
-            check: s.check.clone(),
-        }
-    }
-
     /// The row as one line of JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
@@ -103,7 +68,7 @@ impl Row {
     }
 }
 
-fn shape_name(shape: crate::op::Shape) -> &'static str {
+pub(crate) fn shape_name(shape: crate::op::Shape) -> &'static str {
     use crate::op::Shape;
     match shape {
         Shape::AllReduce(_) | Shape::AllReduceInPlace(_) => "all_reduce",

@@ -10,7 +10,7 @@ use hcomm_examples::all_gather::{sparse_all_gather, two_level_all_gather};
 
 use crate::data::{BenchElem, Buffers};
 use crate::op::{Op, Schedule, Shape};
-use crate::report::Row;
+use crate::report::{shape_name, Row};
 
 /// One sweep: an operation over sizes, on one world.
 #[derive(Clone, Debug)]
@@ -155,6 +155,41 @@ fn sweep_process<T: BenchElem>(
         }
     }
     Ok(rows)
+}
+
+impl Row {
+    /// The row of one size of `config`'s sweep.
+    pub(crate) fn new(config: &Config, bytes: usize, count: usize, s: &Summary) -> Row {
+        let algbw = if s.median_s > 0.0 {
+            bytes as f64 / s.median_s / 1e9
+        } else {
+            0.0
+        };
+        let shape = config.op.shape();
+        let op = match config.op {
+            Op::Schedule(_) => shape_name(shape),
+            other => other.name(),
+        };
+        Row {
+            op: op.into(),
+            schedule: match config.op {
+                Op::Schedule(sc) => Some(sc.name().into()),
+                _ => None,
+            },
+            bytes,
+            count,
+            ranks: config.ranks,
+            dtype: config.dtype.name().into(),
+            algorithm: s.algorithm.clone(),
+            backend: config.backend.name().into(),
+            iters: s.iters,
+            time_us: s.median_s * 1e6,
+            min_us: s.min_s * 1e6,
+            algbw,
+            busbw: algbw * shape.bus_factor(config.ranks),
+            check: s.check.clone(),
+        }
+    }
 }
 
 /// What a size's row is made of, over every rank.

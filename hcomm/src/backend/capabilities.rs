@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use super::entries::EntryNote;
 use super::liveness::Presence;
-use crate::collective::CollHeader;
 use crate::error::{Error, Result};
+use crate::header::CollHeader;
 
 /// What one backend (one rank of one group) offers the layers above.
 #[derive(Clone, Copy)]

@@ -21,9 +21,9 @@ use std::time::Duration;
 use smallvec::SmallVec;
 
 use crate::buffer::Memory;
-use crate::collective::CollHeader;
 use crate::element::{DataType, ReduceOp};
 use crate::error::Result;
+use crate::header::CollHeader;
 use crate::topology::Topology;
 pub(crate) use capabilities::{Board, Capabilities, EntryCarrier, EntryRoute, Issue};
 use device::memory::DeviceCtx;

@@ -4,7 +4,6 @@
 //! implementation where the backend has one, else the algorithm, and the
 //! confirmation that every rank called the same collective.
 
-use super::raw::{Ctx, RawBuf, Xfer};
 use super::{
     digest, direct, halving_doubling, one_shot, ring, schedules, tree, Algorithm, CollHeader, Collective, Exchange,
 };
@@ -13,6 +12,7 @@ use crate::buffer::{Buffer, BufferMut};
 use crate::comm::Comm;
 use crate::element::{DataType, Element, ReduceOp};
 use crate::error::{Error, Result};
+use crate::raw::{Ctx, RawBuf, Xfer};
 
 /// What a collective call agrees on across ranks, besides its kind.
 struct Call<'a> {

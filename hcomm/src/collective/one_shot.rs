@@ -13,10 +13,10 @@
 //! move the same contributions as messages and fold them in the same order
 //! (checked in `conformance.rs`).
 
-use super::raw::{Ctx, RawBuf};
 use crate::backend::Board;
 use crate::element::{Element, ReduceOp};
 use crate::error::Result;
+use crate::raw::{Ctx, RawBuf};
 
 /// One exchange on the board: this rank contributes `mine` (its `len`
 /// elements, where it contributes), then `take(rank, theirs)` gets every

@@ -40,11 +40,11 @@ use super::int;
 use super::replay::{CollCall, Rec, RecOp};
 use crate::backend::{Issue, OpId, OpIds};
 use crate::buffer::{Buffer, BufferMut, Memory};
-use crate::collective::{RawBuf, Xfer};
 use crate::comm::Comm;
 use crate::element::{Element, ReduceOp};
 use crate::entry::{self, Entry};
 use crate::error::{Error, Result};
+use crate::raw::{RawBuf, Xfer};
 
 /// Elements `[start, end)` of registered buffer `buf`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

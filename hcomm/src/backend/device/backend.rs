@@ -14,9 +14,9 @@ use super::{lock, staging};
 use crate::backend::liveness::Presence;
 use crate::backend::{Backend, Capabilities, EntryRoute, Issue, NativeCall, OpId, OpIds, P2pOp};
 use crate::buffer::Memory;
-use crate::collective::CollHeader;
 use crate::element::{DataType, ReduceOp};
 use crate::error::{Error, Result};
+use crate::header::CollHeader;
 use crate::topology::Topology;
 
 /// One rank's view of a device communicator.

@@ -18,8 +18,8 @@ pub(crate) use world::HostWorld;
 use super::liveness::Presence;
 use super::{Backend, Board, Capabilities, EntryRoute, Issue, OpId, OpIds, P2pOp};
 use crate::buffer::Memory;
-use crate::collective::CollHeader;
 use crate::error::{Error, Result};
+use crate::header::CollHeader;
 use crate::topology::Topology;
 
 /// One rank's view of a host group.

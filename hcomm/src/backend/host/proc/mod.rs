@@ -27,13 +27,13 @@ use self::engine::Engine;
 use self::link::{allow_peer_reads, read_remote, Link, Msg};
 use self::ring::Ring;
 use super::{subgroup_of, subgroup_topology};
+use crate::auth::{self, JobSecret, Key, SECRET_VAR};
 use crate::backend::entries::EntryNote;
 use crate::backend::liveness::{Liveness, Presence};
 use crate::backend::{Backend, Capabilities, EntryCarrier, EntryRoute, Issue, OpId, OpIds, P2pOp};
 use crate::buffer::Memory;
-use crate::collective::CollHeader;
 use crate::error::{Error, Result};
-use crate::launch::auth::{self, JobSecret, Key, SECRET_VAR};
+use crate::header::CollHeader;
 use crate::topology::Topology;
 use crate::wire::{read_frame_within, write_frame};
 

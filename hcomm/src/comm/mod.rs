@@ -1,18 +1,20 @@
 //! The communicator handle.
 
+mod worker;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub(crate) use self::worker::{Task, Worker};
 use crate::backend::{Backend, OpId, OpIds, P2pOp};
-use crate::buffer::{Buffer, BufferMut, Memory};
-use crate::collective::RawBuf;
-use crate::collective::{policy_for, Algorithm, AlgorithmTable, CollHeader, Collective, Exchange};
 use crate::element::{DataType, ReduceOp};
 use crate::entry::{EntryCheck, Site};
 use crate::error::{Error, Result};
+use crate::header::{CollHeader, Collective, Exchange};
 use crate::options::CommOptions;
+use crate::select::{policy as policy_for, Algorithm, AlgorithmTable};
 use crate::topology::Topology;
 
 /// A communicator: one rank's handle on a group of ranks.
@@ -55,7 +57,7 @@ pub struct Comm {
 #[derive(Default)]
 struct LastCall {
     chosen: Option<Algorithm>,
-    ran: crate::collective::Ran,
+    ran: crate::select::Ran,
 }
 
 pub(crate) struct Inner {
@@ -81,7 +83,7 @@ pub(crate) struct Inner {
     /// Subgroups created by `comm_schedule!` `over` clauses, by key.
     groups: Mutex<HashMap<String, Comm>>,
     /// The helper thread of non-blocking collectives, once started.
-    pub(crate) nonblocking: Mutex<Option<crate::collective::Worker>>,
+    pub(crate) nonblocking: Mutex<Option<Worker>>,
     /// The token of the thread in a call on this communicator (0: none);
     /// see `Comm::call`.
     owner: AtomicU64,
@@ -284,7 +286,7 @@ impl Comm {
     /// Records the algorithm a call of `collective` chose and, where it
     /// completed, what it ran (a failed call leaves the last completed
     /// call's).
-    pub(crate) fn record_call(&self, collective: Collective, chosen: Algorithm, ran: Option<crate::collective::Ran>) {
+    pub(crate) fn record_call(&self, collective: Collective, chosen: Algorithm, ran: Option<crate::select::Ran>) {
         if let Ok(mut l) = self.inner.last.lock() {
             let last = &mut l[collective.index()];
             last.chosen = Some(chosen);
@@ -509,35 +511,6 @@ impl Comm {
         Ok(comm)
     }
 
-    /// A raw view of a buffer this communicator's backend can use.
-    pub(crate) fn view<B: Buffer + ?Sized>(&self, b: &B) -> Result<RawBuf<B::Elem>> {
-        self.check_memory(b.memory())?;
-        check_layout(b)?;
-        let (ptr, len) = b.raw_parts();
-        Ok(RawBuf {
-            ptr: ptr.cast_mut(),
-            len,
-        })
-    }
-
-    /// A raw view of a buffer this communicator's backend can write.
-    pub(crate) fn view_mut<B: BufferMut + ?Sized>(&self, b: &mut B) -> Result<RawBuf<B::Elem>> {
-        self.check_memory(b.memory())?;
-        check_layout(b)?;
-        let (ptr, len) = b.raw_parts_mut();
-        Ok(RawBuf { ptr, len })
-    }
-
-    fn check_memory(&self, memory: Memory) -> Result<()> {
-        if self.inner.backend.accepts(memory) {
-            return Ok(());
-        }
-        Err(Error::precondition(format!(
-            "a buffer in {memory:?} memory cannot be used with the `{}` backend; allocate it through this communicator",
-            self.backend_name()
-        )))
-    }
-
     /// Checks that `peer` is a rank of this communicator.
     pub(crate) fn check_peer(&self, peer: usize, what: &str) -> Result<()> {
         if peer >= self.world() {
@@ -548,10 +521,6 @@ impl Comm {
         }
         Ok(())
     }
-}
-
-fn check_layout<B: Buffer + ?Sized>(b: &B) -> Result<()> {
-    b.layout_problem().map_or(Ok(()), |m| Err(Error::precondition(m)))
 }
 
 fn duration_nanos(d: Duration) -> u64 {
