@@ -42,7 +42,7 @@ pub(crate) enum Issue {
 }
 
 /// How the ranks of a group tell each other which `comm_schedule!` call
-/// they entered (the check itself is `private/entry.rs`).
+/// they entered (the check itself is `crate::entry`).
 #[derive(Clone, Copy)]
 pub(crate) enum EntryRoute<'a> {
     /// The ranks share memory: the state the group's ranks share, whose
