@@ -15,14 +15,12 @@ use hcomm_schedule::syntax::{self, Front, Input, Item, Param, ParamKind, SpanTab
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 
-use crate::errors;
-
 /// Every item of the invocation: its function and static, or its errors and
 /// the fallback item.
 pub(crate) fn schedule(ast: &Input) -> TokenStream {
     ast.items
         .iter()
-        .map(|item| compile(item).unwrap_or_else(|e| errors::fallback(item, &e)))
+        .map(|item| compile(item).unwrap_or_else(|e| fallback(item, &e)))
         .collect()
 }
 
@@ -726,5 +724,22 @@ impl Expander<'_> {
         } else {
             quote!({ #group_def #call })
         }
+    }
+}
+
+/// The errors as `compile_error!`s plus an item of the right shape whose body
+/// is unreachable, so the caller's uses of the function and of
+/// `NAME::SCHEDULE` do not add errors of their own.
+fn fallback(item: &Item, error: &syn::Error) -> TokenStream {
+    let errors = error.to_compile_error();
+    let signature = signature(item);
+    let module = schedule_module(item, &quote!(::core::unreachable!()));
+    quote! {
+        #errors
+        #[allow(dead_code, unused_variables, clippy::all, clippy::pedantic)]
+        #signature {
+            ::core::unreachable!()
+        }
+        #module
     }
 }

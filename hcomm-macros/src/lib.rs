@@ -5,12 +5,11 @@
 //! Phases: `hcomm_schedule::syntax` (parse, lower into the IR, resolve
 //! names, check; shared with `hcomm::checker`, which reads schedules from
 //! text) → `expand` (IR → Rust). Errors of any phase
-//! become `compile_error!`s on the user's tokens (`errors`), plus a fallback
+//! become `compile_error!`s on the user's tokens (`expand::fallback`), plus a fallback
 //! item with the function's signature so that callers see one error, not a
 //! cascade.
 #![forbid(unsafe_code)]
 
-mod errors;
 mod expand;
 #[cfg(test)]
 mod tests;

@@ -4,11 +4,11 @@
 use std::marker::PhantomData;
 
 use crate::buffer::{Buffer, BufferMut};
-use crate::collective::Xfer;
 use crate::comm::Comm;
 use crate::element::ReduceOp;
 use crate::error::Result;
 use crate::p2p::Tag;
+use crate::raw::Xfer;
 
 /// The operations of one batch, collected by [`Comm::batch`].
 pub struct Batch<'c, 'b> {

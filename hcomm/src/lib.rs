@@ -101,6 +101,7 @@
 pub mod __private;
 extern crate self as hcomm;
 
+pub mod auth;
 mod backend;
 mod batch;
 mod buffer;
@@ -110,10 +111,11 @@ mod comm;
 mod device;
 pub mod docs;
 mod element;
+mod entry;
 mod error;
 mod external;
 mod fnv;
-pub mod host;
+mod header;
 mod launch;
 mod memcopy;
 #[cfg(feature = "ndarray")]
@@ -122,7 +124,9 @@ mod options;
 mod p2p;
 pub mod parallel;
 pub mod pp;
+mod raw;
 mod request;
+mod select;
 mod topology;
 #[cfg(feature = "ndarray")]
 pub mod tp;
@@ -132,7 +136,7 @@ mod wire;
 
 pub use batch::Batch;
 pub use buffer::{Buffer, BufferMut, Memory};
-pub use collective::{schedules, Algorithm, AlgorithmTable, Collective};
+pub use collective::schedules;
 pub use comm::Comm;
 pub use device::{take_device_teardown_errors, DeviceBuffer};
 pub use element::{DataType, Element, ReduceOp};
@@ -140,8 +144,9 @@ pub use error::{Error, Report, Result};
 pub use external::ExternalDeviceBuffer;
 pub use half::{bf16, f16};
 pub use hcomm_macros::comm_schedule;
+pub use header::Collective;
 pub use launch::{
-    auth, hccl, init_from_env, init_job, init_job_with, nccl, run, run_on, store, BackendKind, JobEnv, StorePlace,
+    hccl, host, init_from_env, init_job, init_job_with, nccl, run, run_on, store, BackendKind, JobEnv, StorePlace,
     Transport,
 };
 #[cfg(feature = "ndarray")]
@@ -149,4 +154,5 @@ pub use ndarray;
 pub use options::{CommOptions, DEFAULT_SEGMENT_BYTES, DEFAULT_TIMEOUT, MAX_TIMEOUT};
 pub use p2p::Tag;
 pub use request::{scope, wait_all, Progress, Request, Scope};
+pub use select::{Algorithm, AlgorithmTable};
 pub use topology::Topology;

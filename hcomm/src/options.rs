@@ -3,8 +3,9 @@
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
-use crate::collective::{Algorithm, AlgorithmTable, Collective};
 use crate::error::{Error, Result};
+use crate::header::Collective;
+use crate::select::{Algorithm, AlgorithmTable};
 use crate::topology::Topology;
 
 /// The default wait limit when `HCOMM_TIMEOUT` is unset.
@@ -70,7 +71,7 @@ impl CommOptions {
 
     /// [`CommOptions::from_env`] over the variables `get` returns.
     pub(crate) fn from_vars(get: impl Fn(&str) -> Option<OsString>) -> Result<CommOptions> {
-        let env = |name: &str| crate::launch::env::text(name, get(name));
+        let env = |name: &str| text(name, get(name));
         let mut options = CommOptions::default();
         if let Some(v) = env("HCOMM_TIMEOUT")? {
             options.timeout = parse_timeout(&v).ok_or_else(|| Error::Config {
@@ -135,6 +136,25 @@ fn parse_timeout(v: &str) -> Option<Duration> {
     }
     let capped = secs.min(MAX_TIMEOUT.as_secs_f64());
     Duration::try_from_secs_f64(capped).ok().filter(|d| !d.is_zero())
+}
+
+/// The value of environment variable `name` as read (`raw`): `None` when
+/// unset or blank, the text otherwise, an [`Error::Config`] naming the
+/// variable when it is not UTF-8 (never taken for unset).
+pub(crate) fn text(name: &str, raw: Option<OsString>) -> Result<Option<String>> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    match raw.into_string() {
+        Ok(v) if v.trim().is_empty() => Ok(None),
+        Ok(v) => Ok(Some(v)),
+        Err(raw) => Err(Error::Config {
+            message: format!(
+                "`{name}` is not UTF-8 text ({}); hint: set it to plain text or unset it",
+                raw.as_os_str().to_string_lossy()
+            ),
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ impl Comm {
             bytes = buf.elems() * size_of::<B::Elem>()
         );
         let _e = span.enter();
-        let mut x = crate::collective::Xfer::p2p(self);
+        let mut x = crate::raw::Xfer::p2p(self);
         x.send(self.view(buf)?, peer, i64::from(tag));
         // SAFETY: `buf` is borrowed for the whole call.
         unsafe { x.run("send") }
@@ -68,7 +68,7 @@ impl Comm {
         );
         let _e = span.enter();
         let view = self.view_mut(buf)?;
-        let mut x = crate::collective::Xfer::p2p(self);
+        let mut x = crate::raw::Xfer::p2p(self);
         x.recv_with(view, peer, i64::from(tag), reduce);
         // SAFETY: `buf` is borrowed exclusively for the whole call.
         unsafe { x.run("recv") }

@@ -37,11 +37,12 @@ use smallvec::SmallVec;
 
 use crate::backend::{OpId, OpIds};
 use crate::buffer::{Buffer, BufferMut};
-use crate::collective::{Task, Xfer};
 use crate::comm::Comm;
+use crate::comm::Task;
 use crate::element::ReduceOp;
 use crate::error::{Error, Result};
 use crate::p2p::Tag;
+use crate::raw::Xfer;
 
 /// The scope that non-blocking requests are bound to; see [`scope`].
 pub struct Scope<'s, 'env: 's> {

@@ -12,7 +12,6 @@ mod eval_props;
 mod exact;
 mod fail;
 mod lockstep;
-mod modules;
 pub(crate) mod pass;
 mod plan;
 pub(crate) mod props;

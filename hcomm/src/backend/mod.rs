@@ -7,6 +7,7 @@
 //! backend may answer a collective with its library's own implementation
 //! through [`Backend::native_collective`].
 
+pub(crate) mod capabilities;
 pub(crate) mod device;
 pub(crate) mod entries;
 pub(crate) mod hccl;
@@ -20,10 +21,11 @@ use std::time::Duration;
 use smallvec::SmallVec;
 
 use crate::buffer::Memory;
-use crate::collective::CollHeader;
 use crate::element::{DataType, ReduceOp};
 use crate::error::Result;
+use crate::header::CollHeader;
 use crate::topology::Topology;
+pub(crate) use capabilities::{Board, Capabilities, EntryCarrier, EntryRoute, Issue};
 use device::memory::DeviceCtx;
 
 /// Which direction a point-to-point operation moves data.
@@ -164,47 +166,9 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Fails every pending and future operation of the group.
     fn abort(&self, reason: &str);
 
-    /// Memory every rank of the group reads, for the one-shot collectives
-    /// (`collective/one_shot.rs`); `None` where ranks share none.
-    fn board(&self) -> Option<host::HostBoard<'_>> {
-        None
-    }
-
-    /// Whether `comm_schedule!` calls run through plans: the backend has no
-    /// tags and issues each rank's calls in order (device libraries), so a
-    /// schedule's statements cannot be issued one by one as they run.
-    fn runs_plans(&self) -> bool {
-        false
-    }
-
-    /// The state this group's in-process ranks share, whose identity names
-    /// the group for checks that compare ranks without messages; `None`
-    /// where ranks share no memory.
-    fn group_token(&self) -> Option<std::sync::Weak<dyn std::any::Any + Send + Sync>> {
-        None
-    }
-
-    /// Tells the ranks that compare it (ring neighbours) of this rank's
-    /// `comm_schedule!` call `note`, where ranks share no memory, and
-    /// compares it with theirs (see [`entries`]): `Err(Mismatch)` naming both
-    /// calls on a disagreement. `None` where the backend has no such exchange.
-    fn announce_entry(&self, note: &entries::EntryNote) -> Option<Result<()>> {
-        let _ = note;
-        None
-    }
-
-    /// The disagreement found for `comm_schedule!` call `seq` through
-    /// [`Backend::announce_entry`], by this rank or another.
-    fn entry_failure(&self, seq: u64) -> Option<crate::error::Error> {
-        let _ = seq;
-        None
-    }
-
-    /// What keeps this rank running for its peers, where the backend holds
-    /// it; a handle dropped by a panicking thread notes the panic there.
-    fn presence(&self) -> Option<&liveness::Presence> {
-        None
-    }
+    /// What this backend offers the layers above it besides its
+    /// operations (see [`Capabilities`]).
+    fn capabilities(&self) -> Capabilities<'_>;
 
     /// The device memory of a device backend (where `DeviceBuffer`s live);
     /// `None` for host backends.

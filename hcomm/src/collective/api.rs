@@ -4,7 +4,6 @@
 //! implementation where the backend has one, else the algorithm, and the
 //! confirmation that every rank called the same collective.
 
-use super::raw::{Ctx, RawBuf, Xfer};
 use super::{
     digest, direct, halving_doubling, one_shot, ring, schedules, tree, Algorithm, CollHeader, Collective, Exchange,
 };
@@ -13,6 +12,7 @@ use crate::buffer::{Buffer, BufferMut};
 use crate::comm::Comm;
 use crate::element::{DataType, Element, ReduceOp};
 use crate::error::{Error, Result};
+use crate::raw::{Ctx, RawBuf, Xfer};
 
 /// What a collective call agrees on across ranks, besides its kind.
 struct Call<'a> {
@@ -185,8 +185,8 @@ impl Comm {
                 if algorithm == Algorithm::Direct {
                     return direct::all_reduce(c, send, recv, op);
                 }
-                if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.board()) {
-                    return one_shot::all_reduce(c, &board, send, recv, op);
+                if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.capabilities().board) {
+                    return one_shot::all_reduce(c, board, send, recv, op);
                 }
                 send.copy_to(recv);
                 if c.world == 1 {
@@ -264,10 +264,12 @@ impl Comm {
         };
         // SAFETY: forwarded from the caller.
         unsafe {
-            self.collective(&call, |c, algorithm| match (algorithm, self.inner.backend.board()) {
-                (Algorithm::OneShot, Some(board)) => one_shot::all_gather(c, &board, send, recv),
-                (Algorithm::Direct, _) => direct::all_gather(c, send, recv),
-                _ => schedules::all_gather(c, algorithm, send, recv),
+            self.collective(&call, |c, algorithm| {
+                match (algorithm, self.inner.backend.capabilities().board) {
+                    (Algorithm::OneShot, Some(board)) => one_shot::all_gather(c, board, send, recv),
+                    (Algorithm::Direct, _) => direct::all_gather(c, send, recv),
+                    _ => schedules::all_gather(c, algorithm, send, recv),
+                }
             })
         }
     }
@@ -434,8 +436,8 @@ impl Comm {
                 if algorithm == Algorithm::Direct {
                     return direct::reduce_scatter(c, send, recv, op);
                 }
-                if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.board()) {
-                    return one_shot::reduce_scatter(c, &board, send, recv, op);
+                if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.capabilities().board) {
+                    return one_shot::reduce_scatter(c, board, send, recv, op);
                 }
                 if algorithm != Algorithm::RecursiveHalving {
                     return ring::reduce_scatter(c, send, recv, op);
@@ -518,14 +520,16 @@ impl Comm {
         };
         // SAFETY: forwarded from the caller.
         unsafe {
-            self.collective(&call, |c, algorithm| match (algorithm, self.inner.backend.board()) {
-                (Algorithm::Direct, _) => direct::all_to_all_direct(
-                    c,
-                    (0..w).map(|j| send.block(j, block)),
-                    (0..w).map(|j| recv.block(j, block)),
-                ),
-                (Algorithm::OneShot, Some(board)) => one_shot::all_to_all(c, &board, send, recv),
-                _ => schedules::all_to_all(c, send, recv),
+            self.collective(&call, |c, algorithm| {
+                match (algorithm, self.inner.backend.capabilities().board) {
+                    (Algorithm::Direct, _) => direct::all_to_all_direct(
+                        c,
+                        (0..w).map(|j| send.block(j, block)),
+                        (0..w).map(|j| recv.block(j, block)),
+                    ),
+                    (Algorithm::OneShot, Some(board)) => one_shot::all_to_all(c, board, send, recv),
+                    _ => schedules::all_to_all(c, send, recv),
+                }
             })
         }
     }
@@ -662,8 +666,8 @@ impl Comm {
                 if c.world == 1 {
                     return Ok(());
                 }
-                if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.board()) {
-                    return one_shot::broadcast(c, &board, buf, root);
+                if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.capabilities().board) {
+                    return one_shot::broadcast(c, board, buf, root);
                 }
                 match algorithm {
                     Algorithm::ScatterAllGather => {
@@ -826,9 +830,11 @@ impl Comm {
         };
         // SAFETY: a barrier touches no buffer.
         unsafe {
-            self.collective(&call, |c, algorithm| match (algorithm, self.inner.backend.board()) {
-                (Algorithm::OneShot, Some(board)) => one_shot::barrier(c, &board),
-                _ => direct::barrier(c),
+            self.collective(&call, |c, algorithm| {
+                match (algorithm, self.inner.backend.capabilities().board) {
+                    (Algorithm::OneShot, Some(board)) => one_shot::barrier(c, board),
+                    _ => direct::barrier(c),
+                }
             })
         }
     }

@@ -2,9 +2,9 @@
 //! all-to-all(v), all-gather, gather, scatter and all-reduce; and the
 //! dissemination barrier.
 
-use super::raw::{Ctx, RawBuf};
 use crate::element::{Element, ReduceOp};
 use crate::error::Result;
+use crate::raw::{Ctx, RawBuf};
 
 /// Gather of `send` into block `r` of `out` on `root`.
 ///

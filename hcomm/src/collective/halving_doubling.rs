@@ -9,10 +9,10 @@
 //! `recursive_halving_reduce_scatter` schedules (checked in
 //! `conformance.rs`).
 
-use super::raw::{Ctx, RawBuf};
 use super::Algorithm;
 use crate::element::{Element, ReduceOp};
 use crate::error::Result;
+use crate::raw::{Ctx, RawBuf};
 
 /// Recursive-halving reduce-scatter over `p` (a power of two) virtual ranks:
 /// virtual rank `v` ends with the reduction of part `v` of `buf`.

@@ -1,5 +1,7 @@
-//! Collective operations: their descriptors, the consistency header every
-//! rank exchanges, algorithm selection, and the algorithms themselves.
+//! Collective operations: the algorithms themselves and the methods of
+//! [`crate::Comm`] that run them. Their descriptors and the consistency
+//! header every rank exchanges are [`crate::header`]'s; algorithm names and
+//! selection are `select.rs`'s.
 
 mod api;
 #[cfg(test)]
@@ -8,190 +10,14 @@ mod direct;
 mod halving_doubling;
 mod nonblocking;
 mod one_shot;
-mod raw;
 mod ring;
 pub mod schedules;
-mod select;
 mod tree;
 
-pub(crate) use select::policy as policy_for;
-pub use select::{Algorithm, AlgorithmTable};
+pub(crate) use crate::header::{CollHeader, Collective, Exchange};
+pub(crate) use crate::select::Algorithm;
 
-pub(crate) use nonblocking::{Task, Worker};
-pub(crate) use raw::{Ran, RawBuf, Xfer};
-
-use crate::element::{DataType, ReduceOp};
-
-/// The collective operations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[non_exhaustive]
-pub enum Collective {
-    /// Every rank ends with the reduction of every rank's buffer.
-    AllReduce,
-    /// Every rank ends with every rank's block, in rank order.
-    AllGather,
-    /// Rank `r` ends with block `r` of the reduction.
-    ReduceScatter,
-    /// Rank `r` sends its block `j` to rank `j`, which stores it as block `r`.
-    AllToAll,
-    /// All-to-all with per-peer counts.
-    AllToAllV,
-    /// The root's buffer is copied to every rank.
-    Broadcast,
-    /// The root ends with the reduction of every rank's buffer.
-    Reduce,
-    /// The root ends with every rank's block, in rank order.
-    Gather,
-    /// Rank `r` receives block `r` of the root's buffer.
-    Scatter,
-    /// No rank leaves before every rank has entered.
-    Barrier,
-}
-
-impl Collective {
-    /// Every collective, in a fixed order.
-    pub const ALL: [Collective; 10] = [
-        Collective::AllReduce,
-        Collective::AllGather,
-        Collective::ReduceScatter,
-        Collective::AllToAll,
-        Collective::AllToAllV,
-        Collective::Broadcast,
-        Collective::Reduce,
-        Collective::Gather,
-        Collective::Scatter,
-        Collective::Barrier,
-    ];
-
-    /// The name used in `HCOMM_ALGO` and in messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Collective::AllReduce => "all_reduce",
-            Collective::AllGather => "all_gather",
-            Collective::ReduceScatter => "reduce_scatter",
-            Collective::AllToAll => "all_to_all",
-            Collective::AllToAllV => "all_to_allv",
-            Collective::Broadcast => "broadcast",
-            Collective::Reduce => "reduce",
-            Collective::Gather => "gather",
-            Collective::Scatter => "scatter",
-            Collective::Barrier => "barrier",
-        }
-    }
-
-    /// Parses a name as [`Collective::name`] writes it.
-    pub fn parse(name: &str) -> Option<Collective> {
-        Collective::ALL.into_iter().find(|c| c.name() == name.trim())
-    }
-
-    pub(crate) fn index(self) -> usize {
-        Collective::ALL.iter().position(|&c| c == self).unwrap_or(0)
-    }
-}
-
-impl std::fmt::Display for Collective {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// What one rank's collective call was: exchanged with the first messages of
-/// the collective so ranks that disagree get an error instead of a hang or
-/// wrong data (the host-side counterpart of HCCL's consistency check).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct CollHeader {
-    /// The call's position among this communicator's collectives.
-    pub(crate) seq: u64,
-    pub(crate) kind: Collective,
-    pub(crate) dtype: DataType,
-    /// The per-rank count that must agree (`None` where counts may differ).
-    pub(crate) count: Option<u64>,
-    pub(crate) op: Option<ReduceOp>,
-    pub(crate) root: Option<u32>,
-    /// For an exchange of the library's own (split's, a layout's, a shape
-    /// agreement's): which one; `None` for the user's collectives. Part of
-    /// the agreement, so a user's collective never matches an exchange
-    /// that another rank runs inside a library call.
-    pub(crate) exchange: Option<Exchange>,
-}
-
-/// The library's own exchanges, run as collectives whose headers carry
-/// this kind: a rank inside one of them while another is in a user's
-/// collective (or in another exchange) is a [`CollHeader`] disagreement,
-/// [`crate::Error::Mismatch`] on every rank, never data taken for the
-/// other call's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub(crate) enum Exchange {
-    /// `Comm::split`: every rank's color and key.
-    Split,
-    /// `parallel::Context::init`: every rank's layout.
-    ParallelLayout,
-    /// The group agreement of `tp`/`moe` calls: whether every rank's local
-    /// checks passed and the settings that must agree.
-    Agreement,
-    /// The message lengths of a failed agreement.
-    AgreementText,
-    /// The shape agreement of `tp` calls.
-    Shape,
-    /// `all_gatherv`: every rank's count and counts digest.
-    Counts,
-    /// `moe::dispatch`: the per-expert token counts.
-    ExpertCounts,
-}
-
-impl Exchange {
-    /// The name used in messages.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Exchange::Split => "split",
-            Exchange::ParallelLayout => "parallel layout",
-            Exchange::Agreement => "group agreement",
-            Exchange::AgreementText => "group agreement messages",
-            Exchange::Shape => "shape agreement",
-            Exchange::Counts => "all_gatherv counts",
-            Exchange::ExpertCounts => "moe expert counts",
-        }
-    }
-}
-
-impl CollHeader {
-    /// Whether two ranks' calls are the same collective.
-    pub(crate) fn agrees(&self, other: &CollHeader) -> bool {
-        self.kind == other.kind
-            && self.dtype == other.dtype
-            && self.count == other.count
-            && self.op == other.op
-            && self.root == other.root
-            && self.exchange == other.exchange
-    }
-}
-
-impl std::fmt::Display for CollHeader {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if let Some(exchange) = self.exchange {
-            write!(f, "the {} exchange inside the library, ", exchange.name())?;
-        }
-        write!(f, "`{}`({}", self.kind, self.dtype)?;
-        if let Some(count) = self.count {
-            write!(f, " x {count}")?;
-        }
-        if let Some(op) = self.op {
-            write!(f, ", {op}")?;
-        }
-        if let Some(root) = self.root {
-            write!(f, ", root = {root}")?;
-        }
-        f.write_str(")")
-    }
-}
-
-/// Start and length of part `i` of `len` elements split into `parts` nearly
-/// equal parts (the first `len % parts` parts are one element longer).
-pub(crate) fn part(len: usize, parts: usize, i: usize) -> (usize, usize) {
-    let base = len / parts;
-    let extra = len % parts;
-    (i * base + i.min(extra), base + usize::from(i < extra))
-}
+pub(crate) use crate::raw::part;
 
 /// A digest of a vector of counts (FNV-1a, a word per count), to compare
 /// vectors across ranks with one word each.

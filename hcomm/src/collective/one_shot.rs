@@ -1,5 +1,5 @@
 //! One-shot collectives on the board of an in-process group
-//! (`backend/host/board.rs`): every rank puts its contribution where every
+//! ([`crate::backend::Board`]): every rank puts its contribution where every
 //! peer reads it, and takes what it needs from every rank's in rank order.
 //! One step and no messages, so the latency of a small collective is one
 //! copy in, one read per peer and one counter store, not a message per peer
@@ -13,10 +13,10 @@
 //! move the same contributions as messages and fold them in the same order
 //! (checked in `conformance.rs`).
 
-use super::raw::{Ctx, RawBuf};
-use crate::backend::host::HostBoard;
+use crate::backend::Board;
 use crate::element::{Element, ReduceOp};
 use crate::error::Result;
+use crate::raw::{Ctx, RawBuf};
 
 /// One exchange on the board: this rank contributes `mine` (its `len`
 /// elements, where it contributes), then `take(rank, theirs)` gets every
@@ -35,7 +35,7 @@ use crate::error::Result;
 /// nothing this rank's `take` writes overlaps `mine`.
 unsafe fn exchange<T: Element>(
     c: &Ctx<'_>,
-    board: &HostBoard<'_>,
+    board: &dyn Board,
     mine: Option<RawBuf<T>>,
     len: usize,
     own: Option<(usize, usize)>,
@@ -47,7 +47,7 @@ unsafe fn exchange<T: Element>(
         &c.header,
         bytes,
         c.comm.timeout(),
-        |page| {
+        &mut |page| {
             if let Some(m) = mine {
                 let (start, n) = own.unwrap_or((m.len, 0));
                 let (head, tail) = (start * size_of::<T>(), (start + n) * size_of::<T>());
@@ -62,7 +62,7 @@ unsafe fn exchange<T: Element>(
                 }
             }
         },
-        |rank, page| match mine {
+        &mut |rank, page| match mine {
             Some(m) if rank == me && own.is_some() => take(rank, m),
             _ if page.len() == len * size_of::<T>() => {
                 // Board pages are 8-aligned, as every element type needs.
@@ -88,7 +88,7 @@ unsafe fn exchange<T: Element>(
 /// disjoint from `send`) until this returns.
 unsafe fn fold<T: Element>(
     c: &Ctx<'_>,
-    board: &HostBoard<'_>,
+    board: &dyn Board,
     send: RawBuf<T>,
     start: usize,
     recv: RawBuf<T>,
@@ -132,7 +132,7 @@ unsafe fn fold<T: Element>(
 /// `send`), of equal lengths, until this returns.
 pub(super) unsafe fn all_reduce<T: Element>(
     c: &Ctx<'_>,
-    board: &HostBoard<'_>,
+    board: &dyn Board,
     send: RawBuf<T>,
     recv: RawBuf<T>,
     op: ReduceOp,
@@ -150,7 +150,7 @@ pub(super) unsafe fn all_reduce<T: Element>(
 /// disjoint from `send`, until this returns.
 pub(super) unsafe fn reduce_scatter<T: Element>(
     c: &Ctx<'_>,
-    board: &HostBoard<'_>,
+    board: &dyn Board,
     send: RawBuf<T>,
     recv: RawBuf<T>,
     op: ReduceOp,
@@ -168,7 +168,7 @@ pub(super) unsafe fn reduce_scatter<T: Element>(
 /// `send.len * world`, until this returns.
 pub(super) unsafe fn all_gather<T: Element>(
     c: &Ctx<'_>,
-    board: &HostBoard<'_>,
+    board: &dyn Board,
     send: RawBuf<T>,
     recv: RawBuf<T>,
 ) -> Result<()> {
@@ -190,7 +190,7 @@ pub(super) unsafe fn all_gather<T: Element>(
 /// lengths divisible by the world size; until this returns.
 pub(super) unsafe fn all_to_all<T: Element>(
     c: &Ctx<'_>,
-    board: &HostBoard<'_>,
+    board: &dyn Board,
     send: RawBuf<T>,
     recv: RawBuf<T>,
 ) -> Result<()> {
@@ -218,12 +218,7 @@ pub(super) unsafe fn all_to_all<T: Element>(
 /// # Safety
 ///
 /// `buf` valid and writable until this returns.
-pub(super) unsafe fn broadcast<T: Element>(
-    c: &Ctx<'_>,
-    board: &HostBoard<'_>,
-    buf: RawBuf<T>,
-    root: usize,
-) -> Result<()> {
+pub(super) unsafe fn broadcast<T: Element>(c: &Ctx<'_>, board: &dyn Board, buf: RawBuf<T>, root: usize) -> Result<()> {
     let me = c.rank;
     // SAFETY: `buf` is valid; only the root contributes, `buf.len` elements
     // as on every rank. `buf` is writable and not the root's page.
@@ -237,6 +232,6 @@ pub(super) unsafe fn broadcast<T: Element>(
 }
 
 /// No rank returns before every rank has published this call.
-pub(super) fn barrier(c: &Ctx<'_>, board: &HostBoard<'_>) -> Result<()> {
-    board.exchange(&c.header, 0, c.comm.timeout(), |_| {}, |_, _| {})
+pub(super) fn barrier(c: &Ctx<'_>, board: &dyn Board) -> Result<()> {
+    board.exchange(&c.header, 0, c.comm.timeout(), &mut |_| {}, &mut |_, _| {})
 }

@@ -6,9 +6,9 @@
 //! schedules (checked in `conformance.rs`). (Ring all-reduce and ring
 //! all-gather run as schedules: see `schedules.rs`.)
 
-use super::raw::{Ctx, RawBuf};
 use crate::element::{Element, ReduceOp};
 use crate::error::Result;
+use crate::raw::{Ctx, RawBuf};
 
 /// All-gather over the `world` parts of `buf`, in place, when rank `r`
 /// already holds part `(r + 1 + offset) mod world`.

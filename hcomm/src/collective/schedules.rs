@@ -9,11 +9,11 @@
 //! (then on the user's message channels, tag 0) and read its IR
 //! (`ring_all_gather::SCHEDULE`).
 
-use super::raw::{Ctx, RawBuf};
 use super::Algorithm;
 use crate::comm_schedule;
 use crate::element::{Element, ReduceOp};
 use crate::error::Result;
+use crate::raw::{Ctx, RawBuf};
 
 comm_schedule! {
     /// Ring all-gather: `world - 1` steps, each passes one block to the right.

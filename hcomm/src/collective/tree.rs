@@ -2,9 +2,9 @@
 //! `binomial_broadcast` schedule). Its messages are those of the
 //! `binomial_reduce` schedule (checked in `conformance.rs`).
 
-use super::raw::{Ctx, RawBuf};
 use crate::element::{Element, ReduceOp};
 use crate::error::Result;
+use crate::raw::{Ctx, RawBuf};
 
 /// Binomial-tree reduce to `root`: `acc` starts as this rank's contribution
 /// and, on the root, ends as the result. Children's partial results are

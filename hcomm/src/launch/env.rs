@@ -19,25 +19,7 @@
 use std::ffi::OsString;
 
 use crate::error::{Error, Result};
-
-/// The value of environment variable `name` as read (`raw`): `None` when
-/// unset or blank, the text otherwise, an [`Error::Config`] naming the
-/// variable when it is not UTF-8 (never taken for unset).
-pub(crate) fn text(name: &str, raw: Option<OsString>) -> Result<Option<String>> {
-    let Some(raw) = raw else {
-        return Ok(None);
-    };
-    match raw.into_string() {
-        Ok(v) if v.trim().is_empty() => Ok(None),
-        Ok(v) => Ok(Some(v)),
-        Err(raw) => Err(Error::Config {
-            message: format!(
-                "`{name}` is not UTF-8 text ({}); hint: set it to plain text or unset it",
-                raw.as_os_str().to_string_lossy()
-            ),
-        }),
-    }
-}
+pub(crate) use crate::options::text;
 
 /// [`text`] of this process's variable `name`.
 pub(crate) fn var(name: &str) -> Result<Option<String>> {

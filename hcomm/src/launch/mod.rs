@@ -5,11 +5,11 @@
 //! variables), [`store`] (the rendezvous store), `process.rs`
 //! ([`init_from_env`]).
 
-pub mod auth;
 pub(crate) mod bind;
 mod device;
 pub(crate) mod env;
 pub mod hccl;
+pub mod host;
 pub mod nccl;
 mod process;
 pub(crate) mod ranks;

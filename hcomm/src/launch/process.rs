@@ -6,11 +6,11 @@ use std::net::{IpAddr, TcpListener};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::auth::JobSecret;
 use super::bind::{allowed_cores, bind_current_thread, Binding};
 use super::env::{JobEnv, StorePlace, Transport, STORE_FD_VAR, STORE_PORTS};
 use super::store::Store;
 use super::{hccl, nccl, BackendKind};
+use crate::auth::JobSecret;
 use crate::backend::host::proc::{self, Directory};
 use crate::backend::host::wait;
 use crate::comm::Comm;

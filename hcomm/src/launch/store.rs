@@ -56,7 +56,7 @@ use std::time::{Duration, Instant};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::auth::{mac, mac_verify, nonce, JobSecret, Key, KEY_BYTES};
+use crate::auth::{mac, mac_verify, nonce, JobSecret, Key, KEY_BYTES};
 use crate::backend::liveness::lock;
 use crate::error::{Error, Result};
 use crate::options::deadline_after;
@@ -553,7 +553,7 @@ fn client_handshake(
         message: format!(
             "the rendezvous store at {addr} belongs to another job (or this process has a wrong `{}`); hint: give \
              each job its own `MASTER_PORT`, and every process of a job the same secret",
-            super::auth::SECRET_VAR
+            crate::auth::SECRET_VAR
         ),
     };
     let mut buf = Vec::new();

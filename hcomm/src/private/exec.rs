@@ -20,8 +20,10 @@
 //!
 //! At entry ([`Exec::verify`]) every rank announces what it called —
 //! schedule, element type, world size, scalars and lengths — to the other
-//! in-process ranks of the communicator (`entry.rs`); ranks that disagree all
-//! get `Err(Mismatch)` instead of waiting for messages that never come.
+//! ranks of the communicator (`crate::entry`, on every backend); ranks that
+//! disagree all get `Err(Mismatch)` instead of waiting for messages that
+//! never come. A built-in collective's schedule is not announced: its
+//! ranks agreed on the collective already (`Comm::collective`).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -34,15 +36,15 @@ use hcomm_schedule::{PlanCache, VerifyCache};
 use smallvec::SmallVec;
 
 use super::counts::{CountLine, Counts};
-use super::entry::{self, Entry};
 use super::int;
 use super::replay::{CollCall, Rec, RecOp};
-use crate::backend::{OpId, OpIds};
+use crate::backend::{Issue, OpId, OpIds};
 use crate::buffer::{Buffer, BufferMut, Memory};
-use crate::collective::{RawBuf, Xfer};
 use crate::comm::Comm;
 use crate::element::{Element, ReduceOp};
+use crate::entry::{self, Entry};
 use crate::error::{Error, Result};
+use crate::raw::{RawBuf, Xfer};
 
 /// Elements `[start, end)` of registered buffer `buf`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,8 +109,10 @@ pub struct Exec<'a, T: Element> {
     lens: RefCell<SmallVec<[i64; 3]>>,
     /// The count parameters, once the body registers one.
     counts: Option<Rc<Counts>>,
-    /// This call's place among the communicator's schedule calls.
-    seq: u64,
+    /// This call's place among the communicator's schedule calls; `None`
+    /// for a built-in collective's schedule, which `Comm::collective`
+    /// agreed already and the entry check leaves alone.
+    seq: Option<u64>,
     /// Whether this rank announced its call ([`Exec::verify`]).
     entered: Cell<bool>,
     /// Whether the checker proved this call free of hazards: its world size
@@ -158,11 +162,11 @@ impl<'a, T: Element> Exec<'a, T> {
             inflight: SmallVec::new(),
             next_handle: 0,
             groups: SmallVec::new(),
-            record: comm.inner.backend.runs_plans().then(Vec::new),
+            record: (comm.inner.backend.capabilities().issue == Issue::Plans).then(Vec::new),
             scalars: RefCell::new(None),
             lens: RefCell::new(SmallVec::new()),
             counts: None,
-            seq: comm.next_schedule_call(),
+            seq: comm.traffic.is_none().then(|| comm.next_schedule_call()),
             entered: Cell::new(false),
             proven: Cell::new(false),
             batch_ops: SmallVec::new(),
@@ -191,19 +195,22 @@ impl<'a, T: Element> Exec<'a, T> {
     /// where this rank's operations completed.
     #[inline]
     fn settle(&self, out: Result<()>) -> Result<()> {
-        let Err(e) = out else {
-            return entry::disagreement(self.comm, self.seq).map_or(Ok(()), Err);
+        let Some(seq) = self.seq else {
+            return out;
         };
-        self.settle_failure(e)
+        let Err(e) = out else {
+            return entry::disagreement(self.comm.entry_site(), seq).map_or(Ok(()), Err);
+        };
+        self.settle_failure(seq, e)
     }
 
     #[cold]
-    fn settle_failure(&self, e: Error) -> Result<()> {
+    fn settle_failure(&self, seq: u64, e: Error) -> Result<()> {
         if !self.entered.get() {
-            entry::fail_before_entry(self.comm, self.schedule, self.seq, &e);
+            entry::fail_before_entry(self.comm.entry_site(), self.schedule, seq, &e);
             return Err(e);
         }
-        Err(entry::disagreement(self.comm, self.seq).unwrap_or(e))
+        Err(entry::disagreement(self.comm.entry_site(), seq).unwrap_or(e))
     }
 
     /// Issues the recorded calls in the order of the plan of this world
@@ -357,19 +364,20 @@ impl<'a, T: Element> Exec<'a, T> {
             // only a plan needs them
             *self.scalars.borrow_mut() = Some(scalars.iter().copied().collect());
         }
-        let lens = self.lens.borrow();
-        entry::enter(
-            self.comm,
-            self.schedule,
-            &Entry {
-                seq: self.seq,
-                dtype: T::DTYPE,
-                scalars,
-                lens: &lens,
-                counts: self.counts.as_deref().map_or(&[], Counts::entries),
-            },
-        )?;
-        drop(lens);
+        if let Some(seq) = self.seq {
+            let lens = self.lens.borrow();
+            entry::enter(
+                self.comm.entry_site(),
+                self.schedule,
+                &Entry {
+                    seq,
+                    dtype: T::DTYPE,
+                    scalars,
+                    lens: &lens,
+                    counts: self.counts.as_deref().map_or(&[], Counts::entries),
+                },
+            )?;
+        }
         self.entered.set(true);
         let world = self.world();
         if !self.schedule.verify_set_contains(world) {

@@ -7,12 +7,10 @@
 //! verified on exactly the values it computes.
 
 mod counts;
-mod entry;
 mod exec;
 mod replay;
 
 pub use counts::{CountLine, Counts};
-pub(crate) use entry::GroupTable;
 pub use exec::{Batch, Exec, Group, Handle, Region};
 pub use hcomm_schedule;
 
@@ -77,7 +75,7 @@ pub fn schedule_from_source(source: &str) -> hcomm_schedule::ir::Schedule {
 /// measure what the check costs. Ranks that disagree with the check off wait
 /// for each other until the timeout.
 pub fn set_entry_check(comm: &Comm, on: bool) {
-    comm.inner.entry_check.store(on, std::sync::atomic::Ordering::Relaxed);
+    comm.inner.entries.set(on);
 }
 
 /// An operator parameter as the checker's scalar: the index of the operator

@@ -12,11 +12,11 @@ use super::state::State;
 use super::world::{DeviceWorld, GroupShared};
 use super::{lock, staging};
 use crate::backend::liveness::Presence;
-use crate::backend::{Backend, NativeCall, OpId, OpIds, P2pOp};
+use crate::backend::{Backend, Capabilities, EntryRoute, Issue, NativeCall, OpId, OpIds, P2pOp};
 use crate::buffer::Memory;
-use crate::collective::CollHeader;
 use crate::element::{DataType, ReduceOp};
 use crate::error::{Error, Result};
+use crate::header::CollHeader;
 use crate::topology::Topology;
 
 /// One rank's view of a device communicator.
@@ -39,6 +39,8 @@ pub(crate) struct DeviceBackend {
     /// Keeps this rank "running" for its peers while the backend lives.
     pub(super) presence: Option<Arc<Presence>>,
     pub(super) shared: Arc<GroupShared>,
+    /// `shared` again, as the state the group's in-process ranks share.
+    token: Arc<dyn std::any::Any + Send + Sync>,
     pub(super) state: Mutex<State>,
 }
 
@@ -91,6 +93,7 @@ impl DeviceBackend {
             .as_ref()
             .map_or_else(|| Arc::new(GroupShared::default()), |w| w.group(&key, world));
         Ok(DeviceBackend {
+            token: shared.clone(),
             identity: lib_rank.iter().enumerate().all(|(i, &l)| l as usize == i),
             ctx,
             comm,
@@ -128,10 +131,6 @@ impl DeviceBackend {
 impl Backend for DeviceBackend {
     fn name(&self) -> &'static str {
         self.ctx.driver.name()
-    }
-
-    fn presence(&self) -> Option<&Presence> {
-        self.presence.as_deref()
     }
 
     fn rank(&self) -> usize {
@@ -192,15 +191,20 @@ impl Backend for DeviceBackend {
         true
     }
 
-    fn runs_plans(&self) -> bool {
-        true
-    }
-
-    fn group_token(&self) -> Option<std::sync::Weak<dyn std::any::Any + Send + Sync>> {
-        // ranks in other processes have a table of their own
-        self.env.as_ref()?;
-        let token: Arc<dyn std::any::Any + Send + Sync> = self.shared.clone();
-        Some(Arc::downgrade(&token))
+    fn capabilities(&self) -> Capabilities<'_> {
+        // ranks in one process share the group's state; ranks in other
+        // processes exchange their notes with the library's all-gather
+        let entries = if self.env.is_some() {
+            EntryRoute::Shared(&self.token)
+        } else {
+            EntryRoute::Exchanged
+        };
+        Capabilities {
+            board: None,
+            entries,
+            issue: Issue::Plans,
+            presence: self.presence.as_deref(),
+        }
     }
 
     unsafe fn native_collective(

@@ -44,8 +44,8 @@ use std::time::{Duration, Instant};
 
 use super::wait::Signal;
 use crate::backend::liveness::lock;
-use crate::collective::CollHeader;
 use crate::error::{Error, Result};
+use crate::header::CollHeader;
 
 /// Bytes a rank may contribute to one exchange.
 pub(crate) const BOARD_BYTES: usize = 64 << 10;

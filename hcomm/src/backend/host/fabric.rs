@@ -28,9 +28,9 @@ use super::wait::{self, Ops, Signal};
 use super::world::HostWorld;
 use crate::backend::liveness::{unmatched, RankState, Watcher};
 use crate::backend::{Context, Dir, OpId, OpIds, P2pOp};
-use crate::collective::CollHeader;
 use crate::element::{DataType, ReduceOp};
 use crate::error::{Error, Result};
+use crate::header::CollHeader;
 
 static NEXT_FABRIC_ID: AtomicU64 = AtomicU64::new(1);
 

@@ -11,20 +11,22 @@ mod world;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub(crate) use board::BOARD_BYTES;
+use board::BOARD_BYTES;
 pub(crate) use fabric::Fabric;
 pub(crate) use world::HostWorld;
 
 use super::liveness::Presence;
-use super::{Backend, OpId, OpIds, P2pOp};
+use super::{Backend, Board, Capabilities, EntryRoute, Issue, OpId, OpIds, P2pOp};
 use crate::buffer::Memory;
-use crate::collective::CollHeader;
 use crate::error::{Error, Result};
+use crate::header::CollHeader;
 use crate::topology::Topology;
 
 /// One rank's view of a host group.
 pub(crate) struct HostBackend {
     fabric: Arc<Fabric>,
+    /// The fabric again, as the state the group's ranks share.
+    group: Arc<dyn std::any::Any + Send + Sync>,
     rank: usize,
     topology: Topology,
     presence: Arc<Presence>,
@@ -33,6 +35,7 @@ pub(crate) struct HostBackend {
 impl HostBackend {
     pub(crate) fn new(fabric: Arc<Fabric>, rank: usize, topology: Topology, presence: Arc<Presence>) -> Self {
         HostBackend {
+            group: fabric.clone(),
             fabric,
             rank,
             topology,
@@ -44,10 +47,6 @@ impl HostBackend {
 impl Backend for HostBackend {
     fn name(&self) -> &'static str {
         "host"
-    }
-
-    fn presence(&self) -> Option<&Presence> {
-        Some(&self.presence)
     }
 
     fn rank(&self) -> usize {
@@ -97,11 +96,6 @@ impl Backend for HostBackend {
         self.fabric.confirm_collective(self.rank, header, timeout)
     }
 
-    fn group_token(&self) -> Option<std::sync::Weak<dyn std::any::Any + Send + Sync>> {
-        let token: Arc<dyn std::any::Any + Send + Sync> = self.fabric.clone();
-        Some(Arc::downgrade(&token))
-    }
-
     fn subgroup(&self, key: &str, members: &[usize]) -> Result<Arc<dyn Backend>> {
         let (rank, global) = subgroup_of(self.rank, &self.fabric.members, members)?;
         let world = Arc::clone(&self.fabric.world);
@@ -122,32 +116,30 @@ impl Backend for HostBackend {
         self.fabric.abort(reason);
     }
 
-    fn board(&self) -> Option<HostBoard<'_>> {
-        Some(HostBoard {
-            fabric: &self.fabric,
-            rank: self.rank,
-        })
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities {
+            board: Some(self),
+            entries: EntryRoute::Shared(&self.group),
+            issue: Issue::AsWritten,
+            presence: Some(&self.presence),
+        }
     }
 }
 
-/// A rank's handle on its group's board: memory every rank of an
-/// in-process group reads, for the one-shot collectives.
-pub(crate) struct HostBoard<'a> {
-    fabric: &'a Fabric,
-    rank: usize,
-}
+/// The group's board: memory every rank of an in-process group reads, for
+/// the one-shot collectives.
+impl Board for HostBackend {
+    fn capacity(&self) -> usize {
+        BOARD_BYTES
+    }
 
-impl HostBoard<'_> {
-    /// One exchange of the collective `header`: `fill` writes this rank's
-    /// `len` bytes (at most [`BOARD_BYTES`]), then `take(rank, bytes)` is
-    /// called with every rank's, in rank order.
-    pub(crate) fn exchange(
+    fn exchange(
         &self,
         header: &CollHeader,
         len: usize,
         timeout: Duration,
-        fill: impl FnOnce(&mut [u8]),
-        take: impl FnMut(usize, &[u8]),
+        fill: &mut dyn FnMut(&mut [u8]),
+        take: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<()> {
         self.fabric.board_exchange(self.rank, header, len, timeout, fill, take)
     }

@@ -32,9 +32,9 @@ use crate::backend::host::slab::Slab;
 use crate::backend::host::wait::{self, Ops, Progress, RankThreads, Signal};
 use crate::backend::liveness::{lock, unmatched, Liveness, RankState, Watcher};
 use crate::backend::{Context, Dir, OpId, OpIds, P2pOp};
-use crate::collective::CollHeader;
 use crate::element::{DataType, ReduceOp};
 use crate::error::{Error, Result};
+use crate::header::CollHeader;
 
 /// How long releasing operations waits, all together, for a peer to
 /// confirm that it will not read an offered send and for copies in

@@ -19,12 +19,12 @@ use std::sync::{Arc, Condvar, Mutex, TryLockError};
 
 use serde::{Deserialize, Serialize};
 
+use crate::auth::Key;
 use crate::backend::entries::EntryMsg;
 use crate::backend::liveness::lock;
 use crate::backend::Context;
-use crate::collective::CollHeader;
 use crate::element::DataType;
-use crate::launch::auth::Key;
+use crate::header::CollHeader;
 use crate::wire::write_frame;
 
 use super::ring::Ring;

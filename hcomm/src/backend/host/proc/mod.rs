@@ -27,13 +27,13 @@ use self::engine::Engine;
 use self::link::{allow_peer_reads, read_remote, Link, Msg};
 use self::ring::Ring;
 use super::{subgroup_of, subgroup_topology};
+use crate::auth::{self, JobSecret, Key, SECRET_VAR};
 use crate::backend::entries::EntryNote;
 use crate::backend::liveness::{Liveness, Presence};
-use crate::backend::{Backend, OpId, OpIds, P2pOp};
+use crate::backend::{Backend, Capabilities, EntryCarrier, EntryRoute, Issue, OpId, OpIds, P2pOp};
 use crate::buffer::Memory;
-use crate::collective::CollHeader;
 use crate::error::{Error, Result};
-use crate::launch::auth::{self, JobSecret, Key, SECRET_VAR};
+use crate::header::CollHeader;
 use crate::options::deadline_after;
 use crate::topology::Topology;
 use crate::wire::{read_frame_within, write_frame};
@@ -116,16 +116,13 @@ impl Backend for ProcBackend {
         "host"
     }
 
-    fn presence(&self) -> Option<&Presence> {
-        Some(&self.presence)
-    }
-
-    fn announce_entry(&self, note: &EntryNote) -> Option<Result<()>> {
-        Some(self.engine().announce_entry(self.group, &self.members, self.rank, note))
-    }
-
-    fn entry_failure(&self, seq: u64) -> Option<Error> {
-        self.engine().entries.failure(self.group, seq)
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities {
+            board: None,
+            entries: EntryRoute::Carried(self),
+            issue: Issue::AsWritten,
+            presence: Some(&self.presence),
+        }
     }
 
     fn rank(&self) -> usize {
@@ -188,6 +185,17 @@ impl Backend for ProcBackend {
 
     fn abort(&self, reason: &str) {
         self.engine().abort(self.group, &self.members, reason);
+    }
+}
+
+/// Entry notes travel on the links, ahead of the call's data.
+impl EntryCarrier for ProcBackend {
+    fn announce(&self, note: &EntryNote) -> Result<()> {
+        self.engine().announce_entry(self.group, &self.members, self.rank, note)
+    }
+
+    fn failure(&self, seq: u64) -> Option<Error> {
+        self.engine().entries.failure(self.group, seq)
     }
 }
 

@@ -1,17 +1,20 @@
 //! The communicator handle.
 
+mod worker;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub(crate) use self::worker::{Task, Worker};
 use crate::backend::{Backend, OpId, OpIds, P2pOp};
-use crate::buffer::{Buffer, BufferMut, Memory};
-use crate::collective::RawBuf;
-use crate::collective::{policy_for, Algorithm, AlgorithmTable, CollHeader, Collective, Exchange};
 use crate::element::{DataType, ReduceOp};
+use crate::entry::{EntryCheck, Site};
 use crate::error::{Error, Result};
+use crate::header::{CollHeader, Collective, Exchange};
 use crate::options::CommOptions;
+use crate::select::{policy as policy_for, Algorithm, AlgorithmTable};
 use crate::topology::Topology;
 
 /// A communicator: one rank's handle on a group of ranks.
@@ -54,7 +57,7 @@ pub struct Comm {
 #[derive(Default)]
 struct LastCall {
     chosen: Option<Algorithm>,
-    ran: crate::collective::Ran,
+    ran: crate::select::Ran,
 }
 
 pub(crate) struct Inner {
@@ -75,17 +78,12 @@ pub(crate) struct Inner {
     split_seq: AtomicU64,
     /// `comm_schedule!` calls so far (their entry check's sequence).
     schedule_seq: AtomicU64,
-    /// What the entry check of `comm_schedule!` calls shares with the
-    /// group's other in-process ranks (`None` where they share no memory);
-    /// made at the first call.
-    pub(crate) schedule_entries: std::sync::OnceLock<Option<Arc<crate::__private::GroupTable>>>,
-    /// Whether `comm_schedule!` calls run their entry check (off only to
-    /// measure what it costs).
-    pub(crate) entry_check: std::sync::atomic::AtomicBool,
+    /// The entry check of `comm_schedule!` calls.
+    pub(crate) entries: EntryCheck,
     /// Subgroups created by `comm_schedule!` `over` clauses, by key.
     groups: Mutex<HashMap<String, Comm>>,
     /// The helper thread of non-blocking collectives, once started.
-    pub(crate) nonblocking: Mutex<Option<crate::collective::Worker>>,
+    pub(crate) nonblocking: Mutex<Option<Worker>>,
     /// The token of the thread in a call on this communicator (0: none);
     /// see `Comm::call`.
     owner: AtomicU64,
@@ -103,7 +101,7 @@ impl Drop for Comm {
         // A thread that panics holding a handle makes the rank fail (not
         // finish) when its last handle goes, whichever thread drops it.
         if std::thread::panicking() {
-            if let Some(presence) = self.inner.backend.presence() {
+            if let Some(presence) = self.inner.backend.capabilities().presence {
                 presence.note_panic();
             }
         }
@@ -144,8 +142,7 @@ impl Comm {
                 coll_seq: AtomicU64::new(0),
                 split_seq: AtomicU64::new(0),
                 schedule_seq: AtomicU64::new(0),
-                schedule_entries: std::sync::OnceLock::new(),
-                entry_check: std::sync::atomic::AtomicBool::new(true),
+                entries: EntryCheck::default(),
                 groups: Mutex::new(HashMap::new()),
                 nonblocking: Mutex::new(None),
                 owner: AtomicU64::new(0),
@@ -241,7 +238,12 @@ impl Comm {
         }
         let forced = self.forced(collective);
         let world = self.world();
-        let board = self.inner.backend.board().map(|_| crate::backend::host::BOARD_BYTES);
+        let board = self
+            .inner
+            .backend
+            .capabilities()
+            .board
+            .map(crate::backend::Board::capacity);
         let chosen = || policy_for(collective, &self.topology(), world, bytes, board);
         match forced {
             Some(a) if a.runs(world, bytes, board) => a,
@@ -284,7 +286,7 @@ impl Comm {
     /// Records the algorithm a call of `collective` chose and, where it
     /// completed, what it ran (a failed call leaves the last completed
     /// call's).
-    pub(crate) fn record_call(&self, collective: Collective, chosen: Algorithm, ran: Option<crate::collective::Ran>) {
+    pub(crate) fn record_call(&self, collective: Collective, chosen: Algorithm, ran: Option<crate::select::Ran>) {
         if let Ok(mut l) = self.inner.last.lock() {
             let last = &mut l[collective.index()];
             last.chosen = Some(chosen);
@@ -347,6 +349,18 @@ impl Comm {
     pub fn abort(&self, reason: &str) {
         tracing::debug!(comm.rank = self.rank(), reason, "abort");
         self.inner.backend.abort(reason);
+    }
+
+    /// This rank as the entry check of `comm_schedule!` calls sees it.
+    #[inline]
+    pub(crate) fn entry_site(&self) -> Site<'_> {
+        Site {
+            check: &self.inner.entries,
+            backend: &*self.inner.backend,
+            rank: self.inner.rank,
+            world: self.inner.world,
+            timeout: self.timeout(),
+        }
     }
 
     /// The place of a `comm_schedule!` call among this communicator's.
@@ -497,35 +511,6 @@ impl Comm {
         Ok(comm)
     }
 
-    /// A raw view of a buffer this communicator's backend can use.
-    pub(crate) fn view<B: Buffer + ?Sized>(&self, b: &B) -> Result<RawBuf<B::Elem>> {
-        self.check_memory(b.memory())?;
-        check_layout(b)?;
-        let (ptr, len) = b.raw_parts();
-        Ok(RawBuf {
-            ptr: ptr.cast_mut(),
-            len,
-        })
-    }
-
-    /// A raw view of a buffer this communicator's backend can write.
-    pub(crate) fn view_mut<B: BufferMut + ?Sized>(&self, b: &mut B) -> Result<RawBuf<B::Elem>> {
-        self.check_memory(b.memory())?;
-        check_layout(b)?;
-        let (ptr, len) = b.raw_parts_mut();
-        Ok(RawBuf { ptr, len })
-    }
-
-    fn check_memory(&self, memory: Memory) -> Result<()> {
-        if self.inner.backend.accepts(memory) {
-            return Ok(());
-        }
-        Err(Error::precondition(format!(
-            "a buffer in {memory:?} memory cannot be used with the `{}` backend; allocate it through this communicator",
-            self.backend_name()
-        )))
-    }
-
     /// Checks that `peer` is a rank of this communicator.
     pub(crate) fn check_peer(&self, peer: usize, what: &str) -> Result<()> {
         if peer >= self.world() {
@@ -536,10 +521,6 @@ impl Comm {
         }
         Ok(())
     }
-}
-
-fn check_layout<B: Buffer + ?Sized>(b: &B) -> Result<()> {
-    b.layout_problem().map_or(Ok(()), |m| Err(Error::precondition(m)))
 }
 
 fn duration_nanos(d: Duration) -> u64 {

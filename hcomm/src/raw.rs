@@ -10,10 +10,12 @@ use std::cell::RefCell;
 use smallvec::SmallVec;
 
 use crate::backend::{Context, Dir, OpIds, P2pOp};
-use crate::collective::{Algorithm, CollHeader};
+use crate::buffer::{Buffer, BufferMut, Memory};
 use crate::comm::Comm;
 use crate::element::{Element, ReduceOp};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::header::CollHeader;
+use crate::select::{Algorithm, Ran};
 
 /// A pointer and a length in elements.
 pub(crate) struct RawBuf<T> {
@@ -53,7 +55,7 @@ impl<T: Element> RawBuf<T> {
 
     /// Part `i` of `parts` nearly equal parts.
     pub(crate) fn part(self, parts: usize, i: usize) -> Self {
-        let (start, len) = super::part(self.len, parts, i);
+        let (start, len) = part(self.len, parts, i);
         self.sub(start, len)
     }
 
@@ -298,9 +300,6 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// The algorithms one collective call ran, in order.
-pub(crate) type Ran = SmallVec<[Algorithm; 2]>;
-
 /// What an algorithm runs with: the communicator, the call's header, and its
 /// place in the group.
 pub(crate) struct Ctx<'c> {
@@ -370,4 +369,47 @@ impl<'c> Ctx<'c> {
         }
         Ok(())
     }
+}
+
+impl Comm {
+    /// A raw view of a buffer this communicator's backend can use.
+    pub(crate) fn view<B: Buffer + ?Sized>(&self, b: &B) -> Result<RawBuf<B::Elem>> {
+        self.check_memory(b.memory())?;
+        check_layout(b)?;
+        let (ptr, len) = b.raw_parts();
+        Ok(RawBuf {
+            ptr: ptr.cast_mut(),
+            len,
+        })
+    }
+
+    /// A raw view of a buffer this communicator's backend can write.
+    pub(crate) fn view_mut<B: BufferMut + ?Sized>(&self, b: &mut B) -> Result<RawBuf<B::Elem>> {
+        self.check_memory(b.memory())?;
+        check_layout(b)?;
+        let (ptr, len) = b.raw_parts_mut();
+        Ok(RawBuf { ptr, len })
+    }
+
+    fn check_memory(&self, memory: Memory) -> Result<()> {
+        if self.inner.backend.accepts(memory) {
+            return Ok(());
+        }
+        Err(Error::precondition(format!(
+            "a buffer in {memory:?} memory cannot be used with the `{}` backend; allocate it through this communicator",
+            self.backend_name()
+        )))
+    }
+}
+
+fn check_layout<B: Buffer + ?Sized>(b: &B) -> Result<()> {
+    b.layout_problem().map_or(Ok(()), |m| Err(Error::precondition(m)))
+}
+
+/// Start and length of part `i` of `len` elements split into `parts` nearly
+/// equal parts (the first `len % parts` parts are one element longer).
+pub(crate) fn part(len: usize, parts: usize, i: usize) -> (usize, usize) {
+    let base = len / parts;
+    let extra = len % parts;
+    (i * base + i.min(extra), base + usize::from(i < extra))
 }

@@ -1,7 +1,12 @@
 //! Algorithm names, which collective each serves, and the selection policy.
 
-use super::Collective;
+use crate::header::Collective;
+use smallvec::SmallVec;
+
 use crate::topology::Topology;
+
+/// The algorithms one collective call ran, in order.
+pub(crate) type Ran = SmallVec<[Algorithm; 2]>;
 
 /// A collective algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -28,6 +28,8 @@
 //! process of a job (it names the schedule by a digest of its definition,
 //! not by its address).
 
+mod gathered;
+
 use std::any::Any;
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
@@ -36,24 +38,27 @@ use std::hash::{Hash, Hasher};
 use crate::fnv::Fnv;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::time::Duration;
 
 use hcomm_schedule::ir::Schedule;
 use smallvec::SmallVec;
 
+use self::gathered::Gathered;
+
 use crate::backend::entries::{self, EntryNote};
-use crate::comm::Comm;
+use crate::backend::{Backend, EntryRoute};
 use crate::element::DataType;
 use crate::error::Error;
 
 /// What one rank called.
-pub(super) struct Entry<'a> {
+pub(crate) struct Entry<'a> {
     /// The call's place among the communicator's schedule calls.
-    pub(super) seq: u64,
-    pub(super) dtype: DataType,
-    pub(super) scalars: &'a [i64],
-    pub(super) lens: &'a [i64],
+    pub(crate) seq: u64,
+    pub(crate) dtype: DataType,
+    pub(crate) scalars: &'a [i64],
+    pub(crate) lens: &'a [i64],
     /// Each count parameter's name and entries (a matrix row-major).
-    pub(super) counts: &'a [(&'static str, Vec<usize>)],
+    pub(crate) counts: &'a [(&'static str, Vec<usize>)],
 }
 
 /// One rank's announced call, or its failure before announcing one, as
@@ -276,7 +281,7 @@ impl Rank {
 }
 
 /// The entry records of one group's in-process ranks.
-pub(crate) struct GroupTable {
+struct GroupTable {
     token: Weak<dyn Any + Send + Sync>,
     ranks: Vec<Rank>,
     /// Whether `failures` holds anything.
@@ -285,9 +290,9 @@ pub(crate) struct GroupTable {
 }
 
 impl GroupTable {
-    fn new(token: &Weak<dyn Any + Send + Sync>, world: usize) -> Self {
+    fn new(token: &Arc<dyn Any + Send + Sync>, world: usize) -> Self {
         GroupTable {
-            token: token.clone(),
+            token: Arc::downgrade(token),
             ranks: (0..world).map(|_| Rank::new()).collect(),
             failed: AtomicBool::new(false),
             failures: Mutex::new(Vec::new()),
@@ -316,33 +321,104 @@ fn tables() -> &'static Tables {
     TABLES.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// The table of `comm`'s group, kept by the communicator after its first
-/// schedule call; `None` where ranks share no memory.
-#[inline]
-fn table(comm: &Comm) -> Option<&GroupTable> {
-    comm.inner.schedule_entries.get_or_init(|| make_table(comm)).as_deref()
+/// What a communicator keeps for the entry check of its schedule calls.
+pub(crate) struct EntryCheck {
+    /// Whether calls are checked (off only to measure what it costs).
+    on: AtomicBool,
+    /// How the group's ranks compare their calls; found at the first call.
+    route: OnceLock<Route>,
+    /// The last call checked by all-gather, where that is the route.
+    gathered: Gathered,
 }
 
-#[cold]
-fn make_table(comm: &Comm) -> Option<Arc<GroupTable>> {
-    let token = comm.inner.backend.group_token()?;
-    let world = comm.world();
-    let mut tables = tables().lock().unwrap_or_else(PoisonError::into_inner);
-    tables.retain(|_, t| t.token.strong_count() > 0);
-    let t = tables
-        .entry(token.as_ptr().cast::<()>() as usize)
-        .or_insert_with(|| Arc::new(GroupTable::new(&token, world)));
-    if !t.token.ptr_eq(&token) || t.ranks.len() != world {
-        // a group that lived at the same address before
-        *t = Arc::new(GroupTable::new(&token, world));
+/// The route of [`EntryRoute`] with what the check keeps for it.
+enum Route {
+    /// The records this rank shares with the group's other ranks.
+    Table(Arc<GroupTable>),
+    /// Notes the backend carries ([`EntryRoute::Carried`]).
+    Carried,
+    /// An all-gather of notes ([`EntryRoute::Exchanged`]).
+    Gathered,
+}
+
+impl Default for EntryCheck {
+    fn default() -> Self {
+        EntryCheck {
+            on: AtomicBool::new(true),
+            route: OnceLock::new(),
+            gathered: Gathered::default(),
+        }
     }
-    Some(Arc::clone(t))
 }
 
-/// Announces this rank's call; `Err(Mismatch)` when it disagrees with a
-/// neighbour's, or when a disagreement was found for this call.
+impl EntryCheck {
+    /// Turns the check off or back on.
+    pub(crate) fn set(&self, on: bool) {
+        self.on.store(on, Ordering::Relaxed);
+    }
+}
+
+/// One rank's communicator as the entry check sees it.
+#[derive(Clone, Copy)]
+pub(crate) struct Site<'a> {
+    pub(crate) check: &'a EntryCheck,
+    pub(crate) backend: &'a dyn Backend,
+    pub(crate) rank: usize,
+    pub(crate) world: usize,
+    /// How long an exchange of notes may wait.
+    pub(crate) timeout: Duration,
+}
+
+impl Site<'_> {
+    /// The group's route, found at the first schedule call.
+    #[inline]
+    fn route(&self) -> &Route {
+        self.check.route.get_or_init(|| self.find_route())
+    }
+
+    #[cold]
+    fn find_route(&self) -> Route {
+        let token = match self.backend.capabilities().entries {
+            EntryRoute::Shared(token) => token,
+            EntryRoute::Carried(_) => return Route::Carried,
+            EntryRoute::Exchanged => return Route::Gathered,
+        };
+        let world = self.world;
+        let mut tables = tables().lock().unwrap_or_else(PoisonError::into_inner);
+        tables.retain(|_, t| t.token.strong_count() > 0);
+        let t = tables
+            .entry(Arc::as_ptr(token).cast::<()>() as usize)
+            .or_insert_with(|| Arc::new(GroupTable::new(token, world)));
+        if !std::ptr::addr_eq(t.token.as_ptr(), Arc::as_ptr(token)) || t.ranks.len() != world {
+            // a group that lived at the same address before
+            *t = Arc::new(GroupTable::new(token, world));
+        }
+        Route::Table(Arc::clone(t))
+    }
+
+    /// The backend's note carrier.
+    #[cold]
+    fn carry(&self, note: &EntryNote) -> crate::Result<()> {
+        match self.backend.capabilities().entries {
+            EntryRoute::Carried(carrier) => carrier.announce(note),
+            _ => Err(self.lost_route()),
+        }
+    }
+
+    /// The error of a backend whose route changed after the first call.
+    #[cold]
+    fn lost_route(&self) -> Error {
+        Error::precondition(format!(
+            "internal error: the {} backend no longer carries entry notes; please report it",
+            self.backend.name()
+        ))
+    }
+}
+
+/// Announces this rank's call; `Err(Mismatch)` when it disagrees with
+/// another rank's, or when a disagreement was found for this call.
 #[inline]
-pub(super) fn enter(comm: &Comm, schedule: &'static Schedule, entry: &Entry<'_>) -> crate::Result<()> {
+pub(crate) fn enter(site: Site<'_>, schedule: &'static Schedule, entry: &Entry<'_>) -> crate::Result<()> {
     let call = Call {
         schedule,
         dtype: entry.dtype,
@@ -351,11 +427,11 @@ pub(super) fn enter(comm: &Comm, schedule: &'static Schedule, entry: &Entry<'_>)
         counts: entry.counts,
         failure: None,
     };
-    arrive(comm, entry.seq, call)
+    arrive(site, entry.seq, call)
 }
 
 /// Records that this rank failed call `seq` before announcing it.
-pub(super) fn fail_before_entry(comm: &Comm, schedule: &'static Schedule, seq: u64, error: &Error) {
+pub(crate) fn fail_before_entry(site: Site<'_>, schedule: &'static Schedule, seq: u64, error: &Error) {
     let failure = error.to_string();
     let call = Call {
         schedule,
@@ -366,28 +442,39 @@ pub(super) fn fail_before_entry(comm: &Comm, schedule: &'static Schedule, seq: u
         failure: Some(&failure),
     };
     // this rank already fails with its own error
-    let _ = arrive(comm, seq, call);
+    let _ = arrive(site, seq, call);
 }
 
 /// The disagreement found for call `seq`, if any.
 #[inline]
-pub(super) fn disagreement(comm: &Comm, seq: u64) -> Option<Error> {
-    match table(comm) {
-        Some(t) => t.failure(seq),
-        None => comm.inner.backend.entry_failure(seq),
+pub(crate) fn disagreement(site: Site<'_>, seq: u64) -> Option<Error> {
+    match site.route() {
+        Route::Table(t) => t.failure(seq),
+        Route::Carried => match site.backend.capabilities().entries {
+            EntryRoute::Carried(carrier) => carrier.failure(seq),
+            _ => Some(site.lost_route()),
+        },
+        Route::Gathered => site.check.gathered.failure(seq),
     }
 }
 
-fn arrive(comm: &Comm, seq: u64, arrival: Call<'_>) -> crate::Result<()> {
-    let world = comm.world();
-    if world < 2 || !comm.inner.entry_check.load(Ordering::Relaxed) {
+fn arrive(site: Site<'_>, seq: u64, arrival: Call<'_>) -> crate::Result<()> {
+    let world = site.world;
+    if world < 2 || !site.check.on.load(Ordering::Relaxed) {
         return Ok(());
     }
-    let Some(t) = table(comm) else {
+    let t = match site.route() {
+        Route::Table(t) => t,
         // ranks in other processes
-        return comm.inner.backend.announce_entry(&arrival.note(seq)).unwrap_or(Ok(()));
+        Route::Carried => return site.carry(&arrival.note(seq)),
+        Route::Gathered => {
+            return site
+                .check
+                .gathered
+                .check(site.backend, site.timeout, &arrival.note(seq))
+        }
     };
-    let rank = comm.rank();
+    let rank = site.rank;
     if let Some(e) = t.failure(seq) {
         return Err(e);
     }
@@ -409,7 +496,7 @@ fn arrive(comm: &Comm, seq: u64, arrival: Call<'_>) -> crate::Result<()> {
         if their_fp == fp || theirs.seq.load(Ordering::SeqCst) != seq + 1 {
             continue;
         }
-        return Err(disagree(comm, t, seq, (q, their_fp), arrival));
+        return Err(disagree(site, t, seq, (q, their_fp), arrival));
     }
     Ok(())
 }
@@ -420,8 +507,8 @@ fn arrive(comm: &Comm, seq: u64, arrival: Call<'_>) -> crate::Result<()> {
 /// aborted with it.
 #[cold]
 #[inline(never)]
-fn disagree(comm: &Comm, t: &GroupTable, seq: u64, (q, their_fp): (usize, u64), arrival: Call<'_>) -> Error {
-    let rank = comm.rank();
+fn disagree(site: Site<'_>, t: &GroupTable, seq: u64, (q, their_fp): (usize, u64), arrival: Call<'_>) -> Error {
+    let rank = site.rank;
     // their calls differ from this one; the details of theirs are gone
     // only after many other calls of theirs
     let other = t.ranks[q].note(their_fp, seq).unwrap_or_else(|| EntryNote {
@@ -442,6 +529,6 @@ fn disagree(comm: &Comm, t: &GroupTable, seq: u64, (q, their_fp): (usize, u64), 
         }
     };
     // ranks inside the call stop waiting; their error becomes `e`
-    comm.inner.backend.abort(&e.to_string());
+    site.backend.abort(&e.to_string());
     e
 }
