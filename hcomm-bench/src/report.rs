@@ -3,9 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::op::{Op, Placement};
-use crate::run::{Config, Summary};
-
 /// One form (out of place or in place) of one size.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Timing {
@@ -55,55 +52,7 @@ pub struct Row {
     pub in_place: Option<Timing>,
 }
 
-impl Timing {
-    pub(crate) fn new(config: &Config, bytes: usize, s: &Summary) -> Timing {
-        let algbw = if s.median_s > 0.0 {
-            bytes as f64 / s.median_s / 1e9
-        } else {
-            0.0
-        };
-        Timing {
-            algorithm: s.algorithm.clone(),
-            iters: s.iters,
-            time_us: s.median_s * 1e6,
-            min_us: s.min_s * 1e6,
-            algbw,
-            busbw: algbw * config.op.shape().bus_factor(config.ranks),
-            check: s.check.clone(),
-        }
-    }
-}
-
 impl Row {
-    pub(crate) fn new(config: &Config, bytes: usize, count: usize, forms: Vec<(Placement, Timing)>) -> Row {
-        let op = match config.op {
-            Op::Schedule(_) => shape_name(config.op.shape()),
-            other => other.name(),
-        };
-        let mut row = Row {
-            op: op.into(),
-            schedule: match config.op {
-                Op::Schedule(sc) => Some(sc.name().into()),
-                _ => None,
-            },
-            redop: config.op.reduce_op().map(|o| o.name().into()),
-            bytes,
-            count,
-            ranks: config.ranks,
-            dtype: config.dtype.name().into(),
-            backend: config.backend.name().into(),
-            out_of_place: None,
-            in_place: None,
-        };
-        for (placement, timing) in forms {
-            match placement {
-                Placement::OutOfPlace => row.out_of_place = Some(timing),
-                Placement::InPlace => row.in_place = Some(timing),
-            }
-        }
-        row
-    }
-
     /// The operation's usual form: out of place where hcomm has it, else
     /// in place.
     pub fn primary(&self) -> Option<&Timing> {
@@ -188,7 +137,7 @@ fn short_check(check: &str) -> &str {
     }
 }
 
-fn shape_name(shape: crate::op::Shape) -> &'static str {
+pub(crate) fn shape_name(shape: crate::op::Shape) -> &'static str {
     use crate::op::Shape;
     match shape {
         Shape::AllReduce(_) | Shape::AllReduceInPlace(_) => "all_reduce",

@@ -9,8 +9,8 @@ use hcomm::{schedules, Algorithm, BackendKind, Comm, CommOptions, DataType, Redu
 use hcomm_examples::all_gather::{sparse_all_gather, two_level_all_gather};
 
 use crate::data::{BenchElem, Buffers};
-use crate::op::{Op, Schedule, Shape};
-use crate::report::{Row, Timing};
+use crate::op::{Op, Placement, Schedule, Shape};
+use crate::report::{shape_name, Row, Timing};
 
 /// One sweep: an operation over sizes, on one world.
 #[derive(Clone, Debug)]
@@ -127,12 +127,9 @@ fn sweep_typed<T: BenchElem>(config: &Config, on_row: &(dyn Fn(&Row) + Sync)) ->
                         .iter_mut()
                         .filter_map(Option::take)
                         .collect();
-                    timings.push((
-                        placement,
-                        Timing::new(config, count * size_of::<T>(), &summarize(&per_rank)),
-                    ));
+                    timings.push((placement, timing(config, count * size_of::<T>(), &summarize(&per_rank))));
                 }
-                let row = Row::new(config, count * size_of::<T>(), count, timings);
+                let row = row(config, count * size_of::<T>(), count, timings);
                 on_row(&row);
                 rows.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(row);
             }
@@ -179,11 +176,11 @@ fn sweep_process<T: BenchElem>(
                 .collect();
             timings.push((
                 placement,
-                Timing::new(&config, count * size_of::<T>(), &summarize(&per_rank)),
+                timing(&config, count * size_of::<T>(), &summarize(&per_rank)),
             ));
         }
         if comm.rank() == 0 {
-            let row = Row::new(&config, count * size_of::<T>(), count, timings);
+            let row = row(&config, count * size_of::<T>(), count, timings);
             on_row(&row);
             rows.push(row);
         }
@@ -396,4 +393,52 @@ mod tests {
         assert_eq!(default_iters(64 << 20), 20);
         assert_eq!(default_iters(1 << 20), 256);
     }
+}
+
+/// The figures of one form of one size.
+fn timing(config: &Config, bytes: usize, s: &Summary) -> Timing {
+    let algbw = if s.median_s > 0.0 {
+        bytes as f64 / s.median_s / 1e9
+    } else {
+        0.0
+    };
+    Timing {
+        algorithm: s.algorithm.clone(),
+        iters: s.iters,
+        time_us: s.median_s * 1e6,
+        min_us: s.min_s * 1e6,
+        algbw,
+        busbw: algbw * config.op.shape().bus_factor(config.ranks),
+        check: s.check.clone(),
+    }
+}
+
+/// The row of one size from the forms timed.
+fn row(config: &Config, bytes: usize, count: usize, forms: Vec<(Placement, Timing)>) -> Row {
+    let op = match config.op {
+        Op::Schedule(_) => shape_name(config.op.shape()),
+        other => other.name(),
+    };
+    let mut row = Row {
+        op: op.into(),
+        schedule: match config.op {
+            Op::Schedule(sc) => Some(sc.name().into()),
+            _ => None,
+        },
+        redop: config.op.reduce_op().map(|o| o.name().into()),
+        bytes,
+        count,
+        ranks: config.ranks,
+        dtype: config.dtype.name().into(),
+        backend: config.backend.name().into(),
+        out_of_place: None,
+        in_place: None,
+    };
+    for (placement, timing) in forms {
+        match placement {
+            Placement::OutOfPlace => row.out_of_place = Some(timing),
+            Placement::InPlace => row.in_place = Some(timing),
+        }
+    }
+    row
 }

@@ -20,7 +20,7 @@ use crate::world::CommHandle;
 /// process runs it at its world's hub, shipping its device ranges `used`.
 pub(crate) fn collective(h: &CommHandle, d: &Desc, used: &[(usize, usize)]) -> Result<(), AsyncError> {
     if let Some(remote) = &h.remote {
-        return remote.collective(h, d, used);
+        return remote.collective(d, used);
     }
     let symbol = d.kind.symbol();
     let start = Instant::now();
@@ -49,7 +49,7 @@ pub(crate) fn point_to_point(
     used: &[(usize, usize)],
 ) -> Result<(), AsyncError> {
     if let Some(remote) = &h.remote {
-        return remote.point_to_point(h, symbol, items, used);
+        return remote.point_to_point(symbol, items, used);
     }
     let start = Instant::now();
     let transfers: Vec<Transfer> = items

@@ -27,7 +27,7 @@
 //!   `HcclCommInitRootInfo` joins that world and blocks until all `nRanks`
 //!   joined (or `HCCL_CONNECT_TIMEOUT` seconds, default 120, passed). Ranks of
 //!   other processes join through the hub (127.0.0.1 only) and run every
-//!   operation there, with the same code and messages (`remote.rs`), so one
+//!   operation there, with the same code and messages (`hub.rs`, `link.rs`), so one
 //!   process per rank works as under HCCL; the hub's process waits at exit
 //!   until its remote ranks disconnected.
 //!   A rank that destroyed its communicator stays a member: peers waiting on
@@ -98,13 +98,14 @@ mod collective;
 mod exec;
 /// The exported HCCL symbols (listed for documentation; call them through `dlopen`).
 pub mod hccl;
+mod hub;
 /// The exported error-injection hooks.
 pub mod inject;
+mod link;
 mod mailbox;
 mod memory;
 mod op;
 mod reduce;
-mod remote;
 mod rendezvous;
 mod runtime;
 mod stream;

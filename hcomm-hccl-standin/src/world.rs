@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::link::JoinError;
 use crate::mailbox::Mailbox;
 use crate::rendezvous::Rendezvous;
 use crate::runtime::{lock, wait_until};
@@ -107,7 +108,7 @@ pub(crate) struct CommHandle {
     /// Operations enqueued and not finished (destroy is `HCCL_E_AGAIN` meanwhile).
     pub(crate) in_flight: AtomicUsize,
     /// Where a rank of another process than its world's runs its operations.
-    pub(crate) remote: Option<crate::remote::Remote>,
+    pub(crate) remote: Option<crate::link::Remote>,
 }
 
 // --- worlds being joined through HcclCommInitRootInfo -----------------------
@@ -123,14 +124,6 @@ struct Pending {
 
 static PENDING: Mutex<Option<HashMap<u64, Pending>>> = Mutex::new(None);
 static PENDING_CV: Condvar = Condvar::new();
-
-/// Why joining a world failed.
-pub(crate) enum JoinError {
-    /// Disagreeing `nRanks` or a rank joining twice.
-    Para(String),
-    /// Not every rank joined in time.
-    Timeout(String),
-}
 
 /// Joins world `world` as `rank` of `size`; blocks until all ranks joined. The
 /// first rank to join creates the world.

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use crate::array::{lend, typed, zeros_like, Lent, Raw};
+use crate::array::{lend, typed, zeros_like};
 use crate::errors::precondition;
 use crate::exec::{run, start, start_request};
 use crate::executor::{Lane, Req};
+use crate::lent::{Lent, Raw};
 use crate::ops::{peer, tag, Reduction};
 use crate::request::Request;
 

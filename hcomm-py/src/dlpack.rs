@@ -9,8 +9,8 @@ use hcomm::DataType;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyTuple};
 
-use crate::array::{Lent, Raw};
 use crate::errors::precondition;
+use crate::lent::{Lent, Raw};
 
 /// `DLDevice` of the `DLPack` ABI.
 #[repr(C)]

@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 
-use crate::array::{Lent, Raw};
 use crate::errors::{internal, precondition, to_py};
 use crate::executor::Lane;
+use crate::lent::{Lent, Raw};
 
 /// The communicator a call runs on, and its group's lane.
 pub(crate) type On<'a> = (&'a hcomm::Comm, &'a Arc<Lane>);

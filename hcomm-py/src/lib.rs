@@ -10,6 +10,7 @@ mod errors;
 mod exec;
 mod executor;
 mod interrupt;
+mod lent;
 mod moe;
 mod ops;
 mod parallel;

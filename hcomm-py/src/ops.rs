@@ -43,8 +43,8 @@ impl Reduction {
     ///
     /// # Safety
     ///
-    /// As for [`crate::array::Raw::slice_mut`].
-    pub(crate) unsafe fn finish(self, raw: crate::array::Raw, world: usize) {
+    /// As for [`crate::lent::Raw::slice_mut`].
+    pub(crate) unsafe fn finish(self, raw: crate::lent::Raw, world: usize) {
         if !self.average {
             return;
         }

@@ -7,10 +7,11 @@ use ndarray::{ArrayView, ArrayViewMut, IxDyn};
 use pyo3::prelude::*;
 
 use crate::array::typed;
-use crate::array::{lend, zeros_like, Raw};
+use crate::array::{lend, zeros_like};
 use crate::comm::Comm;
 use crate::errors::precondition;
 use crate::exec::run;
+use crate::lent::Raw;
 
 /// The groups of a tensor-, pipeline-, data- and expert-parallel layout
 /// (Megatron-LM's: the tensor-parallel index varies fastest, then the

@@ -9,8 +9,8 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
-use crate::array::{Lent, Raw};
 use crate::errors::precondition;
+use crate::lent::{Lent, Raw};
 
 /// `torch.Tensor` and torch's element types with ours.
 struct Torch {

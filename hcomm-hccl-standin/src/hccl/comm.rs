@@ -13,9 +13,10 @@ use hcomm_sys::{
 };
 
 use super::{call, comm_of, err, new_comm, HcclRes, COMMS};
-use crate::remote;
+use crate::hub;
+use crate::link::{JoinError, Link, Remote, Who};
 use crate::runtime::{connect_timeout, current_device, default_exec_timeout};
-use crate::world::{fresh_id, join_world, CommHandle, Group, JoinError, World};
+use crate::world::{fresh_id, join_world, CommHandle, Group, World};
 
 /// What a root info of this stand-in starts with.
 const ROOT_MAGIC: &[u8; 16] = b"hcomm-standin-v1";
@@ -39,7 +40,7 @@ pub unsafe extern "C" fn HcclGetRootInfo(rootInfo: *mut HcclRootInfo) -> HcclRes
                 "no device set on this thread; call aclrtSetDevice first",
             );
         }
-        let hub = remote::hub().or_else(|m| err(HcclResult::HCCL_E_TCP_CONNECT, m))?;
+        let hub = hub::hub().or_else(|m| err(HcclResult::HCCL_E_TCP_CONNECT, m))?;
         let mut info = HcclRootInfo::zeroed();
         info.internal[..16].copy_from_slice(ROOT_MAGIC);
         info.internal[16..24].copy_from_slice(&fresh_id().to_le_bytes());
@@ -104,9 +105,10 @@ unsafe fn init_root_info(
             None,
         )
     } else {
-        let link = remote::Link::new(hub);
+        let link = Link::new(hub);
         let group = link.join(world, nRanks, rank, connect_timeout()).map_err(join_failed)?;
-        (World::new(nRanks as usize), Some(remote::Remote { link, group }))
+        let who = Who::new(group, rank as usize, device, timeout);
+        (World::new(nRanks as usize), Some(Remote { link, who }))
     };
     let member = (Arc::clone(&joined.group), rank as usize);
     let h = new_comm((joined, rank as usize), member, device, timeout, name, remote);
@@ -302,10 +304,11 @@ pub unsafe extern "C" fn HcclCreateSubCommConfig(
             Some(r) => {
                 let group = r
                     .link
-                    .sub(r.group, parent.world_rank, subCommId, &ids)
+                    .sub(r.who.group, parent.world_rank, subCommId, &ids)
                     .or_else(|m| err(HcclResult::HCCL_E_TCP_TRANSFER, m))?;
                 let link = Arc::clone(&r.link);
-                (Group::new(ids.len(), true), Some(remote::Remote { link, group }))
+                let who = Who::new(group, subCommRankId as usize, parent.device, timeout);
+                (Group::new(ids.len(), true), Some(Remote { link, who }))
             }
         };
         let member = (group, subCommRankId as usize);

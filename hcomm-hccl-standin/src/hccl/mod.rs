@@ -188,7 +188,7 @@ fn new_comm(
     device: i32,
     timeout: Option<Duration>,
     name: String,
-    remote: Option<crate::remote::Remote>,
+    remote: Option<crate::link::Remote>,
 ) -> HcclComm {
     COMMS.insert(Arc::new(CommHandle {
         world,

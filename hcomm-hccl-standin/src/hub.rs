@@ -1,178 +1,35 @@
-//! Worlds that span processes: the process that made a root info serves its
-//! world (the hub, 127.0.0.1 only: this is a test library); ranks of other
-//! processes join it over loopback TCP and run every operation there.
+//! The hub: the process that made a root info serves its world to the
+//! ranks of other processes (127.0.0.1 only: this is a test library).
 //!
 //! A remote rank's operation ships the bytes of every device range it uses
-//! to the hub, which copies them into allocations of its own (on the remote
-//! rank's device), runs the very same code an in-process rank runs
+//! (see `link`); the hub copies them into allocations of its own (on the
+//! remote rank's device), runs the very same code an in-process rank runs
 //! ([`exec::collective`], [`exec::point_to_point`]) on a handle that stands
 //! for the remote rank, and sends back what the operation wrote: the receive
 //! range of a collective, the receive buffers of point-to-point. So matching,
 //! agreement checks, reductions, timeouts and their messages are one
 //! implementation for both layouts.
 //!
-//! Each request uses a connection of its own from the remote rank's pool
-//! (operations of one rank on several streams progress independently); a
-//! connection serves one request at a time. The hub's process, when it
+//! Each connection serves one request at a time. The hub's process, when it
 //! exits, waits for its remote ranks to disconnect (at most the connect
 //! timeout), so ranks that finish later still get their answers.
 
 use std::collections::HashMap;
-use std::io::{BufReader, Read, Write};
+use std::io::BufReader;
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use hcomm_sys::{aclError, HcclDataType, HcclReduceOp};
-use serde::{Deserialize, Serialize};
+use hcomm_sys::aclError;
 
 use crate::exec;
+use crate::link::{read_frame, send_frame, JoinError, Request, Response, Who, WireItem};
 use crate::memory;
-use crate::op::{Desc, Item, Kind};
+use crate::op::{Desc, Item};
 use crate::runtime::{lock, wait_until};
 use crate::stream::AsyncError;
-use crate::world::{fresh_id, join_world, CommHandle, Group, JoinError, World};
-
-/// The largest frame either side accepts (a test library: 1 GiB).
-const MAX_FRAME: usize = 1 << 30;
-
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "HcclDataType")]
-struct DataTypeDef(i32);
-
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "HcclReduceOp")]
-struct ReduceOpDef(i32);
-
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "Kind")]
-enum KindDef {
-    AllReduce,
-    Broadcast,
-    Reduce,
-    ReduceScatter,
-    AllGather,
-    Scatter,
-    AlltoAll,
-    AlltoAllV,
-    AllGatherV,
-    ReduceScatterV,
-    Barrier,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "Desc")]
-struct DescDef {
-    #[serde(with = "KindDef")]
-    kind: Kind,
-    #[serde(with = "DataTypeDef")]
-    dtype: HcclDataType,
-    #[serde(with = "ReduceOpDef")]
-    op: HcclReduceOp,
-    root: u32,
-    count: u64,
-    send: usize,
-    recv: usize,
-    send_counts: Vec<u64>,
-    send_displs: Vec<u64>,
-    recv_counts: Vec<u64>,
-    recv_displs: Vec<u64>,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(remote = "Item")]
-struct ItemDef {
-    send: bool,
-    peer: usize,
-    addr: usize,
-    count: u64,
-    #[serde(with = "DataTypeDef")]
-    dtype: HcclDataType,
-}
-
-#[derive(Serialize, Deserialize)]
-struct WireDesc(#[serde(with = "DescDef")] Desc);
-
-#[derive(Serialize, Deserialize)]
-struct WireItem(#[serde(with = "ItemDef")] Item);
-
-/// Which rank of which hub group an operation is for.
-#[derive(Serialize, Deserialize, Clone, Copy)]
-struct Who {
-    group: u64,
-    rank: usize,
-    device: i32,
-    timeout_ms: Option<u64>,
-}
-
-/// What a remote rank asks the hub.
-#[derive(Serialize, Deserialize)]
-enum Request {
-    /// Join world `world` as `rank` of `size`.
-    Join {
-        world: u64,
-        size: u32,
-        rank: u32,
-        timeout_ms: u64,
-    },
-    /// The sub-communicator `id` of world ranks `ids`, made by `world_rank`.
-    Sub {
-        group: u64,
-        world_rank: usize,
-        id: u64,
-        ids: Vec<u32>,
-    },
-    /// A collective over the ranges `(remote address, bytes)`.
-    Collective {
-        who: Who,
-        desc: WireDesc,
-        ranges: Vec<(usize, Vec<u8>)>,
-    },
-    /// Sends and receives that progress together; `ranges` as above.
-    PointToPoint {
-        who: Who,
-        symbol: String,
-        items: Vec<WireItem>,
-        ranges: Vec<(usize, Vec<u8>)>,
-    },
-}
-
-/// The hub's answer.
-#[derive(Serialize, Deserialize)]
-enum Response {
-    /// The group handle on the hub.
-    Group(u64),
-    /// Join failed: parameter error (`false`) or timeout (`true`).
-    JoinFailed { timeout: bool, message: String },
-    /// The operation ran; what it wrote, by remote address.
-    Done(Vec<(usize, Vec<u8>)>),
-    /// The operation failed with this ACL code and message.
-    Failed { code: i32, message: String },
-}
-
-fn send_frame<T: Serialize>(stream: &mut TcpStream, value: &T) -> Result<(), String> {
-    let bytes = postcard::to_stdvec(value).map_err(|e| format!("encode: {e}"))?;
-    let len = u32::try_from(bytes.len()).map_err(|_| "frame too large".to_owned())?;
-    stream
-        .write_all(&len.to_le_bytes())
-        .and_then(|()| stream.write_all(&bytes))
-        .map_err(|e| format!("send to the hub connection: {e}"))
-}
-
-fn read_frame<T: for<'de> Deserialize<'de>>(stream: &mut impl Read) -> Result<T, String> {
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len).map_err(|e| format!("receive: {e}"))?;
-    let len = u32::from_le_bytes(len) as usize;
-    if len > MAX_FRAME {
-        return Err(format!("frame of {len} bytes is larger than {MAX_FRAME}"));
-    }
-    let mut bytes = vec![0u8; len];
-    stream.read_exact(&mut bytes).map_err(|e| format!("receive: {e}"))?;
-    postcard::from_bytes(&bytes).map_err(|e| format!("decode: {e}"))
-}
-
-// --- the hub ---------------------------------------------------------------
+use crate::world::{fresh_id, join_world, CommHandle, Group, World};
 
 /// The groups the hub serves, by handle: their world and group.
 static GROUPS: Mutex<Option<HashMap<u64, Served>>> = Mutex::new(None);
@@ -426,140 +283,6 @@ impl Drop for Locals {
             memory::free(l as *mut u8);
         }
     }
-}
-
-// --- a remote rank -----------------------------------------------------------
-
-/// A remote rank's way to its world's hub: idle connections, reused.
-pub(crate) struct Link {
-    hub: SocketAddrV4,
-    idle: Mutex<Vec<(TcpStream, BufReader<TcpStream>)>>,
-}
-
-/// What makes a handle remote: the link and its group on the hub.
-pub(crate) struct Remote {
-    pub(crate) link: Arc<Link>,
-    pub(crate) group: u64,
-}
-
-impl Link {
-    pub(crate) fn new(hub: SocketAddrV4) -> Arc<Link> {
-        Arc::new(Link {
-            hub,
-            idle: Mutex::new(Vec::new()),
-        })
-    }
-
-    /// Sends `request` and waits for the answer (at most `wait`, `None`: no limit).
-    fn call(&self, request: &Request, wait: Option<Duration>) -> Result<Response, String> {
-        let taken = lock(&self.idle).pop();
-        let (mut writer, mut reader) = if let Some(c) = taken {
-            c
-        } else {
-            let s = TcpStream::connect(self.hub).map_err(|e| format!("connect to the hub at {}: {e}", self.hub))?;
-            let _ = s.set_nodelay(true);
-            let r = s.try_clone().map_err(|e| e.to_string())?;
-            (s, BufReader::new(r))
-        };
-        reader.get_ref().set_read_timeout(wait).map_err(|e| e.to_string())?;
-        send_frame(&mut writer, request)?;
-        let response = read_frame(&mut reader).map_err(|e| format!("the hub at {}: {e}", self.hub))?;
-        lock(&self.idle).push((writer, reader));
-        Ok(response)
-    }
-
-    /// Joins world `world` as `rank` of `size` through the hub: the group handle.
-    pub(crate) fn join(&self, world: u64, size: u32, rank: u32, timeout: Duration) -> Result<u64, JoinError> {
-        let request = Request::Join {
-            world,
-            size,
-            rank,
-            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-        };
-        match self.call(&request, timeout.checked_add(Duration::from_secs(10))) {
-            Ok(Response::Group(g)) => Ok(g),
-            Ok(Response::JoinFailed { timeout: true, message }) => Err(JoinError::Timeout(message)),
-            Ok(Response::JoinFailed { message, .. } | Response::Failed { message, .. }) => {
-                Err(JoinError::Para(message))
-            }
-            Ok(Response::Done(_)) => Err(JoinError::Para("hub: unexpected answer to a join".into())),
-            Err(message) => Err(JoinError::Timeout(format!("HcclCommInitRootInfo: {message}"))),
-        }
-    }
-
-    /// The hub group of sub-communicator `id` over `ids`, made by `world_rank` of `group`.
-    pub(crate) fn sub(&self, group: u64, world_rank: usize, id: u64, ids: &[u32]) -> Result<u64, String> {
-        let request = Request::Sub {
-            group,
-            world_rank,
-            id,
-            ids: ids.to_vec(),
-        };
-        match self.call(&request, Some(Duration::from_secs(60)))? {
-            Response::Group(g) => Ok(g),
-            Response::Failed { message, .. } | Response::JoinFailed { message, .. } => Err(message),
-            Response::Done(_) => Err("hub: unexpected answer to a sub-communicator".into()),
-        }
-    }
-}
-
-impl Remote {
-    fn who(&self, h: &CommHandle) -> Who {
-        Who {
-            group: self.group,
-            rank: h.rank,
-            device: h.device,
-            timeout_ms: h.exec_timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-        }
-    }
-
-    /// Runs `request` on the hub and writes back what it wrote.
-    fn run(&self, h: &CommHandle, symbol: &str, request: &Request) -> Result<(), AsyncError> {
-        let wait = h.exec_timeout.and_then(|t| t.checked_add(Duration::from_secs(10)));
-        match self.link.call(request, wait) {
-            Ok(Response::Done(written)) => memory::write_all(&written).map_err(|m| crate::codes::failed(symbol, &m)),
-            Ok(Response::Failed { code, message }) => Err(AsyncError {
-                code: aclError(code),
-                message,
-            }),
-            Ok(_) => Err(crate::codes::failed(symbol, "hub: unexpected answer")),
-            Err(message) => Err(crate::codes::failed(symbol, &message)),
-        }
-    }
-
-    /// Runs collective `d` of `h`, whose device ranges are `used`, on the hub.
-    pub(crate) fn collective(&self, h: &CommHandle, d: &Desc, used: &[(usize, usize)]) -> Result<(), AsyncError> {
-        let symbol = d.kind.symbol();
-        let ranges = read_ranges(used).map_err(|m| crate::codes::failed(symbol, &m))?;
-        let request = Request::Collective {
-            who: self.who(h),
-            desc: WireDesc(d.clone()),
-            ranges,
-        };
-        self.run(h, symbol, &request)
-    }
-
-    /// Runs the sends and receives `items` of `h` on the hub.
-    pub(crate) fn point_to_point(
-        &self,
-        h: &CommHandle,
-        symbol: &str,
-        items: &[Item],
-        used: &[(usize, usize)],
-    ) -> Result<(), AsyncError> {
-        let ranges = read_ranges(used).map_err(|m| crate::codes::failed(symbol, &m))?;
-        let request = Request::PointToPoint {
-            who: self.who(h),
-            symbol: symbol.to_owned(),
-            items: items.iter().copied().map(WireItem).collect(),
-            ranges,
-        };
-        self.run(h, symbol, &request)
-    }
-}
-
-fn read_ranges(used: &[(usize, usize)]) -> Result<Vec<(usize, Vec<u8>)>, String> {
-    used.iter().map(|&(a, n)| memory::read(a, n).map(|b| (a, b))).collect()
 }
 
 #[cfg(test)]
