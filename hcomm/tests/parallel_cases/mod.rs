@@ -36,6 +36,25 @@ fn expect_precondition(e: &Error, words: &[&str]) {
     }
 }
 
+/// A shape disagreement: on a backend that compares collective headers
+/// (host), the header's mismatch (or, on a rank whose own arguments failed
+/// a check first, that precondition and the mismatch) naming both shapes;
+/// on the device backends, the shape exchange's precondition naming the
+/// dimension.
+fn expect_shape_error(comm: &Comm, e: &Error, device: &[&str], host: &[&str]) {
+    if comm.backend_name() != "host" {
+        return expect_precondition(e, device);
+    }
+    let message = match e {
+        Error::Mismatch { message } | Error::Precondition { message } => message,
+        other => panic!("expected a shape mismatch, got {other:?}"),
+    };
+    assert!(message.contains("array shape"), "{message}");
+    for w in host {
+        assert!(message.contains(w), "`{w}` missing from: {message}");
+    }
+}
+
 /// Every tensor-parallel op on 1-, 2- and 3-dimensional arrays along every
 /// dimension (positive and negative), against serial references.
 pub fn tensor_parallel(comm: &Comm) -> hcomm::Result<()> {
@@ -113,17 +132,28 @@ pub fn tensor_parallel(comm: &Comm) -> hcomm::Result<()> {
             &["dimension 1", &format!("length {}", 2 * w + 1)],
         );
         expect_precondition(&tp::split(comm, odd.view(), 1).unwrap_err(), &["dimension 1"]);
+        // A shape disagreement is a collective mismatch, which ends the
+        // group it happens on (as every mismatch does): each case runs on
+        // a group of its own.
+        let all: Vec<usize> = (0..w).collect();
+        let fresh = |case: &str| comm.subgroup(&format!("tp-shape-case-{case}"), &all);
         let uneven = local(r, &[2, if r == w - 1 { 5 } else { 4 }]);
-        let e = tp::all_gather(comm, uneven.view(), 0).unwrap_err();
-        expect_precondition(
+        let e = tp::all_gather(&fresh("gather")?, uneven.view(), 0).unwrap_err();
+        expect_shape_error(
+            comm,
             &e,
             &["dimension 1 differs", "rank 0 has 4", &format!("rank {} has 5", w - 1)],
+            &["[2, 4]", "[2, 5]"],
         );
-        let e = tp::all_reduce(comm, uneven.clone().view_mut()).unwrap_err();
-        expect_precondition(&e, &["dimension 1 differs"]);
+        let e = tp::all_reduce(&fresh("reduce")?, uneven.clone().view_mut()).unwrap_err();
+        expect_shape_error(comm, &e, &["dimension 1 differs"], &["[2, 4]", "[2, 5]"]);
+        // Equal element counts, different shapes: still an error.
+        let turned = local(r, if r == w - 1 { &[4, 2] } else { &[2, 4] });
+        let e = tp::all_reduce(&fresh("turned")?, &mut turned.clone()).unwrap_err();
+        expect_shape_error(comm, &e, &["dimension 0 differs"], &["[2, 4]", "[4, 2]"]);
         let ndims = if r == 0 { local(r, &[8]) } else { local(r, &[2, 4]) };
-        let e = tp::reduce_scatter(comm, ndims.view(), 0).unwrap_err();
-        expect_precondition(&e, &["number of dimensions"]);
+        let e = tp::reduce_scatter(&fresh("ndims")?, ndims.view(), 0).unwrap_err();
+        expect_shape_error(comm, &e, &["number of dimensions"], &["[8]", "[2, 4]"]);
     }
     // The group still works after the errors.
     let got = tp::all_gather(comm, local(r, &[1]).view(), 0)?;
