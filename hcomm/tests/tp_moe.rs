@@ -19,6 +19,20 @@ fn tensor_parallel_ops_match_serial_references() {
 }
 
 #[test]
+fn megatron_mappings_forward_and_backward_match_serial_references() {
+    for w in 1..=5 {
+        hcomm::host::run_with(w, &options(), parallel_cases::megatron_mappings).unwrap();
+    }
+}
+
+#[test]
+fn avg_and_operators_in_tp_all_reduce_match_serial_references() {
+    for w in 1..=5 {
+        hcomm::host::run_with(w, &options(), parallel_cases::averages).unwrap();
+    }
+}
+
+#[test]
 fn moe_dispatch_and_combine_match_a_dense_reference() {
     for w in 1..=4 {
         hcomm::host::run_with(w, &options(), parallel_cases::expert_parallel).unwrap();

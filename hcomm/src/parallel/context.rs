@@ -36,6 +36,8 @@ pub struct Context {
     pp: Comm,
     dp: Comm,
     ep: Comm,
+    cp: Comm,
+    dp_cp: Comm,
 }
 
 impl Context {
@@ -73,7 +75,7 @@ impl Context {
         }
         config.validate(comm.world())?;
         let rank = comm.rank();
-        let [tp, pp, dp, ep] = config.groups(rank);
+        let [tp, pp, dp, ep, cp, dp_cp] = config.groups(rank);
         Ok(Context {
             world: comm.clone(),
             config,
@@ -82,6 +84,8 @@ impl Context {
             pp: comm.subgroup("hcomm.parallel.pp", &pp)?,
             dp: comm.subgroup("hcomm.parallel.dp", &dp)?,
             ep: comm.subgroup("hcomm.parallel.ep", &ep)?,
+            cp: comm.subgroup("hcomm.parallel.cp", &cp)?,
+            dp_cp: comm.subgroup("hcomm.parallel.dp_cp", &dp_cp)?,
         })
     }
 
@@ -105,7 +109,21 @@ impl Context {
         &self.ep
     }
 
-    /// The communicator the context was built from.
+    /// The context-parallel group: the ranks that split one sequence
+    /// (Megatron-LM's `get_context_parallel_group`).
+    pub fn cp(&self) -> &Comm {
+        &self.cp
+    }
+
+    /// The data- and context-parallel ranks together, ordered by rank
+    /// (Megatron-LM's `get_data_parallel_group(with_context_parallel=True)`):
+    /// where gradients are summed or averaged when `cp > 1`.
+    pub fn dp_cp(&self) -> &Comm {
+        &self.dp_cp
+    }
+
+    /// The communicator the context was built from (a [`Comm`]; its number
+    /// of ranks is `ctx.world().world()`, also [`Context::world_size`]).
     pub fn world(&self) -> &Comm {
         &self.world
     }
@@ -139,12 +157,71 @@ impl Context {
     pub fn dp_index(&self) -> usize {
         self.coords.dp
     }
+
+    /// This rank's index on the context-parallel axis.
+    pub fn cp_index(&self) -> usize {
+        self.coords.cp
+    }
+
+    /// The number of ranks of the communicator the context was built from.
+    pub fn world_size(&self) -> usize {
+        self.world.world()
+    }
+
+    /// Model chunks per pipeline rank ([`ParallelConfig::vpp`]).
+    pub fn virtual_stages(&self) -> usize {
+        self.config.vpp
+    }
+
+    /// The virtual pipeline stage of this rank's model chunk `chunk`, as
+    /// Megatron-LM's interleaved schedule numbers them: chunk `v` of
+    /// pipeline rank `p` is stage `v * pp + p` of `pp * vpp`.
+    pub fn virtual_stage(&self, chunk: usize) -> Result<usize> {
+        self.check_chunk(chunk)?;
+        Ok(chunk * self.config.pp + self.coords.pp)
+    }
+
+    /// Whether `chunk` of this rank is the model's first virtual stage.
+    pub fn is_first_virtual_stage(&self, chunk: usize) -> Result<bool> {
+        Ok(self.virtual_stage(chunk)? == 0)
+    }
+
+    /// Whether `chunk` of this rank is the model's last virtual stage.
+    pub fn is_last_virtual_stage(&self, chunk: usize) -> Result<bool> {
+        Ok(self.virtual_stage(chunk)? + 1 == self.config.pp * self.config.vpp)
+    }
+
+    /// The layers of `chunk` of this rank when the model's `layers` layers
+    /// are split evenly over the `pp * vpp` virtual stages in order (as
+    /// Megatron-LM splits them). `layers` must divide by `pp * vpp`.
+    pub fn chunk_layers(&self, layers: usize, chunk: usize) -> Result<std::ops::Range<usize>> {
+        let stages = self.config.pp * self.config.vpp;
+        if !layers.is_multiple_of(stages) {
+            return Err(Error::precondition(format!(
+                "parallel layout: {layers} layers do not split evenly over pp {} × vpp {} = {stages} virtual stages",
+                self.config.pp, self.config.vpp
+            )));
+        }
+        let per = layers / stages;
+        let first = self.virtual_stage(chunk)? * per;
+        Ok(first..first + per)
+    }
+
+    fn check_chunk(&self, chunk: usize) -> Result<()> {
+        if chunk < self.config.vpp {
+            return Ok(());
+        }
+        Err(Error::precondition(format!(
+            "parallel layout: model chunk {chunk} is out of range; each pipeline rank holds vpp = {} chunks",
+            self.config.vpp
+        )))
+    }
 }
 
 fn describe(words: &[u64]) -> String {
     let order = if words[4] == 0 { "TpDpPp" } else { "TpPpDp" };
     format!(
-        "tp {} pp {} dp {} ep {} order {order}",
-        words[0], words[1], words[2], words[3]
+        "tp {} pp {} dp {} ep {} cp {} vpp {} order {order}",
+        words[0], words[1], words[2], words[3], words[5], words[6]
     )
 }
