@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use hcomm::parallel::{Context, Order, ParallelConfig};
+use hcomm::parallel::{Context, Order, ParallelConfig, ParallelExtras};
 use hcomm::{CommOptions, Error};
 
 fn options() -> CommOptions {
@@ -252,13 +252,13 @@ fn disagreeing_layouts_fail_on_every_rank() {
 fn context_parallel_groups_and_virtual_stages_follow_megatron_lm() {
     let config = ParallelConfig {
         tp: 2,
-        cp: 2,
         dp: 2,
-        vpp: 3,
         ..Default::default()
     };
+    let extras = ParallelExtras { cp: 2, vpp: 3 };
     let got = hcomm::host::run_with(8, &options(), |comm| {
-        let ctx = Context::init(comm, config)?;
+        let ctx = Context::init_with(comm, config, extras)?;
+        assert_eq!(ctx.extras(), extras);
         let members = |g: &hcomm::Comm| -> hcomm::Result<Vec<usize>> {
             let mut all = vec![0u64; g.world()];
             g.all_gather(&[comm.rank() as u64], &mut all)?;
@@ -299,11 +299,10 @@ fn context_parallel_groups_and_virtual_stages_follow_megatron_lm() {
 fn virtual_pipeline_stages_interleave_and_refuse_bad_chunks() {
     let config = ParallelConfig {
         pp: 2,
-        vpp: 2,
         ..Default::default()
     };
     let got = hcomm::host::run_with(2, &options(), |comm| {
-        let ctx = Context::init(comm, config)?;
+        let ctx = Context::init_with(comm, config, ParallelExtras { cp: 1, vpp: 2 })?;
         let stage = ctx.stage();
         let first = (ctx.is_first_virtual_stage(0)?, ctx.is_first_virtual_stage(1)?);
         let last = (ctx.is_last_virtual_stage(0)?, ctx.is_last_virtual_stage(1)?);

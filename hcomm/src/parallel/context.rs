@@ -1,7 +1,7 @@
 //! The parallel context: one rank's tensor-, pipeline-, data- and
 //! expert-parallel communicators.
 
-use super::layout::{Coords, ParallelConfig};
+use super::layout::{Coords, Layout, ParallelConfig, ParallelExtras};
 use crate::collective::Exchange;
 use crate::comm::Comm;
 use crate::error::{Error, Result};
@@ -31,6 +31,7 @@ use crate::error::{Error, Result};
 pub struct Context {
     world: Comm,
     config: ParallelConfig,
+    layout: Layout,
     coords: Coords,
     tp: Comm,
     pp: Comm,
@@ -49,10 +50,21 @@ impl Context {
     /// `tp * pp * dp` is not the communicator's size, or `ep` does not
     /// divide `dp`.
     pub fn init(comm: &Comm, config: ParallelConfig) -> Result<Context> {
-        comm.call("parallel::Context::init", || Context::init_now(comm, config))
+        Context::init_with(comm, config, ParallelExtras::default())
     }
 
-    fn init_now(comm: &Comm, config: ParallelConfig) -> Result<Context> {
+    /// [`Context::init`] with context-parallel groups and virtual pipeline
+    /// stages ([`ParallelExtras`]): the tensor-parallel index varies
+    /// fastest, then the context-parallel one, then the others as `config`'s
+    /// order says (Megatron-LM's `tp-cp-ep-dp-pp`), and `tp * cp * pp * dp`
+    /// must be the communicator's size.
+    pub fn init_with(comm: &Comm, config: ParallelConfig, extras: ParallelExtras) -> Result<Context> {
+        comm.call("parallel::Context::init", || {
+            Context::init_now(comm, config, Layout::new(config, extras))
+        })
+    }
+
+    fn init_now(comm: &Comm, config: ParallelConfig, layout: Layout) -> Result<Context> {
         let span = tracing::debug_span!(
             "parallel_context",
             comm.rank = comm.rank(),
@@ -62,7 +74,7 @@ impl Context {
             ep = config.ep
         );
         let _e = span.enter();
-        let mine = config.words();
+        let mine = layout.words();
         let mut all = vec![0u64; mine.len() * comm.world()];
         comm.exchange(Exchange::ParallelLayout, &mine, &mut all)?;
         let configs: Vec<&[u64]> = all.chunks(mine.len()).collect();
@@ -73,13 +85,14 @@ impl Context {
                 describe(configs[other])
             )));
         }
-        config.validate(comm.world())?;
+        layout.validate(comm.world())?;
         let rank = comm.rank();
-        let [tp, pp, dp, ep, cp, dp_cp] = config.groups(rank);
+        let [tp, pp, dp, ep, cp, dp_cp] = layout.groups(rank);
         Ok(Context {
             world: comm.clone(),
             config,
-            coords: config.coords(rank),
+            layout,
+            coords: layout.coords(rank),
             tp: comm.subgroup("hcomm.parallel.tp", &tp)?,
             pp: comm.subgroup("hcomm.parallel.pp", &pp)?,
             dp: comm.subgroup("hcomm.parallel.dp", &dp)?,
@@ -133,6 +146,14 @@ impl Context {
         self.config
     }
 
+    /// The context-parallel size and virtual stages.
+    pub fn extras(&self) -> ParallelExtras {
+        ParallelExtras {
+            cp: self.layout.cp,
+            vpp: self.layout.vpp,
+        }
+    }
+
     /// This rank's pipeline stage.
     pub fn stage(&self) -> usize {
         self.coords.pp
@@ -170,7 +191,7 @@ impl Context {
 
     /// Model chunks per pipeline rank ([`ParallelConfig::vpp`]).
     pub fn virtual_stages(&self) -> usize {
-        self.config.vpp
+        self.layout.vpp
     }
 
     /// The virtual pipeline stage of this rank's model chunk `chunk`, as
@@ -188,18 +209,18 @@ impl Context {
 
     /// Whether `chunk` of this rank is the model's last virtual stage.
     pub fn is_last_virtual_stage(&self, chunk: usize) -> Result<bool> {
-        Ok(self.virtual_stage(chunk)? + 1 == self.config.pp * self.config.vpp)
+        Ok(self.virtual_stage(chunk)? + 1 == self.config.pp * self.layout.vpp)
     }
 
     /// The layers of `chunk` of this rank when the model's `layers` layers
     /// are split evenly over the `pp * vpp` virtual stages in order (as
     /// Megatron-LM splits them). `layers` must divide by `pp * vpp`.
     pub fn chunk_layers(&self, layers: usize, chunk: usize) -> Result<std::ops::Range<usize>> {
-        let stages = self.config.pp * self.config.vpp;
+        let stages = self.config.pp * self.layout.vpp;
         if !layers.is_multiple_of(stages) {
             return Err(Error::precondition(format!(
                 "parallel layout: {layers} layers do not split evenly over pp {} × vpp {} = {stages} virtual stages",
-                self.config.pp, self.config.vpp
+                self.config.pp, self.layout.vpp
             )));
         }
         let per = layers / stages;
@@ -208,12 +229,12 @@ impl Context {
     }
 
     fn check_chunk(&self, chunk: usize) -> Result<()> {
-        if chunk < self.config.vpp {
+        if chunk < self.layout.vpp {
             return Ok(());
         }
         Err(Error::precondition(format!(
             "parallel layout: model chunk {chunk} is out of range; each pipeline rank holds vpp = {} chunks",
-            self.config.vpp
+            self.layout.vpp
         )))
     }
 }

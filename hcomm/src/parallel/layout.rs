@@ -31,6 +31,13 @@ pub struct ParallelConfig {
     pub ep: usize,
     /// How the axes nest.
     pub order: Order,
+}
+
+/// The axes beyond [`ParallelConfig`]'s, for
+/// [`Context::init_with`](super::Context::init_with): context parallelism
+/// and virtual pipeline stages. `Default` is 1 and 1 (neither).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ParallelExtras {
     /// Context-parallel size: the ranks that split one sequence (Megatron-LM's
     /// `context_parallel_size`); `tp * cp * pp * dp` is the world.
     pub cp: usize,
@@ -38,6 +45,24 @@ pub struct ParallelConfig {
     /// interleaved schedule (`virtual_pipeline_model_parallel_size`); 1: no
     /// interleaving. Uses no group of its own.
     pub vpp: usize,
+}
+
+impl Default for ParallelExtras {
+    fn default() -> Self {
+        ParallelExtras { cp: 1, vpp: 1 }
+    }
+}
+
+/// A configuration and its extras: the whole layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Layout {
+    pub(super) tp: usize,
+    pub(super) pp: usize,
+    pub(super) dp: usize,
+    pub(super) ep: usize,
+    pub(super) order: Order,
+    pub(super) cp: usize,
+    pub(super) vpp: usize,
 }
 
 impl Default for ParallelConfig {
@@ -48,8 +73,6 @@ impl Default for ParallelConfig {
             dp: 1,
             ep: 1,
             order: Order::TpDpPp,
-            cp: 1,
-            vpp: 1,
         }
     }
 }
@@ -63,7 +86,19 @@ pub(super) struct Coords {
     pub(super) dp: usize,
 }
 
-impl ParallelConfig {
+impl Layout {
+    pub(super) fn new(c: ParallelConfig, x: ParallelExtras) -> Layout {
+        Layout {
+            tp: c.tp,
+            pp: c.pp,
+            dp: c.dp,
+            ep: c.ep,
+            order: c.order,
+            cp: x.cp,
+            vpp: x.vpp,
+        }
+    }
+
     /// The configuration as words, for comparing it across ranks.
     pub(super) fn words(&self) -> [u64; 7] {
         let order = match self.order {
@@ -83,7 +118,7 @@ impl ParallelConfig {
 
     /// Whether the configuration fits a communicator of `world` ranks.
     pub(super) fn validate(&self, world: usize) -> Result<()> {
-        let ParallelConfig {
+        let Layout {
             tp,
             pp,
             dp,
@@ -172,13 +207,13 @@ impl ParallelConfig {
 
 #[cfg(test)]
 mod tests {
-    use super::{Order, ParallelConfig};
+    use super::{Layout, Order, ParallelConfig, ParallelExtras};
 
     /// Every group of every rank, as Megatron-LM's rank generator lays them
     /// out (`tp-cp-ep-dp-pp`), written out by hand for a few configurations.
     #[test]
     fn groups_follow_megatron_lm_with_context_parallelism() {
-        let groups = |cfg: ParallelConfig, which: usize| -> Vec<Vec<usize>> {
+        let groups = |cfg: Layout, which: usize| -> Vec<Vec<usize>> {
             let world = cfg.tp * cfg.cp * cfg.pp * cfg.dp;
             let mut all: Vec<Vec<usize>> = (0..world).map(|r| cfg.groups(r)[which].clone()).collect();
             all.sort();
@@ -230,15 +265,16 @@ mod tests {
     #[test]
     fn coordinates_and_ranks_are_inverse() {
         for order in [Order::TpDpPp, Order::TpPpDp] {
-            let cfg = ParallelConfig {
-                tp: 2,
-                pp: 3,
-                dp: 4,
-                ep: 2,
-                order,
-                cp: 2,
-                vpp: 1,
-            };
+            let cfg = Layout::new(
+                ParallelConfig {
+                    tp: 2,
+                    pp: 3,
+                    dp: 4,
+                    ep: 2,
+                    order,
+                },
+                ParallelExtras { cp: 2, vpp: 1 },
+            );
             for rank in 0..48 {
                 assert_eq!(cfg.rank_of(cfg.coords(rank)), rank);
             }

@@ -21,4 +21,4 @@ mod layout;
 
 pub(crate) use agree::{all_ok, same_shape};
 pub use context::Context;
-pub use layout::{Order, ParallelConfig};
+pub use layout::{Order, ParallelConfig, ParallelExtras};

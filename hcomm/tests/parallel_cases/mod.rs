@@ -425,7 +425,7 @@ pub fn megatron_mappings(comm: &Comm) -> hcomm::Result<()> {
             .to_owned()
     };
     let concat = |parts: &[Array<f64, IxDyn>], axis: usize| {
-        let views: Vec<_> = parts.iter().map(Array::view).collect();
+        let views: Vec<_> = parts.iter().map(|p| p.view()).collect();
         concatenate(Axis(axis), &views).unwrap()
     };
     let every = |f: &dyn Fn(usize) -> Array<f64, IxDyn>| (0..w).map(f).collect::<Vec<_>>();
