@@ -60,6 +60,10 @@ pub fn to_candle(e: hcomm::Error) -> candle_core::Error {
 }
 
 /// A candle error as an hcomm error, for closures run by `hcomm::host::run`.
+#[allow(
+    clippy::needless_pass_by_value,
+    reason = "called as `map_err(to_hcomm)`, which passes the error by value"
+)]
 pub fn to_hcomm(e: candle_core::Error) -> hcomm::Error {
     hcomm::Error::Precondition {
         message: format!("candle: {e}"),

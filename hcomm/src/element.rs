@@ -278,7 +278,9 @@ macro_rules! integer_element {
                 // element type and every rank count, so no `n` overflows
                 // the type; the quotient's magnitude is at most the value's.
                 let n = n.max(1) as i128;
-                dst.iter_mut().for_each(|d| *d = (i128::from(*d) / n) as $t);
+                for d in dst.iter_mut() {
+                    *d = (i128::from(*d) / n) as $t;
+                }
             }
         }
     )*};
@@ -319,7 +321,9 @@ macro_rules! float_element {
             }
             fn divide(dst: &mut [Self], n: usize) {
                 let n = n.max(1) as $t;
-                dst.iter_mut().for_each(|d| *d /= n);
+                for d in dst.iter_mut() {
+                    *d /= n;
+                }
             }
         }
     )*};
@@ -341,7 +345,9 @@ macro_rules! half_element {
             }
             fn divide(dst: &mut [Self], n: usize) {
                 let n = n.max(1) as f32;
-                dst.iter_mut().for_each(|d| *d = <$t>::from_f32(d.to_f32() / n));
+                for d in dst.iter_mut() {
+                    *d = <$t>::from_f32(d.to_f32() / n);
+                }
             }
         }
     )*};

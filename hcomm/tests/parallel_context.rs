@@ -309,13 +309,13 @@ fn virtual_pipeline_stages_interleave_and_refuse_bad_chunks() {
         let layers = (ctx.chunk_layers(8, 0)?, ctx.chunk_layers(8, 1)?);
         match ctx.virtual_stage(2) {
             Err(Error::Precondition { message }) => {
-                assert!(message.contains("model chunk 2 is out of range"), "{message}")
+                assert!(message.contains("model chunk 2 is out of range"), "{message}");
             }
             other => panic!("expected a precondition error, got {other:?}"),
         }
         match ctx.chunk_layers(6, 0) {
             Err(Error::Precondition { message }) => {
-                assert!(message.contains("6 layers do not split evenly"), "{message}")
+                assert!(message.contains("6 layers do not split evenly"), "{message}");
             }
             other => panic!("expected a precondition error, got {other:?}"),
         }

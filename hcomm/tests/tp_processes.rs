@@ -63,7 +63,7 @@ fn tensor_parallel_cases_hold_on_four_processes() {
     let port = free_port();
     let mut ranks: Vec<Child> = (0..WORLD).map(|r| spawn_rank(r, port)).collect();
     let start = Instant::now();
-    let mut status = vec![None; WORLD];
+    let mut status = [None; WORLD];
     while status.iter().any(Option::is_none) && start.elapsed() < WATCHDOG {
         for (r, child) in ranks.iter_mut().enumerate() {
             if status[r].is_none() {

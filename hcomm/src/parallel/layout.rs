@@ -222,34 +222,31 @@ mod tests {
         };
         let (tp, pp, dp, cp, dp_cp) = (0, 1, 2, 4, 5);
         // tp 2, cp 2, pp 2 on 8 ranks
-        let a = ParallelConfig {
-            tp: 2,
-            cp: 2,
-            pp: 2,
-            ..ParallelConfig::default()
+        // (tp, cp, pp, dp)
+        let layout = |tp, cp, pp, dp| {
+            Layout::new(
+                ParallelConfig {
+                    tp,
+                    pp,
+                    dp,
+                    ..ParallelConfig::default()
+                },
+                ParallelExtras { cp, vpp: 1 },
+            )
         };
+        let a = layout(2, 2, 2, 1);
         assert_eq!(groups(a, tp), [[0, 1], [2, 3], [4, 5], [6, 7]]);
         assert_eq!(groups(a, cp), [[0, 2], [1, 3], [4, 6], [5, 7]]);
         assert_eq!(groups(a, pp), [[0, 4], [1, 5], [2, 6], [3, 7]]);
         assert_eq!(groups(a, dp), [[0], [1], [2], [3], [4], [5], [6], [7]]);
         assert_eq!(groups(a, dp_cp), [[0, 2], [1, 3], [4, 6], [5, 7]]);
         // tp 2, cp 2, dp 2 on 8 ranks
-        let b = ParallelConfig {
-            tp: 2,
-            cp: 2,
-            dp: 2,
-            ..ParallelConfig::default()
-        };
+        let b = layout(2, 2, 1, 2);
         assert_eq!(groups(b, cp), [[0, 2], [1, 3], [4, 6], [5, 7]]);
         assert_eq!(groups(b, dp), [[0, 4], [1, 5], [2, 6], [3, 7]]);
         assert_eq!(groups(b, dp_cp), [[0, 2, 4, 6], [1, 3, 5, 7]]);
         // tp 1, cp 4, dp 2, pp 2 on 16 ranks
-        let c = ParallelConfig {
-            cp: 4,
-            dp: 2,
-            pp: 2,
-            ..ParallelConfig::default()
-        };
+        let c = layout(1, 4, 2, 2);
         assert_eq!(
             groups(c, cp),
             [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15]]

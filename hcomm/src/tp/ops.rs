@@ -117,13 +117,11 @@ pub fn split<'a, T: Element, D: Dimension>(
 /// carries the shape in them (no message of its own); elsewhere `group`,
 /// after an exchange that compares shapes.
 fn agreeing(group: &Comm, what: &str, shape: &[usize]) -> Result<Comm> {
-    match group.shaped(shape) {
-        Some(shaped) => Ok(shaped),
-        None => {
-            same_shape(group, what, shape)?;
-            Ok(group.clone())
-        }
+    if let Some(shaped) = group.shaped(shape) {
+        return Ok(shaped);
     }
+    same_shape(group, what, shape)?;
+    Ok(group.clone())
 }
 
 /// `checked`, a check of this rank's arguments, as the call's result; when

@@ -430,13 +430,7 @@ pub fn megatron_mappings(comm: &Comm) -> hcomm::Result<()> {
     };
     let every = |f: &dyn Fn(usize) -> Array<f64, IxDyn>| (0..w).map(f).collect::<Vec<_>>();
     let last = 1;
-    let cases: [(
-        Mapping,
-        Array<f64, IxDyn>,
-        Array<f64, IxDyn>,
-        Array<f64, IxDyn>,
-        Array<f64, IxDyn>,
-    ); 7] = [
+    let cases: [Case; 7] = [
         // (mapping, forward input, forward reference, backward input, backward reference)
         (
             Mapping::CopyToTensorModelParallelRegion,
@@ -515,6 +509,16 @@ pub fn megatron_mappings(comm: &Comm) -> hcomm::Result<()> {
     );
     Ok(())
 }
+
+/// A mapping, its forward input and reference, its backward input and
+/// reference.
+type Case = (
+    hcomm::tp::Mapping,
+    Array<f64, IxDyn>,
+    Array<f64, IxDyn>,
+    Array<f64, IxDyn>,
+    Array<f64, IxDyn>,
+);
 
 /// Slice `q` of `w` equal slices of `a` along `axis`.
 fn slice_of(a: &Array<f64, IxDyn>, axis: usize, q: usize, w: usize) -> Array<f64, IxDyn> {
