@@ -10,7 +10,8 @@
 //! header every collective already compares across ranks, so agreeing
 //! costs no message of its own: a shape that differs fails the call on
 //! every rank with [`Error::Mismatch`](crate::Error::Mismatch) naming both
-//! shapes (on the device backends, whose libraries compare no headers, an
+//! shapes, which, like every collective mismatch, ends the group (on the
+//! device backends, whose libraries compare no headers, an
 //! exchange before the call finds it: [`Error::Precondition`](crate::Error::Precondition)
 //! naming the dimension). A `dim` out of range or a length along `dim`
 //! that the group size does not divide is an `Error::Precondition` naming
