@@ -58,20 +58,25 @@ fn tp_all_reduce_overhead() {
     for (rows, cols) in [(4, 8), (64, 256)] {
         let times = hcomm::host::run_with(4, &options(), |comm| {
             let mut x = Array2::<f32>::ones((rows, cols));
-            let n = 20_000 / (rows * cols / 32).max(1);
+            let n = 2_000 / (rows * cols / 32).max(1);
             for _ in 0..100 {
                 hcomm::tp::all_reduce(comm, &mut x)?;
             }
-            let t = Instant::now();
-            for _ in 0..n {
-                comm.all_reduce_in_place(&mut x, hcomm::ReduceOp::Sum)?;
+            // Rounds alternate the two, and the fastest round of each
+            // counts: on a shared machine the slow rounds are other work.
+            let (mut raw, mut tp) = (Duration::MAX, Duration::MAX);
+            for _ in 0..10 {
+                let t = Instant::now();
+                for _ in 0..n {
+                    comm.all_reduce_in_place(&mut x, hcomm::ReduceOp::Sum)?;
+                }
+                raw = raw.min(t.elapsed() / n as u32);
+                let t = Instant::now();
+                for _ in 0..n {
+                    hcomm::tp::all_reduce(comm, &mut x)?;
+                }
+                tp = tp.min(t.elapsed() / n as u32);
             }
-            let raw = t.elapsed() / n as u32;
-            let t = Instant::now();
-            for _ in 0..n {
-                hcomm::tp::all_reduce(comm, &mut x)?;
-            }
-            let tp = t.elapsed() / n as u32;
             Ok((raw, tp))
         })
         .unwrap();
