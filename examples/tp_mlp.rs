@@ -47,7 +47,7 @@ fn main() {
         // The gathered hidden layer is the whole layer's.
         let whole = hcomm::tp::all_gather(ctx.tp(), hidden.view(), -1)?;
         let mut out = hidden.dot(&w2_part);
-        hcomm::tp::all_reduce(ctx.tp(), out.view_mut())?;
+        hcomm::tp::all_reduce(ctx.tp(), &mut out)?;
         Ok((whole, out))
     })
     .unwrap_or_else(|e| {

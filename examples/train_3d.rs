@@ -133,7 +133,7 @@ fn train(ctx: &Context) -> hcomm::Result<(Vec<f64>, Array2<f64>, Array2<f64>)> {
             pipe.recv_forward(&mut input)?;
         }
         let mut out = block.forward_partial(&input);
-        hcomm::tp::all_reduce(tp, out.view_mut())?;
+        hcomm::tp::all_reduce(tp, &mut out)?;
         let h = &input + &out;
         // Loss and the gradient of the block's output.
         let mut g = Array2::zeros((rows, HIDDEN));
@@ -156,7 +156,7 @@ fn train(ctx: &Context) -> hcomm::Result<(Vec<f64>, Array2<f64>, Array2<f64>)> {
                 dp.iall_reduce_in_place(s, &mut ga, ReduceOp::Sum)?,
                 dp.iall_reduce_in_place(s, &mut gb, ReduceOp::Sum)?,
             ];
-            hcomm::tp::all_reduce(tp, gx.view_mut())?;
+            hcomm::tp::all_reduce(tp, &mut gx)?;
             if !pipe.is_first_stage() {
                 pipe.send_backward(&(&g + &gx))?;
             }

@@ -122,7 +122,7 @@ fn expand(item: &Item, front: &Front) -> TokenStream {
         let s = format_ident!("__s{}", i);
         let name = &p.name;
         if matches!(p.kind, ParamKind::Op) {
-            quote!(let #s: i64 = __hp::op_index(#name);)
+            quote!(let #s: i64 = __hp::op_index(#name)?;)
         } else {
             quote!(let #s: i64 = __hp::int(#name)?;)
         }

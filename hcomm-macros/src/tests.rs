@@ -144,7 +144,7 @@ fn operator_parameters() {
         &out,
         &[
             "op: ::hcomm::ReduceOp,",
-            "let __s0: i64 = __hp::op_index(op);",
+            "let __s0: i64 = __hp::op_index(op)?;",
             "__x.verify(&[__s0])?;",
             "::core::option::Option::Some(op)",
             "__x.all_reduce(__r, __r, op,",

@@ -13,11 +13,35 @@ pub enum ReduceOp {
     Max,
     /// Minimum.
     Min,
+    /// Mean: the sum over the ranks divided by their number, once, at the
+    /// end. The division rounds to nearest in the element type (floats; the
+    /// half types divide in `f32` and round once) and truncates toward zero
+    /// for integers, after the sum (which wraps, as [`ReduceOp::Sum`] does).
+    /// The host backend and HCCL (which has no mean) compute the sum with
+    /// the collective's algorithm and divide; NCCL 2.10 and later run its
+    /// own `ncclAvg`, which may round differently in its last bit.
+    Avg,
 }
 
 impl ReduceOp {
     /// Every operator, in a fixed order.
-    pub const ALL: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min];
+    pub const ALL: [ReduceOp; 5] = [
+        ReduceOp::Sum,
+        ReduceOp::Prod,
+        ReduceOp::Max,
+        ReduceOp::Min,
+        ReduceOp::Avg,
+    ];
+
+    /// The operator the pairwise kernels apply: [`ReduceOp::Sum`] for
+    /// [`ReduceOp::Avg`] (whose division comes once, at the end), else
+    /// the operator itself.
+    pub(crate) fn pairwise(self) -> ReduceOp {
+        match self {
+            ReduceOp::Avg => ReduceOp::Sum,
+            op => op,
+        }
+    }
 
     /// The operator's name as the schedule language writes it.
     pub fn name(self) -> &'static str {
@@ -26,6 +50,7 @@ impl ReduceOp {
             ReduceOp::Prod => "prod",
             ReduceOp::Max => "max",
             ReduceOp::Min => "min",
+            ReduceOp::Avg => "avg",
         }
     }
 }
@@ -143,6 +168,39 @@ impl DataType {
     }
 }
 
+impl DataType {
+    /// `dst[i] = dst[i] / n` for `count` elements of this type: the last
+    /// step of [`ReduceOp::Avg`].
+    ///
+    /// # Safety
+    ///
+    /// `dst` must be valid for reads and writes of `count` properly aligned
+    /// elements of this type.
+    pub(crate) unsafe fn divide_raw(self, dst: *mut u8, count: usize, n: usize) {
+        /// # Safety
+        /// As for `divide_raw`, with `T` the type named by the data type.
+        unsafe fn typed<T: Element>(dst: *mut u8, count: usize, n: usize) {
+            // SAFETY: the caller guarantees validity and alignment.
+            T::divide(unsafe { std::slice::from_raw_parts_mut(dst.cast::<T>(), count) }, n);
+        }
+        // SAFETY: forwarded from the caller; each arm names the matching type.
+        unsafe {
+            match self {
+                DataType::I8 => typed::<i8>(dst, count, n),
+                DataType::U8 => typed::<u8>(dst, count, n),
+                DataType::I32 => typed::<i32>(dst, count, n),
+                DataType::U32 => typed::<u32>(dst, count, n),
+                DataType::I64 => typed::<i64>(dst, count, n),
+                DataType::U64 => typed::<u64>(dst, count, n),
+                DataType::F16 => typed::<f16>(dst, count, n),
+                DataType::Bf16 => typed::<bf16>(dst, count, n),
+                DataType::F32 => typed::<f32>(dst, count, n),
+                DataType::F64 => typed::<f64>(dst, count, n),
+            }
+        }
+    }
+}
+
 impl std::fmt::Display for DataType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -177,6 +235,11 @@ pub trait Element: sealed::Sealed + Copy + Send + Sync + PartialEq + std::fmt::D
 
     /// `a op b` for one pair.
     fn combine(op: ReduceOp, a: Self, b: Self) -> Self;
+
+    /// `dst[i] = dst[i] / n`: the last step of [`ReduceOp::Avg`], rounded
+    /// as it documents. `n` is at least 1.
+    #[doc(hidden)]
+    fn divide(dst: &mut [Self], n: usize);
 }
 
 macro_rules! integer_element {
@@ -186,8 +249,8 @@ macro_rules! integer_element {
             const DTYPE: DataType = DataType::$d;
             const ZERO: Self = 0;
             fn reduce_into(op: ReduceOp, dst: &mut [Self], src: &[Self]) {
-                match op {
-                    ReduceOp::Sum => dst.iter_mut().zip(src).for_each(|(d, s)| *d = d.wrapping_add(*s)),
+                match op.pairwise() {
+                    ReduceOp::Sum | ReduceOp::Avg => dst.iter_mut().zip(src).for_each(|(d, s)| *d = d.wrapping_add(*s)),
                     ReduceOp::Prod => dst.iter_mut().zip(src).for_each(|(d, s)| *d = d.wrapping_mul(*s)),
                     ReduceOp::Max => dst.iter_mut().zip(src).for_each(|(d, s)| *d = (*d).max(*s)),
                     ReduceOp::Min => dst.iter_mut().zip(src).for_each(|(d, s)| *d = (*d).min(*s)),
@@ -195,19 +258,28 @@ macro_rules! integer_element {
             }
             fn reduce_pair(op: ReduceOp, dst: &mut [Self], a: &[Self], b: &[Self]) {
                 let pairs = dst.iter_mut().zip(a.iter().zip(b));
-                match op {
-                    ReduceOp::Sum => pairs.for_each(|(d, (x, y))| *d = x.wrapping_add(*y)),
+                match op.pairwise() {
+                    ReduceOp::Sum | ReduceOp::Avg => pairs.for_each(|(d, (x, y))| *d = x.wrapping_add(*y)),
                     ReduceOp::Prod => pairs.for_each(|(d, (x, y))| *d = x.wrapping_mul(*y)),
                     ReduceOp::Max => pairs.for_each(|(d, (x, y))| *d = (*x).max(*y)),
                     ReduceOp::Min => pairs.for_each(|(d, (x, y))| *d = (*x).min(*y)),
                 }
             }
             fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
-                match op {
-                    ReduceOp::Sum => a.wrapping_add(b),
+                match op.pairwise() {
+                    ReduceOp::Sum | ReduceOp::Avg => a.wrapping_add(b),
                     ReduceOp::Prod => a.wrapping_mul(b),
                     ReduceOp::Max => a.max(b),
                     ReduceOp::Min => a.min(b),
+                }
+            }
+            fn divide(dst: &mut [Self], n: usize) {
+                // Divide in i128, which holds every value of every integer
+                // element type and every rank count, so no `n` overflows
+                // the type; the quotient's magnitude is at most the value's.
+                let n = n.max(1) as i128;
+                for d in dst.iter_mut() {
+                    *d = (i128::from(*d) / n) as $t;
                 }
             }
         }
@@ -223,8 +295,8 @@ macro_rules! float_element {
             const DTYPE: DataType = DataType::$d;
             const ZERO: Self = 0.0;
             fn reduce_into(op: ReduceOp, dst: &mut [Self], src: &[Self]) {
-                match op {
-                    ReduceOp::Sum => dst.iter_mut().zip(src).for_each(|(d, s)| *d += *s),
+                match op.pairwise() {
+                    ReduceOp::Sum | ReduceOp::Avg => dst.iter_mut().zip(src).for_each(|(d, s)| *d += *s),
                     ReduceOp::Prod => dst.iter_mut().zip(src).for_each(|(d, s)| *d *= *s),
                     ReduceOp::Max => dst.iter_mut().zip(src).for_each(|(d, s)| *d = d.max(*s)),
                     ReduceOp::Min => dst.iter_mut().zip(src).for_each(|(d, s)| *d = d.min(*s)),
@@ -232,19 +304,25 @@ macro_rules! float_element {
             }
             fn reduce_pair(op: ReduceOp, dst: &mut [Self], a: &[Self], b: &[Self]) {
                 let pairs = dst.iter_mut().zip(a.iter().zip(b));
-                match op {
-                    ReduceOp::Sum => pairs.for_each(|(d, (x, y))| *d = *x + *y),
+                match op.pairwise() {
+                    ReduceOp::Sum | ReduceOp::Avg => pairs.for_each(|(d, (x, y))| *d = *x + *y),
                     ReduceOp::Prod => pairs.for_each(|(d, (x, y))| *d = *x * *y),
                     ReduceOp::Max => pairs.for_each(|(d, (x, y))| *d = x.max(*y)),
                     ReduceOp::Min => pairs.for_each(|(d, (x, y))| *d = x.min(*y)),
                 }
             }
             fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
-                match op {
-                    ReduceOp::Sum => a + b,
+                match op.pairwise() {
+                    ReduceOp::Sum | ReduceOp::Avg => a + b,
                     ReduceOp::Prod => a * b,
                     ReduceOp::Max => a.max(b),
                     ReduceOp::Min => a.min(b),
+                }
+            }
+            fn divide(dst: &mut [Self], n: usize) {
+                let n = n.max(1) as $t;
+                for d in dst.iter_mut() {
+                    *d /= n;
                 }
             }
         }
@@ -264,6 +342,12 @@ macro_rules! half_element {
             }
             fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
                 <$t>::from_f32(f32::combine(op, a.to_f32(), b.to_f32()))
+            }
+            fn divide(dst: &mut [Self], n: usize) {
+                let n = n.max(1) as f32;
+                for d in dst.iter_mut() {
+                    *d = <$t>::from_f32(d.to_f32() / n);
+                }
             }
         }
     )*};
@@ -345,6 +429,32 @@ mod tests {
         check::<u32>(&[u32::MAX, 3], &[2, 7]);
         check::<i32>(&[i32::MIN, 3], &[-1, 7]);
         check::<u64>(&[u64::MAX, 3], &[2, 7]);
+    }
+
+    /// The mean's last step: floats divide once and round to nearest,
+    /// integers truncate toward zero, and no integer sum near the type's
+    /// end overflows when divided.
+    #[test]
+    fn avg_divides_once_rounding_as_documented() {
+        let mut f = [7.0f32, -7.0, 1.0];
+        f32::divide(&mut f, 3);
+        assert_eq!(f, [7.0f32 / 3.0, -7.0f32 / 3.0, 1.0f32 / 3.0]);
+        let mut i = [7i32, -7, i32::MIN];
+        i32::divide(&mut i, 2);
+        assert_eq!(i, [3, -3, i32::MIN / 2]);
+        let mut u = [u8::MAX];
+        u8::divide(&mut u, 300);
+        assert_eq!(u, [0]);
+        let mut h = [f16::from_f32(3.0)];
+        f16::divide(&mut h, 4);
+        assert_eq!(h, [f16::from_f32(0.75)]);
+        let mut s = [1.0f64, 2.0];
+        f64::reduce_into(ReduceOp::Avg, &mut s, &[3.0, 4.0]);
+        assert_eq!(s, [4.0, 6.0], "avg accumulates as a sum");
+        let mut d = [9i64, -9];
+        // SAFETY: two aligned i64.
+        unsafe { DataType::I64.divide_raw(d.as_mut_ptr().cast(), 2, 4) };
+        assert_eq!(d, [2, -2]);
     }
 
     #[test]

@@ -95,6 +95,52 @@ pub(crate) struct CollHeader {
     /// the agreement, so a user's collective never matches an exchange
     /// that another rank runs inside a library call.
     pub(crate) exchange: Option<Exchange>,
+    /// The array shape a `tp` call passes (`None` for plain collectives):
+    /// compared with the rest of the header, so shapes that disagree fail
+    /// the call on every rank without a message of its own.
+    pub(crate) shape: Option<ShapeNote>,
+}
+
+/// An array shape in a [`CollHeader`]: the first [`ShapeNote::SHOWN`]
+/// dimensions in the clear (for the error message), and a digest of all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct ShapeNote {
+    ndim: u32,
+    dims: [u64; ShapeNote::SHOWN],
+    digest: u64,
+}
+
+impl ShapeNote {
+    /// How many dimensions travel in the clear.
+    const SHOWN: usize = 6;
+
+    pub(crate) fn new(shape: &[usize]) -> ShapeNote {
+        use std::hash::Hasher;
+        let mut dims = [0u64; ShapeNote::SHOWN];
+        for (slot, &d) in dims.iter_mut().zip(shape) {
+            *slot = d as u64;
+        }
+        let mut h = crate::fnv::Fnv::default();
+        for &d in shape {
+            h.write_usize(d);
+        }
+        ShapeNote {
+            ndim: shape.len() as u32,
+            dims,
+            digest: h.finish(),
+        }
+    }
+}
+
+impl std::fmt::Display for ShapeNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown = (self.ndim as usize).min(ShapeNote::SHOWN);
+        write!(f, "{:?}", &self.dims[..shown])?;
+        if shown < self.ndim as usize {
+            write!(f, " (and {} more dimensions)", self.ndim as usize - shown)?;
+        }
+        Ok(())
+    }
 }
 
 /// The library's own exchanges, run as collectives whose headers carry
@@ -145,6 +191,7 @@ impl CollHeader {
             && self.op == other.op
             && self.root == other.root
             && self.exchange == other.exchange
+            && self.shape == other.shape
     }
 }
 
@@ -162,6 +209,9 @@ impl std::fmt::Display for CollHeader {
         }
         if let Some(root) = self.root {
             write!(f, ", root = {root}")?;
+        }
+        if let Some(shape) = self.shape {
+            write!(f, ", array shape {shape}")?;
         }
         f.write_str(")")
     }

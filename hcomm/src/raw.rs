@@ -91,6 +91,20 @@ impl<T: Element> RawBuf<T> {
         }
     }
 
+    /// The last step of `op` over `world` ranks once the pairwise kernels
+    /// have combined every contribution into `self`: for
+    /// [`ReduceOp::Avg`] the division by `world`; nothing for the others.
+    ///
+    /// # Safety
+    ///
+    /// `self` valid and writable.
+    pub(crate) unsafe fn finish(self, op: ReduceOp, world: usize) {
+        if op == ReduceOp::Avg && world > 1 && self.len > 0 {
+            // SAFETY: forwarded from the caller.
+            T::divide(unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }, world);
+        }
+    }
+
     /// `dst = self op other`, in one pass.
     ///
     /// # Safety

@@ -12,10 +12,18 @@ use hcomm::{bf16, f16, Algorithm, Collective, ReduceOp};
 use proptest::prelude::*;
 
 /// The reduction over ranks `0..world` of the values at `index`, in rank order.
+/// The serial reference: the ranks' values combined in rank order; for
+/// `Avg` that sum divided once by the number of ranks (the element
+/// kernels' division, checked on its own in the library's unit tests).
 fn fold<T: TestElem>(world: usize, op: ReduceOp, index: usize) -> T {
-    (1..world).fold(value::<T>(0, index, op), |acc, r| {
+    let acc = (1..world).fold(value::<T>(0, index, op), |acc, r| {
         T::combine(op, acc, value(r, index, op))
-    })
+    });
+    let mut out = [acc];
+    if op == ReduceOp::Avg {
+        T::divide(&mut out, world);
+    }
+    out[0]
 }
 
 fn run_case<T: TestElem>(

@@ -37,6 +37,8 @@ fn reduce_ref(op: ReduceOp, w: usize, i: usize, f: impl Fn(usize, usize) -> i64)
         ReduceOp::Prod => it.product(),
         ReduceOp::Max => it.max().unwrap(),
         ReduceOp::Min => it.min().unwrap(),
+        // the sum divided once, truncated toward zero
+        ReduceOp::Avg => it.sum::<i64>() / w as i64,
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use hcomm::parallel::{Context, Order, ParallelConfig};
+use hcomm::parallel::{Context, Order, ParallelConfig, ParallelExtras};
 use hcomm::{CommOptions, Error};
 
 fn options() -> CommOptions {
@@ -243,4 +243,85 @@ fn disagreeing_layouts_fail_on_every_rank() {
     for e in errs {
         assert!(message(&e).contains("order TpPpDp"), "{e}");
     }
+}
+
+/// Context parallelism as Megatron-LM lays it out (`tp-cp-ep-dp-pp`), on
+/// live groups: tp 2 × cp 2 × dp 2 over 8 ranks; the cp and dp-cp groups,
+/// by the world ranks their members report, and virtual pipeline stages.
+#[test]
+fn context_parallel_groups_and_virtual_stages_follow_megatron_lm() {
+    let config = ParallelConfig {
+        tp: 2,
+        dp: 2,
+        ..Default::default()
+    };
+    let extras = ParallelExtras { cp: 2, vpp: 3 };
+    let got = hcomm::host::run_with(8, &options(), |comm| {
+        let ctx = Context::init_with(comm, config, extras)?;
+        assert_eq!(ctx.extras(), extras);
+        let members = |g: &hcomm::Comm| -> hcomm::Result<Vec<usize>> {
+            let mut all = vec![0u64; g.world()];
+            g.all_gather(&[comm.rank() as u64], &mut all)?;
+            Ok(all.into_iter().map(|r| r as usize).collect())
+        };
+        let stages: Vec<usize> = (0..3).map(|v| ctx.virtual_stage(v)).collect::<hcomm::Result<_>>()?;
+        Ok((
+            members(ctx.tp())?,
+            members(ctx.cp())?,
+            members(ctx.dp())?,
+            members(ctx.dp_cp())?,
+            ctx.cp_index(),
+            stages,
+            ctx.chunk_layers(6, 2)?,
+        ))
+    })
+    .unwrap();
+    let tp: &[&[usize]] = &[&[0, 1], &[2, 3], &[4, 5], &[6, 7]];
+    let cp: &[&[usize]] = &[&[0, 2], &[1, 3], &[4, 6], &[5, 7]];
+    let dp: &[&[usize]] = &[&[0, 4], &[1, 5], &[2, 6], &[3, 7]];
+    let dp_cp: &[&[usize]] = &[&[0, 2, 4, 6], &[1, 3, 5, 7]];
+    for (rank, g) in got.iter().enumerate() {
+        assert_eq!(g.0, find(tp, rank), "tp group of rank {rank}");
+        assert_eq!(g.1, find(cp, rank), "cp group of rank {rank}");
+        assert_eq!(g.2, find(dp, rank), "dp group of rank {rank}");
+        assert_eq!(g.3, find(dp_cp, rank), "dp-cp group of rank {rank}");
+        assert_eq!(g.4, rank / 2 % 2, "cp index of rank {rank}");
+        // pp = 1: chunk v is virtual stage v; 6 layers over 3 stages
+        assert_eq!(g.5, [0, 1, 2]);
+        assert_eq!(g.6, 4..6);
+    }
+}
+
+/// Virtual stages over two pipeline ranks (Megatron-LM's interleaving:
+/// chunk `v` of rank `p` is stage `v * pp + p`), and the errors of a chunk
+/// out of range and of layers that do not split evenly.
+#[test]
+fn virtual_pipeline_stages_interleave_and_refuse_bad_chunks() {
+    let config = ParallelConfig {
+        pp: 2,
+        ..Default::default()
+    };
+    let got = hcomm::host::run_with(2, &options(), |comm| {
+        let ctx = Context::init_with(comm, config, ParallelExtras { cp: 1, vpp: 2 })?;
+        let stage = ctx.stage();
+        let first = (ctx.is_first_virtual_stage(0)?, ctx.is_first_virtual_stage(1)?);
+        let last = (ctx.is_last_virtual_stage(0)?, ctx.is_last_virtual_stage(1)?);
+        let layers = (ctx.chunk_layers(8, 0)?, ctx.chunk_layers(8, 1)?);
+        match ctx.virtual_stage(2) {
+            Err(Error::Precondition { message }) => {
+                assert!(message.contains("model chunk 2 is out of range"), "{message}");
+            }
+            other => panic!("expected a precondition error, got {other:?}"),
+        }
+        match ctx.chunk_layers(6, 0) {
+            Err(Error::Precondition { message }) => {
+                assert!(message.contains("6 layers do not split evenly"), "{message}");
+            }
+            other => panic!("expected a precondition error, got {other:?}"),
+        }
+        Ok((stage, first, last, layers))
+    })
+    .unwrap();
+    assert_eq!(got[0], (0, (true, false), (false, false), (0..2, 4..6)));
+    assert_eq!(got[1], (1, (false, false), (false, true), (2..4, 6..8)));
 }

@@ -56,6 +56,7 @@ fn combine(op: ReduceOp, a: i64, b: i64) -> i64 {
         ReduceOp::Prod => a * b,
         ReduceOp::Max => a.max(b),
         ReduceOp::Min => a.min(b),
+        ReduceOp::Avg => panic!("the schedule language has no mean; no case passes it"),
     }
 }
 
@@ -86,6 +87,33 @@ fn reduce_scatter_with_an_operator_parameter_reduces_each_block() {
                 assert_eq!(got, &expected, "world {world}, {op:?}, rank {rank}");
             }
         }
+    }
+}
+
+/// The schedule language combines pairwise and has no mean: `Avg` as an
+/// operator parameter is refused on every rank before anything moves.
+#[test]
+fn an_operator_parameter_refuses_the_mean() {
+    let ring = named("ring_reduce_scatter");
+    let errors = hcomm::host::run(2, |comm| {
+        let mut input = [1_i64; 4];
+        let mut output = [0_i64; 2];
+        let result = ring
+            .call(comm)
+            .output("input", &mut input[..])
+            .output("output", &mut output[..])
+            .op("op", ReduceOp::Avg)
+            .run();
+        Ok((result.map_err(|e| e.to_string()), output))
+    })
+    .unwrap();
+    for (rank, (result, output)) in errors.iter().enumerate() {
+        let message = result.clone().unwrap_err();
+        assert!(
+            message.starts_with("precondition: a comm_schedule! operator parameter is `ReduceOp::Avg`"),
+            "rank {rank}: {message}"
+        );
+        assert_eq!(output, &[0, 0], "rank {rank}: nothing moved");
     }
 }
 

@@ -276,10 +276,13 @@ pub(crate) fn hccl_dtype(dtype: DataType) -> HcclDataType {
     }
 }
 
-/// The HCCL reduction operator.
+/// The HCCL reduction operator the library runs for `op`. HCCL has no
+/// mean: [`ReduceOp::Avg`] is the sum, and [`HcclDriver::runs`] sends every
+/// Avg reduction to the emulation (gathered, summed in rank order and
+/// divided on the host), so the library is never asked for it.
 pub(crate) fn hccl_op(op: ReduceOp) -> HcclReduceOp {
-    match op {
-        ReduceOp::Sum => HcclReduceOp::HCCL_REDUCE_SUM,
+    match op.pairwise() {
+        ReduceOp::Sum | ReduceOp::Avg => HcclReduceOp::HCCL_REDUCE_SUM,
         ReduceOp::Prod => HcclReduceOp::HCCL_REDUCE_PROD,
         ReduceOp::Max => HcclReduceOp::HCCL_REDUCE_MAX,
         ReduceOp::Min => HcclReduceOp::HCCL_REDUCE_MIN,
@@ -302,7 +305,7 @@ impl Driver for HcclDriver {
             LibColl::ReduceScatter { op, .. } => (HcclReduction::ReduceScatter, op),
             _ => return true,
         };
-        hccl_reduction_supported(self.chip, what, hccl_dtype(dtype), hccl_op(op))
+        op != ReduceOp::Avg && hccl_reduction_supported(self.chip, what, hccl_dtype(dtype), hccl_op(op))
     }
 
     fn bind(&self, device: i32) -> DevResult<()> {
@@ -664,6 +667,7 @@ mod tests {
     #[test]
     fn reduce_ops_map_to_hccl_values() {
         let values: Vec<i32> = ReduceOp::ALL.iter().map(|&op| hccl_op(op).0).collect();
-        assert_eq!(values, vec![0, 1, 2, 3]);
+        // Avg is never handed to HCCL (`runs` says no); its sum maps to SUM.
+        assert_eq!(values, vec![0, 1, 2, 3, 0]);
     }
 }

@@ -274,19 +274,40 @@ pub(crate) fn nccl_dtype(dtype: DataType) -> ncclDataType_t {
     }
 }
 
-/// The NCCL reduction operator.
+/// The NCCL reduction operator (`ncclAvg` needs NCCL 2.10: see
+/// [`NCCL_AVG_VERSION`]).
 pub(crate) fn nccl_op(op: ReduceOp) -> ncclRedOp_t {
     match op {
         ReduceOp::Sum => ncclRedOp_t::ncclSum,
         ReduceOp::Prod => ncclRedOp_t::ncclProd,
         ReduceOp::Max => ncclRedOp_t::ncclMax,
         ReduceOp::Min => ncclRedOp_t::ncclMin,
+        ReduceOp::Avg => ncclRedOp_t::ncclAvg,
     }
+}
+
+/// The first NCCL with `ncclAvg` (2.10.0, as `ncclGetVersion` writes it).
+const NCCL_AVG_VERSION: i32 = 21_000;
+
+/// Whether an NCCL of `version` runs `op` itself; an older one (or one
+/// that does not say) gets [`ReduceOp::Avg`] emulated: gathered, summed
+/// in rank order and divided on the host.
+fn nccl_runs_op(version: Option<i32>, op: ReduceOp) -> bool {
+    op != ReduceOp::Avg || version.is_some_and(|v| v >= NCCL_AVG_VERSION)
 }
 
 impl Driver for NcclDriver {
     fn name(&self) -> &'static str {
         "nccl"
+    }
+
+    fn runs(&self, call: &LibColl<'_>, _dtype: DataType) -> bool {
+        match *call {
+            LibColl::AllReduce { op, .. } | LibColl::Reduce { op, .. } | LibColl::ReduceScatter { op, .. } => {
+                nccl_runs_op(self.versions.nccl, op)
+            }
+            _ => true,
+        }
     }
 
     fn pools_memory(&self) -> bool {
@@ -610,6 +631,15 @@ mod tests {
     #[test]
     fn reduce_ops_map_to_nccl_values() {
         let values: Vec<i32> = ReduceOp::ALL.iter().map(|&op| nccl_op(op).0).collect();
-        assert_eq!(values, vec![0, 1, 2, 3]);
+        assert_eq!(values, vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn avg_is_native_from_nccl_2_10_and_emulated_before() {
+        assert!(nccl_runs_op(Some(21_000), ReduceOp::Avg));
+        assert!(nccl_runs_op(Some(22_304), ReduceOp::Avg));
+        assert!(!nccl_runs_op(Some(20_906), ReduceOp::Avg));
+        assert!(!nccl_runs_op(None, ReduceOp::Avg));
+        assert!(nccl_runs_op(None, ReduceOp::Sum));
     }
 }

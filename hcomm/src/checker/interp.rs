@@ -259,7 +259,7 @@ impl Interp {
         let mut ops = Vec::with_capacity(bound.scalars.len());
         for &(v, op) in &bound.scalars {
             scalars.push(match op {
-                Some(op) => hp::op_index(op),
+                Some(op) => hp::op_index(op)?,
                 None => hp::int(v)?,
             });
             ops.push(op);

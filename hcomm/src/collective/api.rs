@@ -182,24 +182,31 @@ impl Comm {
         // SAFETY: forwarded from the caller; `recv` is valid and writable.
         unsafe {
             self.collective(&call, |c, algorithm| {
-                if algorithm == Algorithm::Direct {
-                    return direct::all_reduce(c, send, recv, op);
-                }
-                if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.capabilities().board) {
-                    return one_shot::all_reduce(c, board, send, recv, op);
-                }
-                send.copy_to(recv);
-                if c.world == 1 {
-                    return Ok(());
-                }
-                match algorithm {
-                    Algorithm::HalvingDoubling => halving_doubling::all_reduce(c, recv, op),
-                    Algorithm::ReduceBroadcast => {
-                        tree::reduce(c, recv, op, 0)?;
-                        schedules::broadcast(c, recv, 0)
+                // The algorithms combine pairwise; a mean divides once, after.
+                let (mean, op) = (op, op.pairwise());
+                let combined = || {
+                    if algorithm == Algorithm::Direct {
+                        return direct::all_reduce(c, send, recv, op);
                     }
-                    _ => schedules::ring_all_reduce_in_pieces(c, recv, op),
-                }
+                    if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.capabilities().board) {
+                        return one_shot::all_reduce(c, board, send, recv, op);
+                    }
+                    send.copy_to(recv);
+                    if c.world == 1 {
+                        return Ok(());
+                    }
+                    match algorithm {
+                        Algorithm::HalvingDoubling => halving_doubling::all_reduce(c, recv, op),
+                        Algorithm::ReduceBroadcast => {
+                            tree::reduce(c, recv, op, 0)?;
+                            schedules::broadcast(c, recv, 0)
+                        }
+                        _ => schedules::ring_all_reduce_in_pieces(c, recv, op),
+                    }
+                };
+                combined()?;
+                recv.finish(mean, c.world);
+                Ok(())
             })
         }
     }
@@ -429,23 +436,30 @@ impl Comm {
         // SAFETY: forwarded from the caller; `work` is owned by the closure.
         unsafe {
             self.collective(&call, |c, algorithm| {
-                if c.world == 1 {
-                    send.copy_to(recv);
-                    return Ok(());
-                }
-                if algorithm == Algorithm::Direct {
-                    return direct::reduce_scatter(c, send, recv, op);
-                }
-                if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.capabilities().board) {
-                    return one_shot::reduce_scatter(c, board, send, recv, op);
-                }
-                if algorithm != Algorithm::RecursiveHalving {
-                    return ring::reduce_scatter(c, send, recv, op);
-                }
-                let mut work = send.as_slice().to_vec();
-                let view = RawBuf::of_mut(&mut work);
-                halving_doubling::reduce_scatter(c, view, op)?;
-                view.block(c.rank, n).copy_to(recv);
+                // The algorithms combine pairwise; a mean divides once, after.
+                let (mean, op) = (op, op.pairwise());
+                let combined = || {
+                    if c.world == 1 {
+                        send.copy_to(recv);
+                        return Ok(());
+                    }
+                    if algorithm == Algorithm::Direct {
+                        return direct::reduce_scatter(c, send, recv, op);
+                    }
+                    if let (Algorithm::OneShot, Some(board)) = (algorithm, self.inner.backend.capabilities().board) {
+                        return one_shot::reduce_scatter(c, board, send, recv, op);
+                    }
+                    if algorithm != Algorithm::RecursiveHalving {
+                        return ring::reduce_scatter(c, send, recv, op);
+                    }
+                    let mut work = send.as_slice().to_vec();
+                    let view = RawBuf::of_mut(&mut work);
+                    halving_doubling::reduce_scatter(c, view, op)?;
+                    view.block(c.rank, n).copy_to(recv);
+                    Ok(())
+                };
+                combined()?;
+                recv.finish(mean, c.world);
                 Ok(())
             })
         }
@@ -739,9 +753,13 @@ impl Comm {
         // an inner rank combines into its own scratch copy.
         unsafe {
             self.collective(&call, |c, _| {
+                // The tree combines pairwise; a mean divides once, after.
+                let (mean, op) = (op, op.pairwise());
                 if c.rank == root {
                     send.copy_to(recv);
-                    return tree::reduce(c, recv, op, root);
+                    tree::reduce(c, recv, op, root)?;
+                    recv.finish(mean, c.world);
+                    return Ok(());
                 }
                 if !tree::has_children(c.rank, root, c.world) {
                     return tree::reduce(c, send, op, root);

@@ -12,7 +12,7 @@ use crate::backend::{Backend, OpId, OpIds, P2pOp};
 use crate::element::{DataType, ReduceOp};
 use crate::entry::{EntryCheck, Site};
 use crate::error::{Error, Result};
-use crate::header::{CollHeader, Collective, Exchange};
+use crate::header::{CollHeader, Collective, Exchange, ShapeNote};
 use crate::options::CommOptions;
 use crate::select::{policy as policy_for, Algorithm, AlgorithmTable};
 use crate::topology::Topology;
@@ -51,6 +51,9 @@ pub struct Comm {
     /// or (for a handle a built-in collective passes to its schedule) that
     /// collective's, which never match user messages.
     pub(crate) traffic: Option<CollHeader>,
+    /// The array shape this handle's collectives add to their header (see
+    /// [`Comm::shaped`]); `None` for the user's handles.
+    shape: Option<ShapeNote>,
 }
 
 /// What the last call of one collective chose and ran.
@@ -125,12 +128,31 @@ impl Comm {
         Comm {
             inner: Arc::clone(&self.inner),
             traffic: Some(*header),
+            shape: None,
         }
+    }
+
+    /// A handle whose collectives carry `shape` in their header, so ranks
+    /// that pass arrays of different shapes (of equal element counts
+    /// included) get [`Error::Mismatch`] naming both shapes, without an
+    /// exchange of their own. Backends that compare no headers (the device
+    /// libraries check counts themselves) get `None`: the caller compares
+    /// shapes another way.
+    pub(crate) fn shaped(&self, shape: &[usize]) -> Option<Comm> {
+        if self.inner.backend.native_collectives() {
+            return None;
+        }
+        Some(Comm {
+            inner: Arc::clone(&self.inner),
+            traffic: self.traffic,
+            shape: Some(ShapeNote::new(shape)),
+        })
     }
 
     pub(crate) fn from_backend(backend: Arc<dyn Backend>, options: &CommOptions) -> Comm {
         Comm {
             traffic: None,
+            shape: None,
             inner: Arc::new(Inner {
                 rank: backend.rank(),
                 world: backend.world(),
@@ -387,6 +409,7 @@ impl Comm {
             op,
             root: root.map(|r| r as u32),
             exchange,
+            shape: self.shape,
         };
         self.inner.backend.enter_collective(&header)?;
         Ok(header)

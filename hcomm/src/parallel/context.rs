@@ -1,7 +1,7 @@
 //! The parallel context: one rank's tensor-, pipeline-, data- and
 //! expert-parallel communicators.
 
-use super::layout::{Coords, ParallelConfig};
+use super::layout::{Coords, Layout, ParallelConfig, ParallelExtras};
 use crate::collective::Exchange;
 use crate::comm::Comm;
 use crate::error::{Error, Result};
@@ -31,11 +31,14 @@ use crate::error::{Error, Result};
 pub struct Context {
     world: Comm,
     config: ParallelConfig,
+    layout: Layout,
     coords: Coords,
     tp: Comm,
     pp: Comm,
     dp: Comm,
     ep: Comm,
+    cp: Comm,
+    dp_cp: Comm,
 }
 
 impl Context {
@@ -47,10 +50,21 @@ impl Context {
     /// `tp * pp * dp` is not the communicator's size, or `ep` does not
     /// divide `dp`.
     pub fn init(comm: &Comm, config: ParallelConfig) -> Result<Context> {
-        comm.call("parallel::Context::init", || Context::init_now(comm, config))
+        Context::init_with(comm, config, ParallelExtras::default())
     }
 
-    fn init_now(comm: &Comm, config: ParallelConfig) -> Result<Context> {
+    /// [`Context::init`] with context-parallel groups and virtual pipeline
+    /// stages ([`ParallelExtras`]): the tensor-parallel index varies
+    /// fastest, then the context-parallel one, then the others as `config`'s
+    /// order says (Megatron-LM's `tp-cp-ep-dp-pp`), and `tp * cp * pp * dp`
+    /// must be the communicator's size.
+    pub fn init_with(comm: &Comm, config: ParallelConfig, extras: ParallelExtras) -> Result<Context> {
+        comm.call("parallel::Context::init", || {
+            Context::init_now(comm, config, Layout::new(config, extras))
+        })
+    }
+
+    fn init_now(comm: &Comm, config: ParallelConfig, layout: Layout) -> Result<Context> {
         let span = tracing::debug_span!(
             "parallel_context",
             comm.rank = comm.rank(),
@@ -60,7 +74,7 @@ impl Context {
             ep = config.ep
         );
         let _e = span.enter();
-        let mine = config.words();
+        let mine = layout.words();
         let mut all = vec![0u64; mine.len() * comm.world()];
         comm.exchange(Exchange::ParallelLayout, &mine, &mut all)?;
         let configs: Vec<&[u64]> = all.chunks(mine.len()).collect();
@@ -71,17 +85,20 @@ impl Context {
                 describe(configs[other])
             )));
         }
-        config.validate(comm.world())?;
+        layout.validate(comm.world())?;
         let rank = comm.rank();
-        let [tp, pp, dp, ep] = config.groups(rank);
+        let [tp, pp, dp, ep, cp, dp_cp] = layout.groups(rank);
         Ok(Context {
             world: comm.clone(),
             config,
-            coords: config.coords(rank),
+            layout,
+            coords: layout.coords(rank),
             tp: comm.subgroup("hcomm.parallel.tp", &tp)?,
             pp: comm.subgroup("hcomm.parallel.pp", &pp)?,
             dp: comm.subgroup("hcomm.parallel.dp", &dp)?,
             ep: comm.subgroup("hcomm.parallel.ep", &ep)?,
+            cp: comm.subgroup("hcomm.parallel.cp", &cp)?,
+            dp_cp: comm.subgroup("hcomm.parallel.dp_cp", &dp_cp)?,
         })
     }
 
@@ -105,7 +122,21 @@ impl Context {
         &self.ep
     }
 
-    /// The communicator the context was built from.
+    /// The context-parallel group: the ranks that split one sequence
+    /// (Megatron-LM's `get_context_parallel_group`).
+    pub fn cp(&self) -> &Comm {
+        &self.cp
+    }
+
+    /// The data- and context-parallel ranks together, ordered by rank
+    /// (Megatron-LM's `get_data_parallel_group(with_context_parallel=True)`):
+    /// where gradients are summed or averaged when `cp > 1`.
+    pub fn dp_cp(&self) -> &Comm {
+        &self.dp_cp
+    }
+
+    /// The communicator the context was built from (a [`Comm`]; its number
+    /// of ranks is `ctx.world().world()`, also [`Context::world_size`]).
     pub fn world(&self) -> &Comm {
         &self.world
     }
@@ -113,6 +144,14 @@ impl Context {
     /// The configuration.
     pub fn config(&self) -> ParallelConfig {
         self.config
+    }
+
+    /// The context-parallel size and virtual stages.
+    pub fn extras(&self) -> ParallelExtras {
+        ParallelExtras {
+            cp: self.layout.cp,
+            vpp: self.layout.vpp,
+        }
     }
 
     /// This rank's pipeline stage.
@@ -139,12 +178,71 @@ impl Context {
     pub fn dp_index(&self) -> usize {
         self.coords.dp
     }
+
+    /// This rank's index on the context-parallel axis.
+    pub fn cp_index(&self) -> usize {
+        self.coords.cp
+    }
+
+    /// The number of ranks of the communicator the context was built from.
+    pub fn world_size(&self) -> usize {
+        self.world.world()
+    }
+
+    /// Model chunks per pipeline rank ([`ParallelConfig::vpp`]).
+    pub fn virtual_stages(&self) -> usize {
+        self.layout.vpp
+    }
+
+    /// The virtual pipeline stage of this rank's model chunk `chunk`, as
+    /// Megatron-LM's interleaved schedule numbers them: chunk `v` of
+    /// pipeline rank `p` is stage `v * pp + p` of `pp * vpp`.
+    pub fn virtual_stage(&self, chunk: usize) -> Result<usize> {
+        self.check_chunk(chunk)?;
+        Ok(chunk * self.config.pp + self.coords.pp)
+    }
+
+    /// Whether `chunk` of this rank is the model's first virtual stage.
+    pub fn is_first_virtual_stage(&self, chunk: usize) -> Result<bool> {
+        Ok(self.virtual_stage(chunk)? == 0)
+    }
+
+    /// Whether `chunk` of this rank is the model's last virtual stage.
+    pub fn is_last_virtual_stage(&self, chunk: usize) -> Result<bool> {
+        Ok(self.virtual_stage(chunk)? + 1 == self.config.pp * self.layout.vpp)
+    }
+
+    /// The layers of `chunk` of this rank when the model's `layers` layers
+    /// are split evenly over the `pp * vpp` virtual stages in order (as
+    /// Megatron-LM splits them). `layers` must divide by `pp * vpp`.
+    pub fn chunk_layers(&self, layers: usize, chunk: usize) -> Result<std::ops::Range<usize>> {
+        let stages = self.config.pp * self.layout.vpp;
+        if !layers.is_multiple_of(stages) {
+            return Err(Error::precondition(format!(
+                "parallel layout: {layers} layers do not split evenly over pp {} × vpp {} = {stages} virtual stages",
+                self.config.pp, self.layout.vpp
+            )));
+        }
+        let per = layers / stages;
+        let first = self.virtual_stage(chunk)? * per;
+        Ok(first..first + per)
+    }
+
+    fn check_chunk(&self, chunk: usize) -> Result<()> {
+        if chunk < self.layout.vpp {
+            return Ok(());
+        }
+        Err(Error::precondition(format!(
+            "parallel layout: model chunk {chunk} is out of range; each pipeline rank holds vpp = {} chunks",
+            self.layout.vpp
+        )))
+    }
 }
 
 fn describe(words: &[u64]) -> String {
     let order = if words[4] == 0 { "TpDpPp" } else { "TpPpDp" };
     format!(
-        "tp {} pp {} dp {} ep {} order {order}",
-        words[0], words[1], words[2], words[3]
+        "tp {} pp {} dp {} ep {} cp {} vpp {} order {order}",
+        words[0], words[1], words[2], words[3], words[5], words[6]
     )
 }

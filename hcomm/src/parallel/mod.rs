@@ -23,4 +23,4 @@ mod layout;
 #[cfg(feature = "ndarray")]
 pub(crate) use agree::{all_ok, same_shape};
 pub use context::Context;
-pub use layout::{Order, ParallelConfig};
+pub use layout::{Order, ParallelConfig, ParallelExtras};

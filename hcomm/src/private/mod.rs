@@ -79,13 +79,20 @@ pub fn set_entry_check(comm: &Comm, on: bool) {
 }
 
 /// An operator parameter as the checker's scalar: the index of the operator
-/// in `hcomm_schedule::ir::Op::ALL` (sum, prod, max, min).
-pub fn op_index(op: ReduceOp) -> i64 {
+/// in `hcomm_schedule::ir::Op::ALL` (sum, prod, max, min). The schedule
+/// language combines pairwise and has no mean: [`ReduceOp::Avg`] is a
+/// precondition error (a schedule would sum without dividing).
+pub fn op_index(op: ReduceOp) -> Result<i64> {
     match op {
-        ReduceOp::Sum => 0,
-        ReduceOp::Prod => 1,
-        ReduceOp::Max => 2,
-        ReduceOp::Min => 3,
+        ReduceOp::Sum => Ok(0),
+        ReduceOp::Prod => Ok(1),
+        ReduceOp::Max => Ok(2),
+        ReduceOp::Min => Ok(3),
+        ReduceOp::Avg => Err(Error::precondition(
+            "a comm_schedule! operator parameter is `ReduceOp::Avg`, which the schedule language does not have (its \
+             reductions combine pairwise: sum, prod, max, min). hint: pass `ReduceOp::Sum` and divide by the world \
+             size, or call `Comm::all_reduce` with `ReduceOp::Avg`",
+        )),
     }
 }
 

@@ -36,6 +36,25 @@ fn expect_precondition(e: &Error, words: &[&str]) {
     }
 }
 
+/// A shape disagreement: on a backend that compares collective headers
+/// (host), the header's mismatch (or, on a rank whose own arguments failed
+/// a check first, that precondition and the mismatch) naming both shapes;
+/// on the device backends, the shape exchange's precondition naming the
+/// dimension.
+fn expect_shape_error(comm: &Comm, e: &Error, device: &[&str], host: &[&str]) {
+    if comm.backend_name() != "host" {
+        return expect_precondition(e, device);
+    }
+    let message = match e {
+        Error::Mismatch { message } | Error::Precondition { message } => message,
+        other => panic!("expected a shape mismatch, got {other:?}"),
+    };
+    assert!(message.contains("array shape"), "{message}");
+    for w in host {
+        assert!(message.contains(w), "`{w}` missing from: {message}");
+    }
+}
+
 /// Every tensor-parallel op on 1-, 2- and 3-dimensional arrays along every
 /// dimension (positive and negative), against serial references.
 pub fn tensor_parallel(comm: &Comm) -> hcomm::Result<()> {
@@ -113,17 +132,28 @@ pub fn tensor_parallel(comm: &Comm) -> hcomm::Result<()> {
             &["dimension 1", &format!("length {}", 2 * w + 1)],
         );
         expect_precondition(&tp::split(comm, odd.view(), 1).unwrap_err(), &["dimension 1"]);
+        // A shape disagreement is a collective mismatch, which ends the
+        // group it happens on (as every mismatch does): each case runs on
+        // a group of its own.
+        let all: Vec<usize> = (0..w).collect();
+        let fresh = |case: &str| comm.subgroup(&format!("tp-shape-case-{case}"), &all);
         let uneven = local(r, &[2, if r == w - 1 { 5 } else { 4 }]);
-        let e = tp::all_gather(comm, uneven.view(), 0).unwrap_err();
-        expect_precondition(
+        let e = tp::all_gather(&fresh("gather")?, uneven.view(), 0).unwrap_err();
+        expect_shape_error(
+            comm,
             &e,
             &["dimension 1 differs", "rank 0 has 4", &format!("rank {} has 5", w - 1)],
+            &["[2, 4]", "[2, 5]"],
         );
-        let e = tp::all_reduce(comm, uneven.clone().view_mut()).unwrap_err();
-        expect_precondition(&e, &["dimension 1 differs"]);
+        let e = tp::all_reduce(&fresh("reduce")?, uneven.clone().view_mut()).unwrap_err();
+        expect_shape_error(comm, &e, &["dimension 1 differs"], &["[2, 4]", "[2, 5]"]);
+        // Equal element counts, different shapes: still an error.
+        let turned = local(r, if r == w - 1 { &[4, 2] } else { &[2, 4] });
+        let e = tp::all_reduce(&fresh("turned")?, &mut turned.clone()).unwrap_err();
+        expect_shape_error(comm, &e, &["dimension 0 differs"], &["[2, 4]", "[4, 2]"]);
         let ndims = if r == 0 { local(r, &[8]) } else { local(r, &[2, 4]) };
-        let e = tp::reduce_scatter(comm, ndims.view(), 0).unwrap_err();
-        expect_precondition(&e, &["number of dimensions"]);
+        let e = tp::reduce_scatter(&fresh("ndims")?, ndims.view(), 0).unwrap_err();
+        expect_shape_error(comm, &e, &["number of dimensions"], &["[8]", "[2, 4]"]);
     }
     // The group still works after the errors.
     let got = tp::all_gather(comm, local(r, &[1]).view(), 0)?;
@@ -377,5 +407,145 @@ pub fn pipeline_pairs(comm: &Comm) -> hcomm::Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+/// Megatron-LM's seven mappings, forward and backward, on a `[2w, 2w]`
+/// array, against serial references built from every rank's values.
+pub fn megatron_mappings(comm: &Comm) -> hcomm::Result<()> {
+    use hcomm::ndarray::{concatenate, Slice};
+    use hcomm::tp::Mapping;
+    let (r, w) = (comm.rank(), comm.world());
+    let shape = [2 * w, 2 * w];
+    let mine = local(r, &shape);
+    let sum = (0..w).fold(Array::zeros(IxDyn(&shape)), |acc, q| acc + local(q, &shape));
+    let slice = |a: &Array<f64, IxDyn>, axis: usize| {
+        let part = a.len_of(Axis(axis)) / w;
+        a.slice_axis(Axis(axis), Slice::from(r * part..(r + 1) * part))
+            .to_owned()
+    };
+    let concat = |parts: &[Array<f64, IxDyn>], axis: usize| {
+        let views: Vec<_> = parts.iter().map(|p| p.view()).collect();
+        concatenate(Axis(axis), &views).unwrap()
+    };
+    let every = |f: &dyn Fn(usize) -> Array<f64, IxDyn>| (0..w).map(f).collect::<Vec<_>>();
+    let last = 1;
+    let cases: [Case; 7] = [
+        // (mapping, forward input, forward reference, backward input, backward reference)
+        (
+            Mapping::CopyToTensorModelParallelRegion,
+            mine.clone(),
+            mine.clone(),
+            mine.clone(),
+            sum.clone(),
+        ),
+        (
+            Mapping::ReduceFromTensorModelParallelRegion,
+            mine.clone(),
+            sum.clone(),
+            mine.clone(),
+            mine.clone(),
+        ),
+        (
+            Mapping::ScatterToTensorModelParallelRegion,
+            mine.clone(),
+            slice(&mine, last),
+            slice(&mine, last),
+            concat(&every(&|q| slice_of(&local(q, &shape), last, q, w)), last),
+        ),
+        (
+            Mapping::GatherFromTensorModelParallelRegion,
+            slice(&mine, last),
+            concat(&every(&|q| slice_of(&local(q, &shape), last, q, w)), last),
+            mine.clone(),
+            slice(&mine, last),
+        ),
+        (
+            Mapping::ScatterToSequenceParallelRegion,
+            mine.clone(),
+            slice(&mine, 0),
+            slice(&mine, 0),
+            concat(&every(&|q| slice_of(&local(q, &shape), 0, q, w)), 0),
+        ),
+        (
+            Mapping::GatherFromSequenceParallelRegion {
+                tensor_parallel_output_grad: true,
+            },
+            slice(&mine, 0),
+            concat(&every(&|q| slice_of(&local(q, &shape), 0, q, w)), 0),
+            mine.clone(),
+            slice(&sum, 0),
+        ),
+        (
+            Mapping::ReduceScatterToSequenceParallelRegion,
+            mine.clone(),
+            slice(&sum, 0),
+            slice(&mine, 0),
+            concat(&every(&|q| slice_of(&local(q, &shape), 0, q, w)), 0),
+        ),
+    ];
+    for (mapping, x, forward, grad, backward) in cases {
+        assert_eq!(
+            mapping.forward(comm, x.view())?,
+            forward,
+            "{mapping} forward on {w} ranks"
+        );
+        assert_eq!(
+            mapping.backward(comm, grad.view())?,
+            backward,
+            "{mapping} backward on {w} ranks"
+        );
+    }
+    // Megatron's flag off: the backward keeps this rank's slice.
+    let no_tp_grad = Mapping::GatherFromSequenceParallelRegion {
+        tensor_parallel_output_grad: false,
+    };
+    assert_eq!(no_tp_grad.backward(comm, mine.view())?, slice(&mine, 0));
+    // The named functions are the forwards.
+    assert_eq!(tp::reduce_from_tensor_model_parallel_region(comm, mine.view())?, sum);
+    assert_eq!(
+        tp::gather_from_sequence_parallel_region(comm, slice(&mine, 0).view())?,
+        concat(&every(&|q| slice_of(&local(q, &shape), 0, q, w)), 0)
+    );
+    Ok(())
+}
+
+/// A mapping, its forward input and reference, its backward input and
+/// reference.
+type Case = (
+    hcomm::tp::Mapping,
+    Array<f64, IxDyn>,
+    Array<f64, IxDyn>,
+    Array<f64, IxDyn>,
+    Array<f64, IxDyn>,
+);
+
+/// Slice `q` of `w` equal slices of `a` along `axis`.
+fn slice_of(a: &Array<f64, IxDyn>, axis: usize, q: usize, w: usize) -> Array<f64, IxDyn> {
+    let part = a.len_of(Axis(axis)) / w;
+    a.slice_axis(Axis(axis), hcomm::ndarray::Slice::from(q * part..(q + 1) * part))
+        .to_owned()
+}
+
+/// The mean over the group, in place, through `tp::all_reduce_with`: floats
+/// divide the sum once (round to nearest), integers truncate toward zero.
+pub fn averages(comm: &Comm) -> hcomm::Result<()> {
+    let (r, w) = (comm.rank(), comm.world());
+    let shape = [3, 5];
+    let mut x = local(r, &shape);
+    tp::all_reduce_with(comm, &mut x, hcomm::ReduceOp::Avg)?;
+    let sum = (0..w).fold(Array::zeros(IxDyn(&shape)), |acc, q| acc + local(q, &shape));
+    assert_eq!(x, sum.mapv(|s: f64| s / w as f64), "f64 mean on {w} ranks");
+    let ints = |q: usize| Array::from_shape_fn(IxDyn(&[7]), |i| (q as i32 * 5 - 7) * (i[0] as i32 + 1));
+    let mut y = ints(r);
+    tp::all_reduce_with(comm, y.view_mut(), hcomm::ReduceOp::Avg)?;
+    let want = (0..w)
+        .fold(Array::zeros(IxDyn(&[7])), |acc, q| acc + ints(q))
+        .mapv(|s: i32| s / w as i32);
+    assert_eq!(y, want, "i32 mean on {w} ranks");
+    // A transposed view: the mean lands in the caller's layout.
+    let mut t = local(r, &[2, 3]);
+    tp::all_reduce_with(comm, t.view_mut().reversed_axes(), hcomm::ReduceOp::Max)?;
+    assert_eq!(t, local(w - 1, &[2, 3]), "max on {w} ranks");
     Ok(())
 }

@@ -171,6 +171,9 @@ impl Fold {
             for &o in &self.offsets[1..] {
                 self.dtype.reduce_raw(self.op, acc, all.add(o), self.count);
             }
+            if self.op == ReduceOp::Avg {
+                self.dtype.divide_raw(acc, self.count, self.offsets.len());
+            }
             local_copy(ctx, self.dst, acc, bytes)
         }
     }

@@ -1,32 +1,4 @@
-//! Tensor-parallel operations on `ndarray` arrays: the sums, gathers and
-//! splits of Megatron-LM's column- and row-parallel layers.
-//!
-//! Every operation is collective over `group` (usually
-//! [`Context::tp`](crate::parallel::Context::tp)) except [`split`]. `dim`
-//! counts from the end when negative (`-1` is the last dimension). Every
-//! rank must pass an array of the same shape; before moving any data the
-//! ranks compare shapes, so a shape that differs, a `dim` out of range or a
-//! length along `dim` that the group size does not divide fails on every
-//! rank with an [`Error::Precondition`] naming the dimension.
-//!
-//! Arrays in any memory layout are accepted; those not in standard
-//! (row-major, contiguous) layout are copied into one first. Results are in
-//! standard layout.
-//!
-//! ```
-//! use hcomm::ndarray::{array, Array2};
-//!
-//! hcomm::host::run(2, |comm| {
-//!     let r = comm.rank() as f32;
-//!     let mine: Array2<f32> = array![[r, r], [r, r]];
-//!     let whole = hcomm::tp::all_gather(comm, mine.view(), -1)?;
-//!     assert_eq!(whole, array![[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0]]);
-//!     let back = hcomm::tp::split(comm, whole.view(), -1)?;
-//!     assert_eq!(back, mine);
-//!     Ok(())
-//! })
-//! .unwrap();
-//! ```
+//! The tensor-parallel collectives on arrays and [`split`].
 
 use ndarray::{Array, ArrayView, ArrayViewMut, Axis, Dimension, Slice};
 
@@ -35,16 +7,27 @@ use crate::element::{Element, ReduceOp};
 use crate::error::{Error, Result};
 use crate::parallel::same_shape;
 
-/// Sums `x` over the group, in place.
-pub fn all_reduce<T: Element, D: Dimension>(group: &Comm, mut x: ArrayViewMut<'_, T, D>) -> Result<()> {
+/// Sums `x` over the group, in place (`&mut x` or `x.view_mut()`).
+pub fn all_reduce<'a, T: Element, D: Dimension>(group: &Comm, x: impl Into<ArrayViewMut<'a, T, D>>) -> Result<()> {
+    all_reduce_with(group, x, ReduceOp::Sum)
+}
+
+/// Combines `x` over the group with `op`, in place (`&mut x` or
+/// `x.view_mut()`); [`ReduceOp::Avg`] is the mean, rounded as it documents.
+pub fn all_reduce_with<'a, T: Element, D: Dimension>(
+    group: &Comm,
+    x: impl Into<ArrayViewMut<'a, T, D>>,
+    op: ReduceOp,
+) -> Result<()> {
+    let mut x = x.into();
     group.call("tp::all_reduce", || {
         let _span = span(group, "all_reduce", None);
-        same_shape(group, "tp::all_reduce", x.shape())?;
+        let shaped = agreeing(group, "tp::all_reduce", x.shape())?;
         if x.is_standard_layout() {
-            return group.all_reduce_in_place(&mut x, ReduceOp::Sum);
+            return shaped.all_reduce_in_place(&mut x, op);
         }
         let mut tmp = standard_copy(&x.view());
-        group.all_reduce_in_place(&mut tmp, ReduceOp::Sum)?;
+        shaped.all_reduce_in_place(&mut tmp, op)?;
         x.assign(&tmp);
         Ok(())
     })
@@ -54,12 +37,12 @@ pub fn all_reduce<T: Element, D: Dimension>(group: &Comm, mut x: ArrayViewMut<'_
 pub fn all_gather<T: Element, D: Dimension>(group: &Comm, x: ArrayView<'_, T, D>, dim: isize) -> Result<Array<T, D>> {
     group.call("tp::all_gather", || {
         let _span = span(group, "all_gather", Some(dim));
-        same_shape(group, "tp::all_gather", x.shape())?;
-        let axis = axis(x.shape(), dim, "tp::all_gather")?;
+        let shaped = agreeing(group, "tp::all_gather", x.shape())?;
+        let axis = local_check(&shaped, axis(x.shape(), dim, "tp::all_gather"))?;
         let x = contiguous(x);
         let (n, w) = (x.len(), group.world());
         let mut all = vec![T::ZERO; n * w];
-        group.all_gather(&x, &mut all)?;
+        shaped.all_gather(&x, &mut all)?;
         let len = x.len_of(axis);
         let mut shape = x.raw_dim();
         shape[axis.index()] = len * w;
@@ -88,14 +71,15 @@ pub fn reduce_scatter<T: Element, D: Dimension>(
 ) -> Result<Array<T, D>> {
     group.call("tp::reduce_scatter", || {
         let _span = span(group, "reduce_scatter", Some(dim));
-        same_shape(group, "tp::reduce_scatter", x.shape())?;
-        let axis = axis(x.shape(), dim, "tp::reduce_scatter")?;
+        let shaped = agreeing(group, "tp::reduce_scatter", x.shape())?;
         let w = group.world();
-        let part = part_len(x.shape(), axis, w, "tp::reduce_scatter")?;
+        let checked = axis(x.shape(), dim, "tp::reduce_scatter")
+            .and_then(|a| Ok((a, part_len(x.shape(), a, w, "tp::reduce_scatter")?)));
+        let (axis, part) = local_check(&shaped, checked)?;
         let mut recv = vec![T::ZERO; x.len() / w.max(1)];
         if axis.index() == 0 && x.is_standard_layout() {
             // Slices along the first axis lie end to end: send the array itself.
-            group.reduce_scatter(&x, &mut recv, ReduceOp::Sum)?;
+            shaped.reduce_scatter(&x, &mut recv, ReduceOp::Sum)?;
         } else {
             let mut send = Vec::with_capacity(x.len());
             for r in 0..w {
@@ -105,7 +89,7 @@ pub fn reduce_scatter<T: Element, D: Dimension>(
                         .copied(),
                 );
             }
-            group.reduce_scatter(&send, &mut recv, ReduceOp::Sum)?;
+            shaped.reduce_scatter(&send, &mut recv, ReduceOp::Sum)?;
         }
         let mut shape = x.raw_dim();
         shape[axis.index()] = part;
@@ -126,6 +110,38 @@ pub fn split<'a, T: Element, D: Dimension>(
     let mut x = x;
     x.slice_axis_inplace(axis, Slice::from(r * part..(r + 1) * part));
     Ok(x)
+}
+
+/// The handle a `tp` call runs its collective on, its ranks agreeing on
+/// `shape`: where the backend compares collective headers, one that
+/// carries the shape in them (no message of its own); elsewhere `group`,
+/// after an exchange that compares shapes.
+fn agreeing(group: &Comm, what: &str, shape: &[usize]) -> Result<Comm> {
+    if let Some(shaped) = group.shaped(shape) {
+        return Ok(shaped);
+    }
+    same_shape(group, what, shape)?;
+    Ok(group.clone())
+}
+
+/// `checked`, a check of this rank's arguments, as the call's result; when
+/// it failed, the ranks that passed it still wait in the call's collective:
+/// this rank enters a barrier (with the shape in its header) first, which
+/// fails theirs with a mismatch naming this rank's call instead of leaving
+/// them waiting. Where every rank failed alike, the barrier completes and
+/// the error is this rank's own; where it fails too (the others passed, or
+/// passed other shapes), the error names both causes.
+fn local_check<R>(shaped: &Comm, checked: Result<R>) -> Result<R> {
+    match checked {
+        Ok(r) => Ok(r),
+        Err(Error::Precondition { message }) => match shaped.barrier() {
+            Ok(()) => Err(Error::Precondition { message }),
+            Err(other) => Err(Error::precondition(format!(
+                "{message}; and the group disagrees: {other}"
+            ))),
+        },
+        Err(e) => Err(e),
+    }
 }
 
 /// The span of a tensor-parallel operation.
@@ -169,7 +185,7 @@ fn contiguous<T: Element, D: Dimension>(x: ArrayView<'_, T, D>) -> ndarray::CowA
 }
 
 /// A standard-layout copy of `x`.
-fn standard_copy<T: Element, D: Dimension>(x: &ArrayView<'_, T, D>) -> Array<T, D> {
+pub(super) fn standard_copy<T: Element, D: Dimension>(x: &ArrayView<'_, T, D>) -> Array<T, D> {
     let mut out = Array::from_elem(x.raw_dim(), T::ZERO);
     out.assign(x);
     out
