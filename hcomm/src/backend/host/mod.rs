@@ -123,18 +123,31 @@ impl Backend for HostBackend {
     }
 
     fn board(&self) -> Option<HostBoard<'_>> {
-        Some(HostBoard {
+        Some(HostBoard(Place::Threads {
             fabric: &self.fabric,
             rank: self.rank,
-        })
+        }))
     }
 }
 
-/// A rank's handle on its group's board: memory every rank of an
-/// in-process group reads, for the one-shot collectives.
-pub(crate) struct HostBoard<'a> {
-    fabric: &'a Fabric,
-    rank: usize,
+/// A rank's handle on its group's board: memory every rank of the group
+/// reads (an in-process group's, or the shared mapping of a job's
+/// processes on one host), for the one-shot collectives.
+pub(crate) struct HostBoard<'a>(Place<'a>);
+
+/// Where a group's board lives.
+enum Place<'a> {
+    /// In this process: the ranks are its threads.
+    Threads { fabric: &'a Fabric, rank: usize },
+    /// In memory the processes of one host share.
+    Processes(proc::ProcBoard<'a>),
+}
+
+impl<'a> HostBoard<'a> {
+    /// The board of a group of processes.
+    pub(crate) fn processes(board: proc::ProcBoard<'a>) -> Self {
+        HostBoard(Place::Processes(board))
+    }
 }
 
 impl HostBoard<'_> {
@@ -149,7 +162,10 @@ impl HostBoard<'_> {
         fill: impl FnOnce(&mut [u8]),
         take: impl FnMut(usize, &[u8]),
     ) -> Result<()> {
-        self.fabric.board_exchange(self.rank, header, len, timeout, fill, take)
+        match &self.0 {
+            Place::Threads { fabric, rank } => fabric.board_exchange(*rank, header, len, timeout, fill, take),
+            Place::Processes(board) => board.exchange(header, len, timeout, fill, take),
+        }
     }
 }
 

@@ -517,7 +517,7 @@ impl Engine {
         {
             let mut st = self.lock();
             match msg {
-                Msg::Hello { .. } | Msg::Ready { .. } | Msg::Wake => {}
+                Msg::Hello { .. } | Msg::Ready { .. } | Msg::Board { .. } | Msg::Wake => {}
                 Msg::Rts {
                     group,
                     context,
@@ -963,9 +963,46 @@ impl Engine {
         state.blocking_error(slot.peer_rank, || unmatched(slot.dir, slot.key.tag))
     }
 
+    /// Why this rank cannot complete the one-shot collective `header` of
+    /// `group` waiting on the shared board for member `peer`: the group
+    /// failed or aborted, or the peer is gone. Before it answers, writes
+    /// the held messages (peers compare this rank's entries) and handles
+    /// what arrived (an abort, a peer's entry that disagrees).
+    pub(super) fn board_failure(&self, group: u64, members: &[usize], peer: usize, header: &CollHeader) -> Option<Error> {
+        self.flush_held();
+        self.poll_links();
+        {
+            let st = self.lock();
+            if let Some(g) = st.groups.get(&group) {
+                if let Some(e) = &g.coll_failure {
+                    return Some(e.clone());
+                }
+                if let Some(reason) = &g.aborted {
+                    return Some(Error::Aborted { reason: reason.clone() });
+                }
+            }
+        }
+        let state = self.liveness.state(members[peer]);
+        let e = state.blocking_error(peer, || {
+            format!("it finished without calling collective #{} ({header})", header.seq)
+        })?;
+        Some(self.liveness.root_failure(members).unwrap_or(e))
+    }
+
+    /// Fails the later collectives of `group` with `e` (found on the board).
+    pub(super) fn fail_collectives(&self, group: u64, e: &Error) {
+        let mut st = self.lock();
+        st.groups.entry(group).or_default().coll_failure.get_or_insert_with(|| e.clone());
+        drop(st);
+        self.signal.notify();
+    }
+
     /// Records that this rank (`rank` of `group`) enters collective
-    /// `header` and tells the other members.
-    pub(super) fn enter_collective(&self, group: u64, members: &[usize], header: &CollHeader) -> Result<()> {
+    /// `header` and tells the other members: at once, or with `hold` (a
+    /// group with a shared board, whose one-shot collectives compare the
+    /// headers themselves) with this rank's next message to each or before
+    /// it next waits.
+    pub(super) fn enter_collective(&self, group: u64, members: &[usize], header: &CollHeader, hold: bool) -> Result<()> {
         let mut st = self.lock();
         let g = st.groups.entry(group).or_default();
         if let Some(e) = &g.coll_failure {
@@ -977,9 +1014,17 @@ impl Engine {
         for &m in members {
             if m != self.me {
                 if let Some(link) = self.link(m) {
-                    link.send(Msg::Enter { group, header: *header });
+                    let msg = Msg::Enter { group, header: *header };
+                    if hold {
+                        link.hold(msg);
+                    } else {
+                        link.send(msg);
+                    }
                 }
             }
+        }
+        if hold {
+            self.holding.store(true, Ordering::SeqCst);
         }
         let result = enter(&mut st, group, self.me, *header);
         self.signal.notify();

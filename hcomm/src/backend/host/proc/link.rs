@@ -61,8 +61,16 @@ pub(super) enum Msg {
     /// Second message on a connection: whether the sender can read the
     /// receiver's memory (data moves that way only when both can), and the
     /// descriptor of the ring (in the sender's process) the receiver may
-    /// map to send it control messages.
-    Ready { can_read: bool, ring: Option<i32> },
+    /// map to send it control messages, and of its board region (`shm.rs`)
+    /// when it offers one.
+    Ready {
+        can_read: bool,
+        ring: Option<i32>,
+        board: Option<i32>,
+    },
+    /// Last message of the handshake: whether the sender holds a board
+    /// region and mapped every peer's (the board is used when all did).
+    Board { ok: bool },
     /// A send is ready: `count` elements of `dtype` at `addr` in the
     /// sender's memory.
     Rts {

@@ -14,6 +14,7 @@
 mod engine;
 mod link;
 mod ring;
+mod shm;
 
 use std::io::BufReader;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -26,6 +27,8 @@ use serde::{Deserialize, Serialize};
 use self::engine::Engine;
 use self::link::{allow_peer_reads, read_remote, Link, Msg};
 use self::ring::Ring;
+pub(crate) use self::shm::ProcBoard;
+use self::shm::{Region, ShmBoard};
 use super::{subgroup_of, subgroup_topology};
 use crate::backend::entries::EntryNote;
 use crate::backend::liveness::{Liveness, Presence};
@@ -97,6 +100,9 @@ pub(crate) struct ProcBackend {
     members: Vec<usize>,
     rank: usize,
     topology: Topology,
+    /// The shared board of the world group when every rank runs on this
+    /// host (`shm.rs`); `None` for subgroups.
+    board: Option<Arc<ShmBoard>>,
 }
 
 impl ProcBackend {
@@ -159,7 +165,8 @@ impl Backend for ProcBackend {
     }
 
     fn enter_collective(&self, header: &CollHeader) -> Result<()> {
-        self.engine().enter_collective(self.group, &self.members, header)
+        self.engine()
+            .enter_collective(self.group, &self.members, header, self.board.is_some())
     }
 
     fn confirm_collective(&self, header: &CollHeader, timeout: Duration) -> Result<()> {
@@ -179,11 +186,22 @@ impl Backend for ProcBackend {
             members: global,
             rank,
             topology,
+            board: None,
         }))
     }
 
     fn abort(&self, reason: &str) {
         self.engine().abort(self.group, &self.members, reason);
+    }
+
+    fn board(&self) -> Option<super::HostBoard<'_>> {
+        let board = self.board.as_deref()?;
+        Some(super::HostBoard::processes(ProcBoard {
+            board,
+            engine: self.engine(),
+            group: self.group,
+            members: &self.members,
+        }))
     }
 }
 
@@ -280,10 +298,10 @@ pub(crate) fn connect(
     cores: &[usize],
     secret: &JobSecret,
 ) -> Result<(Arc<dyn Backend>, HostPeers)> {
-    let force_tcp = std::env::var("HCOMM_TRANSPORT").is_ok_and(|v| v.trim().eq_ignore_ascii_case("tcp"));
+    let transport = Transport::from_env()?;
     // Before any peer can probe this process's memory; withdrawn below
     // when no peer reads it.
-    let may_read = !force_tcp && world > 1;
+    let may_read = transport != Transport::Tcp && world > 1;
     if may_read {
         allow_peer_reads(true);
     }
@@ -347,7 +365,7 @@ pub(crate) fn connect(
         same_cores: true,
     };
     for (peer, s) in streams.into_iter().enumerate() {
-        let Some((mut stream, theirs)) = s else {
+        let Some((stream, theirs)) = s else {
             continue;
         };
         let same_host = theirs.host == host;
@@ -366,17 +384,28 @@ pub(crate) fn connect(
         }
         let can_read =
             may_read && same_host && same_user(theirs.pid) && can_read(theirs.pid, theirs.probe_addr, theirs.probe);
+        ready.push((peer, stream, theirs.pid, can_read, theirs.link_key));
+    }
+    // This rank's board region, offered when every rank runs on this host
+    // (`shm.rs`).
+    let region = (transport == Transport::Shm && may_read && here.count == world)
+        .then(Region::create)
+        .and_then(|r| r.map_err(|e| tracing::debug!(rank, %e, "no board region")).ok());
+    let mut answered = Vec::with_capacity(ready.len());
+    for (peer, mut stream, pid, can_read, link_key) in ready {
         // The ring this peer may send its control messages in (where it
         // cannot map it, they come on the connection).
         let rx = if can_read { Ring::create().ok() } else { None };
-        let ring = rx.as_ref().map(Ring::fd);
-        write_frame(&mut stream, &Msg::Ready { can_read, ring }, &mut buf)
-            .map_err(|e| os_error("handshake with a peer", &e))?;
-        ready.push((peer, stream, theirs.pid, can_read, rx, theirs.link_key));
+        let ready = Msg::Ready {
+            can_read,
+            ring: rx.as_ref().map(Ring::fd),
+            board: region.as_ref().filter(|_| can_read).map(Region::fd),
+        };
+        write_frame(&mut stream, &ready, &mut buf).map_err(|e| os_error("handshake with a peer", &e))?;
+        answered.push((peer, stream, pid, can_read, rx, link_key));
     }
-    let mut links: Vec<Option<Arc<Link>>> = (0..world).map(|_| None).collect();
-    let mut readers = Vec::new();
-    for (peer, mut stream, pid, can_read, rx, link_key) in ready {
+    let mut opened = Vec::with_capacity(answered.len());
+    for (peer, mut stream, pid, can_read, rx, link_key) in answered {
         // The peer answers once it has accepted its own peers: up to the
         // deadline (a connection accepted here kept the short wait of its
         // handshake until now).
@@ -387,9 +416,13 @@ pub(crate) fn connect(
             .set_read_timeout(Some(left))
             .and_then(|()| read_frame_within(&mut stream, &mut buf, HANDSHAKE_FRAME))
             .map_err(|e| os_error("handshake with a peer", &e))?;
-        let (cma, their_ring) = match theirs {
-            Msg::Ready { can_read: true, ring } => (can_read, ring),
-            _ => (false, None),
+        let (cma, their_ring, their_board) = match theirs {
+            Msg::Ready {
+                can_read: true,
+                ring,
+                board,
+            } => (can_read, ring, board),
+            _ => (false, None, None),
         };
         let rx = rx.filter(|_| cma);
         let tx = their_ring.filter(|_| cma).and_then(|fd| {
@@ -397,14 +430,42 @@ pub(crate) fn connect(
                 .map_err(|e| tracing::debug!(rank, peer, %e, "no ring"))
                 .ok()
         });
-        tracing::debug!(rank, peer, cma, ring = tx.is_some(), "connected");
+        let board = their_board.filter(|_| cma && region.is_some()).and_then(|fd| {
+            Region::open(pid, fd)
+                .map_err(|e| tracing::debug!(rank, peer, %e, "no board region"))
+                .ok()
+        });
+        opened.push(Opened {
+            peer,
+            stream,
+            pid,
+            cma,
+            rings: (rx, tx),
+            link_key,
+            board,
+        });
+    }
+    let board = agree_on_board(rank, region, &mut opened, &mut buf)?;
+    let mut links: Vec<Option<Arc<Link>>> = (0..world).map(|_| None).collect();
+    let mut readers = Vec::new();
+    for Opened {
+        peer,
+        stream,
+        pid,
+        cma,
+        rings,
+        link_key,
+        ..
+    } in opened
+    {
+        tracing::debug!(rank, peer, cma, ring = rings.1.is_some(), board = board.is_some(), "connected");
         let io = |e: std::io::Error| os_error("peer connection", &e);
         stream.set_nodelay(true).map_err(io)?;
         stream.set_read_timeout(None).map_err(io)?;
         let read_half = stream.try_clone().map_err(io)?;
         // The connection's key (derived in the authenticated handshake from
         // the job secret, both nonces and both ranks), for the frames' MACs.
-        links[peer] = Some(Link::new(pid, cma, stream, (rx, tx), link_key, rank < peer).map_err(io)?);
+        links[peer] = Some(Link::new(pid, cma, stream, rings, link_key, rank < peer).map_err(io)?);
         readers.push((peer, read_half));
     }
     if may_read && !links.iter().flatten().any(|l| l.cma) {
@@ -424,8 +485,81 @@ pub(crate) fn connect(
         members: (0..world).collect(),
         rank,
         topology: topology.clone(),
+        board: board.map(Arc::new),
     });
     Ok((backend, here))
+}
+
+/// Which path the processes of one host take (`HCOMM_TRANSPORT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Transport {
+    /// Collectives up to the board's size on the shared board, messages
+    /// by single copy (the default).
+    Shm,
+    /// Messages by single copy, collectives as messages too (the path
+    /// before the shared board).
+    Cma,
+    /// Everything streamed over the connections.
+    Tcp,
+}
+
+impl Transport {
+    fn from_env() -> Result<Transport> {
+        let value = std::env::var("HCOMM_TRANSPORT").unwrap_or_default();
+        match value.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" | "shm" => Ok(Transport::Shm),
+            "cma" => Ok(Transport::Cma),
+            "tcp" => Ok(Transport::Tcp),
+            other => Err(Error::Config {
+                message: format!(
+                    "HCOMM_TRANSPORT is `{other}`, not a transport; hint: use `shm` (the default), `cma` or `tcp`"
+                ),
+            }),
+        }
+    }
+}
+
+/// A connection to a peer once both ends told what they can map.
+struct Opened {
+    peer: usize,
+    stream: TcpStream,
+    pid: i32,
+    /// Whether data moves by memory reads (both ends can read the other).
+    cma: bool,
+    /// The ring this rank receives in and the one it sends in.
+    rings: (Option<Ring>, Option<Ring>),
+    link_key: Key,
+    /// The peer's board region, mapped here.
+    board: Option<Region>,
+}
+
+/// Whether the job's ranks use the shared board: every rank tells every
+/// other whether it holds its own region and mapped every peer's, so that
+/// all decide alike (a rank on the board and one off it would run
+/// different algorithms). The board of rank `rank` when all did.
+fn agree_on_board(
+    rank: usize,
+    region: Option<Region>,
+    opened: &mut [Opened],
+    buf: &mut Vec<u8>,
+) -> Result<Option<ShmBoard>> {
+    let mine = region.is_some() && opened.iter().all(|o| o.board.is_some());
+    for o in opened.iter_mut() {
+        write_frame(&mut o.stream, &Msg::Board { ok: mine }, buf).map_err(|e| os_error("handshake with a peer", &e))?;
+    }
+    let mut all = mine;
+    for o in opened.iter_mut() {
+        let theirs: Msg =
+            read_frame_within(&mut o.stream, buf, HANDSHAKE_FRAME).map_err(|e| os_error("handshake with a peer", &e))?;
+        all &= matches!(theirs, Msg::Board { ok: true });
+    }
+    let Some(own) = region.filter(|_| all) else {
+        return Ok(None);
+    };
+    let mut regions: Vec<(usize, Region)> = opened.iter_mut().filter_map(|o| Some((o.peer, o.board.take()?))).collect();
+    regions.push((rank, own));
+    regions.sort_by_key(|(r, _)| *r);
+    Ok(Some(ShmBoard::new(rank, regions.into_iter().map(|(_, r)| r).collect())))
 }
 
 /// Accepts the ranks above `me.rank` until each proved itself, each
