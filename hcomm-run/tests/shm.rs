@@ -59,7 +59,11 @@ fn assert_all_said(o: &Output, n: usize, what: &str) {
 fn dev_shm() -> BTreeSet<String> {
     std::fs::read_dir("/dev/shm").map_or_else(
         |_| BTreeSet::new(),
-        |d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect(),
+        |d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        },
     )
 }
 
@@ -86,7 +90,11 @@ fn hcomm_transport_cma_keeps_collectives_off_the_board() {
 #[test]
 fn an_unknown_hcomm_transport_is_a_config_error_naming_it() {
     // Rank 0 fails before its store serves, so rank 1 times out joining.
-    let o = launch(2, "join", &[("HCOMM_TRANSPORT", "carrier-pigeon"), ("HCOMM_TIMEOUT", "2")]);
+    let o = launch(
+        2,
+        "join",
+        &[("HCOMM_TRANSPORT", "carrier-pigeon"), ("HCOMM_TIMEOUT", "2")],
+    );
     let out = String::from_utf8_lossy(&o.stdout);
     let expect = "join failed: configuration: HCOMM_TRANSPORT is `carrier-pigeon`, not a transport";
     assert!(said(&out, 0, expect), "{}", text(&o));
@@ -163,7 +171,10 @@ fn exact(comm: &Comm) {
             let send: Vec<i32> = (0..m * w).map(|i| value(r, i + round)).collect();
             let mut part = vec![0; m];
             comm.reduce_scatter(&send, &mut part, ReduceOp::Sum).unwrap();
-            assert!((0..m).all(|i| part[i] == sum(r * m + i + round)), "reduce_scatter of {m}");
+            assert!(
+                (0..m).all(|i| part[i] == sum(r * m + i + round)),
+                "reduce_scatter of {m}"
+            );
             let mut recv = vec![0; m * w];
             comm.all_to_all(&send, &mut recv).unwrap();
             assert!(

@@ -968,7 +968,13 @@ impl Engine {
     /// failed or aborted, or the peer is gone. Before it answers, writes
     /// the held messages (peers compare this rank's entries) and handles
     /// what arrived (an abort, a peer's entry that disagrees).
-    pub(super) fn board_failure(&self, group: u64, members: &[usize], peer: usize, header: &CollHeader) -> Option<Error> {
+    pub(super) fn board_failure(
+        &self,
+        group: u64,
+        members: &[usize],
+        peer: usize,
+        header: &CollHeader,
+    ) -> Option<Error> {
         self.flush_held();
         self.poll_links();
         {
@@ -992,7 +998,11 @@ impl Engine {
     /// Fails the later collectives of `group` with `e` (found on the board).
     pub(super) fn fail_collectives(&self, group: u64, e: &Error) {
         let mut st = self.lock();
-        st.groups.entry(group).or_default().coll_failure.get_or_insert_with(|| e.clone());
+        st.groups
+            .entry(group)
+            .or_default()
+            .coll_failure
+            .get_or_insert_with(|| e.clone());
         drop(st);
         self.signal.notify();
     }
@@ -1002,7 +1012,13 @@ impl Engine {
     /// group with a shared board, whose one-shot collectives compare the
     /// headers themselves) with this rank's next message to each or before
     /// it next waits.
-    pub(super) fn enter_collective(&self, group: u64, members: &[usize], header: &CollHeader, hold: bool) -> Result<()> {
+    pub(super) fn enter_collective(
+        &self,
+        group: u64,
+        members: &[usize],
+        header: &CollHeader,
+        hold: bool,
+    ) -> Result<()> {
         let mut st = self.lock();
         let g = st.groups.entry(group).or_default();
         if let Some(e) = &g.coll_failure {

@@ -458,7 +458,14 @@ pub(crate) fn connect(
         ..
     } in opened
     {
-        tracing::debug!(rank, peer, cma, ring = rings.1.is_some(), board = board.is_some(), "connected");
+        tracing::debug!(
+            rank,
+            peer,
+            cma,
+            ring = rings.1.is_some(),
+            board = board.is_some(),
+            "connected"
+        );
         let io = |e: std::io::Error| os_error("peer connection", &e);
         stream.set_nodelay(true).map_err(io)?;
         stream.set_read_timeout(None).map_err(io)?;
@@ -549,14 +556,17 @@ fn agree_on_board(
     }
     let mut all = mine;
     for o in opened.iter_mut() {
-        let theirs: Msg =
-            read_frame_within(&mut o.stream, buf, HANDSHAKE_FRAME).map_err(|e| os_error("handshake with a peer", &e))?;
+        let theirs: Msg = read_frame_within(&mut o.stream, buf, HANDSHAKE_FRAME)
+            .map_err(|e| os_error("handshake with a peer", &e))?;
         all &= matches!(theirs, Msg::Board { ok: true });
     }
     let Some(own) = region.filter(|_| all) else {
         return Ok(None);
     };
-    let mut regions: Vec<(usize, Region)> = opened.iter_mut().filter_map(|o| Some((o.peer, o.board.take()?))).collect();
+    let mut regions: Vec<(usize, Region)> = opened
+        .iter_mut()
+        .filter_map(|o| Some((o.peer, o.board.take()?)))
+        .collect();
     regions.push((rank, own));
     regions.sort_by_key(|(r, _)| *r);
     Ok(Some(ShmBoard::new(rank, regions.into_iter().map(|(_, r)| r).collect())))

@@ -82,12 +82,7 @@ impl Region {
     pub(super) fn create() -> io::Result<Region> {
         // SAFETY: the name is a valid NUL-terminated string; a
         // non-negative result is a new descriptor nothing else owns.
-        let fd = unsafe {
-            libc::memfd_create(
-                c"hcomm-board".as_ptr(),
-                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-            )
-        };
+        let fd = unsafe { libc::memfd_create(c"hcomm-board".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -169,7 +164,13 @@ impl Region {
     fn published_word(&self) -> *const AtomicU32 {
         const { assert!(cfg!(target_endian = "little")) };
         // SAFETY: as in `published`: the first 4 bytes of the counter.
-        unsafe { self.base.add(PUBLISHED).cast::<AtomicU32>() }
+        #[allow(
+            clippy::cast_ptr_alignment,
+            reason = "the offset of a page-aligned mapping is 4-aligned"
+        )]
+        unsafe {
+            self.base.add(PUBLISHED).cast::<AtomicU32>()
+        }
     }
 
     fn sleepers(&self) -> &AtomicU32 {
@@ -417,13 +418,7 @@ impl ShmBoard {
     /// Waits until `peer` published call `k` or a later one; the call's
     /// deadline runs from `first_wait` (set by the first wait that spun in
     /// vain).
-    fn wait_published(
-        &self,
-        x: &Exchange<'_>,
-        peer: usize,
-        k: u64,
-        first_wait: &mut Option<Instant>,
-    ) -> Result<()> {
+    fn wait_published(&self, x: &Exchange<'_>, peer: usize, k: u64, first_wait: &mut Option<Instant>) -> Result<()> {
         let region = &self.regions[peer];
         let published = region.published();
         let done = || published.load(Ordering::Acquire) >= k;
@@ -494,7 +489,13 @@ mod tests {
         (ShmBoard::new(0, vec![a, b2]), ShmBoard::new(1, vec![a2, b]))
     }
 
-    fn run(board: &ShmBoard, me: usize, h: &CollHeader, data: &[u8], failure: &dyn Fn(usize) -> Option<Error>) -> Result<Vec<Vec<u8>>> {
+    fn run(
+        board: &ShmBoard,
+        me: usize,
+        h: &CollHeader,
+        data: &[u8],
+        failure: &dyn Fn(usize) -> Option<Error>,
+    ) -> Result<Vec<Vec<u8>>> {
         let x = Exchange {
             me,
             header: h,
