@@ -55,13 +55,15 @@ fn assert_all_said(o: &Output, n: usize, what: &str) {
     }
 }
 
-/// The names in `/dev/shm` (empty where there is none).
+/// The names in `/dev/shm` that could be hcomm's (other programs on a
+/// shared host, Open MPI among them, put their own there meanwhile).
 fn dev_shm() -> BTreeSet<String> {
     std::fs::read_dir("/dev/shm").map_or_else(
         |_| BTreeSet::new(),
         |d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.contains("hcomm"))
                 .collect()
         },
     )
@@ -74,6 +76,7 @@ fn one_shot_collectives_and_p2p_across_the_board_size_on_two_and_four_processes(
         let o = launch(n, "exact", &[]);
         assert!(o.status.success(), "{}", text(&o));
         assert_all_said(&o, n, "on the board: all_reduce one_shot");
+        assert_all_said(&o, n, "the board is an anonymous memory file");
         assert_all_said(&o, n, "scenario passed");
     }
     assert_eq!(dev_shm(), before, "the jobs left files in /dev/shm");
@@ -149,7 +152,19 @@ fn value(rank: usize, i: usize) -> i32 {
 fn exact(comm: &Comm) {
     let (r, w) = (comm.rank(), comm.world());
     let word = size_of::<i32>();
-    let counts = [1, 1024, BOARD / word - 1, BOARD / word, BOARD / word + 1];
+    // Both sides of the eager size of point-to-point (16 KiB) and of the
+    // board (64 KiB).
+    let eager = (16 << 10) / word;
+    let counts = [
+        1,
+        1024,
+        eager - 1,
+        eager,
+        eager + 1,
+        BOARD / word - 1,
+        BOARD / word,
+        BOARD / word + 1,
+    ];
     for round in 0..3 {
         for &n in &counts {
             // all-reduce: n elements per rank
@@ -199,6 +214,13 @@ fn exact(comm: &Comm) {
     let mut x = vec![1i32; 1024];
     comm.all_reduce_in_place(&mut x, ReduceOp::Sum).unwrap();
     assert_eq!(x, vec![i32::try_from(w).unwrap(); 1024]);
+    // The board's regions are memory files without a name: mapped as
+    // `/memfd:...`, nothing from `/dev/shm`.
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    assert!(!maps.contains("/dev/shm/"), "{maps}");
+    if maps.contains("/memfd:hcomm-board") {
+        println!("the board is an anonymous memory file");
+    }
     let used = comm.last_algorithms(Collective::AllReduce);
     let place = if used == [Algorithm::OneShot] { "on" } else { "off" };
     let names: Vec<&str> = used.iter().map(|a| a.name()).collect();

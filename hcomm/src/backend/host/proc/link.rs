@@ -89,6 +89,18 @@ pub(super) enum Msg {
         lease: u64,
         epoch: u64,
     },
+    /// A send of `count` elements of `dtype` whose bytes are `data`
+    /// (`EAGER_BYTES` at most; on a link with a shared ring).
+    Eager {
+        group: u64,
+        context: Context,
+        tag: i64,
+        send: WireOp,
+        count: u64,
+        dtype: DataType,
+        header: Option<CollHeader>,
+        data: Vec<u8>,
+    },
     /// The receiver has the data of `send`.
     Done { send: WireOp },
     /// The receiver refuses `send` (the two ends disagree).
@@ -380,6 +392,14 @@ impl Link {
             )
         };
         usize::try_from(n).map_err(|_| io::Error::last_os_error())
+    }
+
+    /// Whether a message of about `bytes` may go in the peer's shared ring
+    /// with its data (`Msg::Eager`): the link has one, and it stays at
+    /// most a quarter full, so that a peer that takes nothing for a while
+    /// (stopped, busy) never fills it with data.
+    pub(super) fn ring_has_room(&self, bytes: usize) -> bool {
+        self.tx.as_ref().is_some_and(|r| r.has_room_for(bytes))
     }
 
     /// Counts the caller among the ring's sleepers before it sleeps: false

@@ -7,9 +7,14 @@
 //! the connection only wakes a receiver that sleeps and, by its end, tells
 //! that the peer's process is gone. A rank that waits reads its rings and
 //! connections and copies the data itself; a connection thread does so
-//! only while no thread of the rank waits.
+//! only while no thread of the rank waits. Sends up to `EAGER_BYTES` carry
+//! their data in the ring (copied in and out, no system call); when every
+//! rank runs on this host, the one-shot collectives of the world group run
+//! on a board in memory the processes share (`shm.rs`).
 //!
-//! `HCOMM_TRANSPORT=tcp` forces the streamed path on one host too.
+//! `HCOMM_TRANSPORT=cma` keeps the single copy for every message and the
+//! collectives off the board; `tcp` forces the streamed path on one host
+//! too.
 
 mod engine;
 mod link;
@@ -480,7 +485,7 @@ pub(crate) fn connect(
         allow_peer_reads(false);
     }
     let liveness = Liveness::new(world);
-    let engine = Engine::new(rank, Arc::clone(&liveness), links);
+    let engine = Engine::new(rank, Arc::clone(&liveness), links, transport == Transport::Shm);
     engine.join_group(0, &(0..world).collect::<Vec<_>>());
     for (peer, read_half) in readers {
         spawn_threads(&engine, peer, read_half)?;
@@ -500,8 +505,9 @@ pub(crate) fn connect(
 /// Which path the processes of one host take (`HCOMM_TRANSPORT`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Transport {
-    /// Collectives up to the board's size on the shared board, messages
-    /// by single copy (the default).
+    /// Collectives up to the board's size on the shared board, small
+    /// messages copied through the shared rings, larger ones by single
+    /// copy (the default).
     Shm,
     /// Messages by single copy, collectives as messages too (the path
     /// before the shared board).
