@@ -152,9 +152,9 @@ fn value(rank: usize, i: usize) -> i32 {
 fn exact(comm: &Comm) {
     let (r, w) = (comm.rank(), comm.world());
     let word = size_of::<i32>();
-    // Both sides of the eager size of point-to-point (16 KiB) and of the
+    // Both sides of the eager size of point-to-point (8 KiB) and of the
     // board (64 KiB).
-    let eager = (16 << 10) / word;
+    let eager = (8 << 10) / word;
     let counts = [
         1,
         1024,

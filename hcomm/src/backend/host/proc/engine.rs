@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
-use super::link::{read_remote, Link, Msg, Out, Received, WireOp};
+use super::link::{read_remote, Bytes, Link, Msg, Out, Received, WireOp};
 use crate::backend::entries::{neighbours, EntryBook, EntryMsg, EntryNote, Found};
 use crate::backend::host::slab::Slab;
 use crate::backend::host::wait::{self, Ops, Progress, RankThreads, Signal};
@@ -49,7 +49,7 @@ const SCRATCH_BYTES: usize = 256 << 10;
 /// their offer in the shared ring (`Msg::Eager`): the receiver copies them
 /// out of the message instead of reading the sender's memory, which costs
 /// two system calls (the data and the lease).
-pub(super) const EAGER_BYTES: usize = 16 << 10;
+pub(super) const EAGER_BYTES: usize = 8 << 10;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct ChannelKey {
@@ -334,7 +334,7 @@ impl Engine {
                                 count: op.count as u64,
                                 dtype: op.dtype,
                                 header: op.header,
-                                data,
+                                data: Bytes(data),
                             });
                         } else if let Some(link) = link {
                             link.send(Msg::Rts {
@@ -639,7 +639,7 @@ impl Engine {
                     };
                     let offer = Offer {
                         origin: Origin::Remote(send),
-                        eager: Some(data),
+                        eager: Some(data.0),
                         addr: 0,
                         count: count as usize,
                         dtype,
