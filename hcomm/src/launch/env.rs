@@ -18,6 +18,7 @@
 
 use std::ffi::OsString;
 
+pub use crate::backend::host::proc::Transport;
 use crate::error::{Error, Result};
 pub(crate) use crate::options::text;
 
@@ -50,17 +51,6 @@ pub(crate) const STORE_FD_VAR: &str = "HCOMM_STORE_FD";
 /// How many ports after torchrun's `MASTER_PORT` our store may take (see
 /// the module's documentation).
 pub(crate) const STORE_PORTS: u16 = 32;
-
-/// How the processes of one host exchange data.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Transport {
-    /// Control messages over shared-memory rings or TCP, data read from
-    /// the peer's memory on one host; TCP across hosts.
-    #[default]
-    Default,
-    /// Everything over TCP (`HCOMM_TRANSPORT=tcp`).
-    Tcp,
-}
 
 /// Where rank 0 serves the rendezvous store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,13 +172,17 @@ impl JobEnv {
             None => rank,
         };
         let transport = match get("HCOMM_TRANSPORT") {
-            None => Transport::Default,
+            None => Transport::Shm,
             Some(v) => match v.trim().to_ascii_lowercase().as_str() {
-                "" | "default" => Transport::Default,
+                "" | "default" | "auto" | "shm" => Transport::Shm,
+                "cma" => Transport::Cma,
                 "tcp" => Transport::Tcp,
                 _ => {
                     return Err(Error::Config {
-                        message: format!("`HCOMM_TRANSPORT={}`: expected `tcp` or `default`", v.escape_debug()),
+                        message: format!(
+                            "`HCOMM_TRANSPORT={}` is not a transport; hint: use `shm` (the default), `cma` or `tcp`",
+                            v.escape_debug()
+                        ),
                     })
                 }
             },
@@ -368,7 +362,7 @@ mod tests {
         ]);
         assert_eq!(zero.unwrap().store, StorePlace::Inherited(7));
         assert!(config_message(with(&[("HCOMM_STORE_FD", "1")])).contains("`HCOMM_STORE_FD=1`"));
-        assert_eq!(with(&[]).unwrap().transport, Transport::Default);
+        assert_eq!(with(&[]).unwrap().transport, Transport::Shm);
         assert_eq!(with(&[("HCOMM_TRANSPORT", " TCP ")]).unwrap().transport, Transport::Tcp);
         assert!(config_message(with(&[("HCOMM_TRANSPORT", "shm")]))
             .contains("`HCOMM_TRANSPORT=shm`: expected `tcp` or `default`"));

@@ -268,8 +268,8 @@ impl Directory for Rendezvous {
         self.store.local_ip()
     }
 
-    fn tcp_only(&self) -> bool {
-        self.transport == Transport::Tcp
+    fn transport(&self) -> Transport {
+        self.transport
     }
 
     fn gave_up(&self) -> Option<Error> {

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
-use super::link::{read_remote, Link, Msg, Out, Received, WireOp};
+use super::link::{read_remote, Bytes, Link, Msg, Out, Received, WireOp};
 use crate::backend::entries::{neighbours, EntryBook, EntryMsg, EntryNote, Found};
 use crate::backend::host::slab::Slab;
 use crate::backend::host::wait::{self, Ops, Progress, RankThreads, Signal};
@@ -45,6 +45,11 @@ use crate::header::CollHeader;
 const RELEASE_GRACE: Duration = Duration::from_millis(500);
 /// Receives that combine read the data in pieces of this many bytes.
 const SCRATCH_BYTES: usize = 256 << 10;
+/// Sends to a peer of this host of up to this many bytes travel inside
+/// their offer in the shared ring (`Msg::Eager`): the receiver copies them
+/// out of the message instead of reading the sender's memory, which costs
+/// two system calls (the data and the lease).
+pub(super) const EAGER_BYTES: usize = 8 << 10;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct ChannelKey {
@@ -64,9 +69,11 @@ enum Origin {
 }
 
 /// A send waiting for its receive.
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 struct Offer {
     origin: Origin,
+    /// The data of a send that came with its offer (`Msg::Eager`).
+    eager: Option<Vec<u8>>,
     addr: u64,
     count: usize,
     dtype: DataType,
@@ -150,6 +157,14 @@ enum Copy {
         send: WireOp,
         recv: u32,
     },
+    /// From the data that came with the offer into receive `recv`; then
+    /// `Done` to the peer.
+    Eager {
+        link: Arc<Link>,
+        data: Vec<u8>,
+        send: WireOp,
+        recv: u32,
+    },
 }
 
 /// The engine of this process's rank.
@@ -180,6 +195,9 @@ pub(crate) struct Engine {
     /// at one address while the engine lives (it does: the engine is
     /// behind an `Arc`).
     revoked: AtomicU64,
+    /// Whether small sends to peers of this host carry their data
+    /// (`EAGER_BYTES`; not with `HCOMM_TRANSPORT=cma`).
+    eager: bool,
 }
 
 /// Counts a thread in [`Engine::waiting`] while alive.
@@ -199,7 +217,7 @@ impl Drop for Waiting<'_> {
 }
 
 impl Engine {
-    pub(super) fn new(me: usize, liveness: Arc<Liveness>, links: Vec<Option<Arc<Link>>>) -> Arc<Engine> {
+    pub(super) fn new(me: usize, liveness: Arc<Liveness>, links: Vec<Option<Arc<Link>>>, eager: bool) -> Arc<Engine> {
         // The ranks that share this host's cores (those whose memory this
         // process reads directly, and itself).
         let ranks_here = 1 + links.iter().flatten().filter(|l| l.cma).count();
@@ -220,6 +238,7 @@ impl Engine {
             holding: AtomicBool::new(false),
             waiting: AtomicUsize::new(0),
             revoked: AtomicU64::new(0),
+            eager,
         });
         let watcher: std::sync::Weak<dyn Watcher> = Arc::downgrade(&(Arc::clone(&engine) as Arc<dyn Watcher>));
         engine.liveness.watch(watcher);
@@ -299,7 +318,25 @@ impl Engine {
                 match op.dir {
                     Dir::Send if peer != self.me => {
                         st.slots[slot].state = SlotState::Advertised;
-                        if let Some(link) = self.link(peer) {
+                        let bytes = op.count * op.dtype.size();
+                        let link = self.link(peer);
+                        if let Some(link) =
+                            link.filter(|l| self.eager && l.cma && bytes <= EAGER_BYTES && l.ring_has_room(bytes + 128))
+                        {
+                            // SAFETY: the `Backend::post` contract keeps the
+                            // send's `count` elements valid until released.
+                            let data = unsafe { std::slice::from_raw_parts(op.ptr.cast_const(), bytes) }.to_vec();
+                            link.send(Msg::Eager {
+                                group,
+                                context: op.context,
+                                tag: op.tag,
+                                send: WireOp { slot, generation },
+                                count: op.count as u64,
+                                dtype: op.dtype,
+                                header: op.header,
+                                data: Bytes(data),
+                            });
+                        } else if let Some(link) = link {
                             link.send(Msg::Rts {
                                 group,
                                 context: op.context,
@@ -317,6 +354,7 @@ impl Engine {
                     Dir::Send => {
                         let offer = Offer {
                             origin: Origin::Local(slot),
+                            eager: None,
                             addr: op.ptr as u64,
                             count: op.count,
                             dtype: op.dtype,
@@ -399,7 +437,10 @@ impl Engine {
             }
             Origin::Remote(send) => {
                 let link = Arc::clone(self.link(key.src as usize)?);
-                if link.cma {
+                if let Some(data) = offer.eager {
+                    st.slots[recv].state = SlotState::Claimed;
+                    Some(Copy::Eager { link, data, send, recv })
+                } else if link.cma {
                     st.slots[recv].state = SlotState::Claimed;
                     Some(Copy::Pull {
                         link,
@@ -467,45 +508,76 @@ impl Engine {
                     })
                 }
                 .and_then(|()| lease_held(link.pid, lease));
-                let mut st = self.lock();
-                let mut dead = None;
-                match result {
-                    Ok(()) => {
-                        st.finish(recv, None);
-                        link.send(Msg::Done { send });
+                self.pulled(recv, send, &link, result);
+            }
+            Copy::Eager { link, data, send, recv } => {
+                let (dst, count, dtype, reduce) = {
+                    let st = self.lock();
+                    let r = &st.slots[recv];
+                    (r.ptr, r.count, r.dtype, r.reduce)
+                };
+                let result = if data.len() == count * dtype.size() {
+                    // SAFETY: the receive is claimed by this thread; its
+                    // owner keeps the buffer valid and untouched until
+                    // released; `data` holds exactly its bytes.
+                    unsafe {
+                        fill(dst, count, dtype, reduce, |chunk, offset| {
+                            chunk.copy_from_slice(&data[offset..offset + chunk.len()]);
+                            Ok(())
+                        })
                     }
-                    Err(e) => {
-                        let (peer_rank, peer) = (st.slots[recv].peer_rank, st.slots[recv].key.src as usize);
-                        let gone = e.raw_os_error() == Some(nix::libc::ESRCH);
-                        let reason = if gone {
-                            format!("its process exited or was killed (reading its memory: {e})")
-                        } else {
-                            format!("cannot read its send buffer: {e}")
-                        };
-                        let e = Error::PeerFailed {
-                            rank: peer_rank,
-                            reason: reason.clone(),
-                        };
-                        st.finish(recv, Some(&e));
-                        link.send(Msg::Reject {
-                            send,
-                            message: e.to_string(),
-                            group: u64::MAX,
-                            coll: false,
-                        });
-                        if gone {
-                            dead = Some((peer, reason));
-                        }
-                    }
+                } else {
+                    Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("its message holds {} bytes for {count} elements of {dtype}", data.len()),
+                    ))
+                };
+                self.pulled(recv, send, &link, result);
+            }
+        }
+    }
+
+    /// Completes receive `recv` of the peer's `send` (on `link`) once its
+    /// data was copied (`result`): `Done` to the peer, or the receive fails
+    /// and the peer's send is rejected.
+    fn pulled(&self, recv: u32, send: WireOp, link: &Link, result: io::Result<()>) {
+        let mut st = self.lock();
+        let mut dead = None;
+        match result {
+            Ok(()) => {
+                st.finish(recv, None);
+                link.send(Msg::Done { send });
+            }
+            Err(e) => {
+                let (peer_rank, peer) = (st.slots[recv].peer_rank, st.slots[recv].key.src as usize);
+                let gone = e.raw_os_error() == Some(nix::libc::ESRCH);
+                let reason = if gone {
+                    format!("its process exited or was killed (reading its memory: {e})")
+                } else {
+                    format!("cannot read its send buffer: {e}")
+                };
+                let e = Error::PeerFailed {
+                    rank: peer_rank,
+                    reason: reason.clone(),
+                };
+                st.finish(recv, Some(&e));
+                link.send(Msg::Reject {
+                    send,
+                    message: e.to_string(),
+                    group: u64::MAX,
+                    coll: false,
+                });
+                if gone {
+                    dead = Some((peer, reason));
                 }
-                self.signal.notify();
-                drop(st);
-                // The sender's process is gone: its link may not know yet.
-                if let Some((peer, reason)) = dead {
-                    if self.liveness.state(peer) == RankState::Running {
-                        self.liveness.set_failed(peer, reason, false);
-                    }
-                }
+            }
+        }
+        self.signal.notify();
+        drop(st);
+        // The sender's process is gone: its link may not know yet.
+        if let Some((peer, reason)) = dead {
+            if self.liveness.state(peer) == RankState::Running {
+                self.liveness.set_failed(peer, reason, false);
             }
         }
     }
@@ -517,7 +589,7 @@ impl Engine {
         {
             let mut st = self.lock();
             match msg {
-                Msg::Hello { .. } | Msg::Ready { .. } | Msg::Wake => {}
+                Msg::Hello { .. } | Msg::Ready { .. } | Msg::Board { .. } | Msg::Wake => {}
                 Msg::Rts {
                     group,
                     context,
@@ -539,11 +611,40 @@ impl Engine {
                     };
                     let offer = Offer {
                         origin: Origin::Remote(send),
+                        eager: None,
                         addr,
                         count: count as usize,
                         dtype,
                         header,
                         lease: (lease, epoch),
+                    };
+                    copy = self.offer(&mut st, key, offer);
+                }
+                Msg::Eager {
+                    group,
+                    context,
+                    tag,
+                    send,
+                    count,
+                    dtype,
+                    header,
+                    data,
+                } => {
+                    let key = ChannelKey {
+                        group,
+                        context,
+                        src: from as u32,
+                        dst: self.me as u32,
+                        tag,
+                    };
+                    let offer = Offer {
+                        origin: Origin::Remote(send),
+                        eager: Some(data.0),
+                        addr: 0,
+                        count: count as usize,
+                        dtype,
+                        header,
+                        lease: (0, 0),
                     };
                     copy = self.offer(&mut st, key, offer);
                 }
@@ -963,9 +1064,62 @@ impl Engine {
         state.blocking_error(slot.peer_rank, || unmatched(slot.dir, slot.key.tag))
     }
 
+    /// Why this rank cannot complete the one-shot collective `header` of
+    /// `group` waiting on the shared board for member `peer`: the group
+    /// failed or aborted, or the peer is gone. Before it answers, writes
+    /// the held messages (peers compare this rank's entries) and handles
+    /// what arrived (an abort, a peer's entry that disagrees).
+    pub(super) fn board_failure(
+        &self,
+        group: u64,
+        members: &[usize],
+        peer: usize,
+        header: &CollHeader,
+    ) -> Option<Error> {
+        self.flush_held();
+        self.poll_links();
+        {
+            let st = self.lock();
+            if let Some(g) = st.groups.get(&group) {
+                if let Some(e) = &g.coll_failure {
+                    return Some(e.clone());
+                }
+                if let Some(reason) = &g.aborted {
+                    return Some(Error::Aborted { reason: reason.clone() });
+                }
+            }
+        }
+        let state = self.liveness.state(members[peer]);
+        let e = state.blocking_error(peer, || {
+            format!("it finished without calling collective #{} ({header})", header.seq)
+        })?;
+        Some(self.liveness.root_failure(members).unwrap_or(e))
+    }
+
+    /// Fails the later collectives of `group` with `e` (found on the board).
+    pub(super) fn fail_collectives(&self, group: u64, e: &Error) {
+        let mut st = self.lock();
+        st.groups
+            .entry(group)
+            .or_default()
+            .coll_failure
+            .get_or_insert_with(|| e.clone());
+        drop(st);
+        self.signal.notify();
+    }
+
     /// Records that this rank (`rank` of `group`) enters collective
-    /// `header` and tells the other members.
-    pub(super) fn enter_collective(&self, group: u64, members: &[usize], header: &CollHeader) -> Result<()> {
+    /// `header` and tells the other members: at once, or with `hold` (a
+    /// group with a shared board, whose one-shot collectives compare the
+    /// headers themselves) with this rank's next message to each or before
+    /// it next waits.
+    pub(super) fn enter_collective(
+        &self,
+        group: u64,
+        members: &[usize],
+        header: &CollHeader,
+        hold: bool,
+    ) -> Result<()> {
         let mut st = self.lock();
         let g = st.groups.entry(group).or_default();
         if let Some(e) = &g.coll_failure {
@@ -977,9 +1131,17 @@ impl Engine {
         for &m in members {
             if m != self.me {
                 if let Some(link) = self.link(m) {
-                    link.send(Msg::Enter { group, header: *header });
+                    let msg = Msg::Enter { group, header: *header };
+                    if hold {
+                        link.hold(msg);
+                    } else {
+                        link.send(msg);
+                    }
                 }
             }
+        }
+        if hold {
+            self.holding.store(true, Ordering::SeqCst);
         }
         let result = enter(&mut st, group, self.me, *header);
         self.signal.notify();

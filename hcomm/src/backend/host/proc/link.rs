@@ -37,6 +37,37 @@ pub(super) struct WireOp {
 }
 
 /// What two processes tell each other.
+/// Bytes encoded as one length and the bytes themselves (serde's bytes),
+/// not as a sequence of numbers: a message's data in and out at the speed
+/// of a copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Bytes(pub(super) Vec<u8>);
+
+impl Serialize for Bytes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Bytes;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("bytes")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Bytes, E> {
+                Ok(Bytes(v.to_vec()))
+            }
+            fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Bytes, E> {
+                Ok(Bytes(v))
+            }
+        }
+        d.deserialize_byte_buf(Visitor)
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(super) enum Msg {
     /// First message on a connection, answered by a proof that the sender
@@ -61,8 +92,16 @@ pub(super) enum Msg {
     /// Second message on a connection: whether the sender can read the
     /// receiver's memory (data moves that way only when both can), and the
     /// descriptor of the ring (in the sender's process) the receiver may
-    /// map to send it control messages.
-    Ready { can_read: bool, ring: Option<i32> },
+    /// map to send it control messages, and of its board region (`shm.rs`)
+    /// when it offers one.
+    Ready {
+        can_read: bool,
+        ring: Option<i32>,
+        board: Option<i32>,
+    },
+    /// Last message of the handshake: whether the sender holds a board
+    /// region and mapped every peer's (the board is used when all did).
+    Board { ok: bool },
     /// A send is ready: `count` elements of `dtype` at `addr` in the
     /// sender's memory.
     Rts {
@@ -80,6 +119,18 @@ pub(super) enum Msg {
         /// receive if it moved (the sender may have given the buffer back).
         lease: u64,
         epoch: u64,
+    },
+    /// A send of `count` elements of `dtype` whose bytes are `data`
+    /// (`EAGER_BYTES` at most; on a link with a shared ring).
+    Eager {
+        group: u64,
+        context: Context,
+        tag: i64,
+        send: WireOp,
+        count: u64,
+        dtype: DataType,
+        header: Option<CollHeader>,
+        data: Bytes,
     },
     /// The receiver has the data of `send`.
     Done { send: WireOp },
@@ -372,6 +423,14 @@ impl Link {
             )
         };
         usize::try_from(n).map_err(|_| io::Error::last_os_error())
+    }
+
+    /// Whether a message of about `bytes` may go in the peer's shared ring
+    /// with its data (`Msg::Eager`): the link has one, and it stays at
+    /// most a quarter full, so that a peer that takes nothing for a while
+    /// (stopped, busy) never fills it with data.
+    pub(super) fn ring_has_room(&self, bytes: usize) -> bool {
+        self.tx.as_ref().is_some_and(|r| r.has_room_for(bytes))
     }
 
     /// Counts the caller among the ring's sleepers before it sleeps: false
@@ -931,6 +990,28 @@ mod tests {
 
     fn data(len: usize) -> Vec<u8> {
         (0..len).map(|i| (i * 31 % 251) as u8).collect()
+    }
+
+    #[test]
+    fn eager_data_is_encoded_as_bytes_and_reads_back_exactly() {
+        let data: Vec<u8> = (0..16_384u32).map(|i| (i * 7) as u8).collect();
+        let msg = Msg::Eager {
+            group: 3,
+            context: Context::P2p,
+            tag: -2,
+            send: WireOp { slot: 5, generation: 1 },
+            count: 4096,
+            dtype: DataType::F32,
+            header: None,
+            data: Bytes(data.clone()),
+        };
+        let bytes = postcard::to_stdvec(&msg).unwrap();
+        // One length and the bytes, not a number per byte.
+        assert!(bytes.len() < data.len() + 32, "{}", bytes.len());
+        let Msg::Eager { data: back, count, .. } = postcard::from_bytes(&bytes).unwrap() else {
+            panic!("not an eager message")
+        };
+        assert_eq!((back.0, count), (data, 4096));
     }
 
     #[test]

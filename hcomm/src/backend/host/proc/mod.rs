@@ -7,13 +7,19 @@
 //! the connection only wakes a receiver that sleeps and, by its end, tells
 //! that the peer's process is gone. A rank that waits reads its rings and
 //! connections and copies the data itself; a connection thread does so
-//! only while no thread of the rank waits.
+//! only while no thread of the rank waits. Sends up to `EAGER_BYTES` carry
+//! their data in the ring (copied in and out, no system call); when every
+//! rank runs on this host, the one-shot collectives of the world group run
+//! on a board in memory the processes share (`shm.rs`).
 //!
-//! `HCOMM_TRANSPORT=tcp` forces the streamed path on one host too.
+//! `HCOMM_TRANSPORT=cma` keeps the single copy for every message and the
+//! collectives off the board; `tcp` forces the streamed path on one host
+//! too.
 
 mod engine;
 mod link;
 mod ring;
+mod shm;
 
 use std::io::BufReader;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -26,11 +32,14 @@ use serde::{Deserialize, Serialize};
 use self::engine::Engine;
 use self::link::{allow_peer_reads, read_remote, Link, Msg};
 use self::ring::Ring;
+use self::shm::ProcBoard;
+use self::shm::{Region, ShmBoard};
 use super::{subgroup_of, subgroup_topology};
 use crate::auth::{self, JobSecret, Key, SECRET_VAR};
 use crate::backend::entries::EntryNote;
+use crate::backend::host::BOARD_BYTES;
 use crate::backend::liveness::{Liveness, Presence};
-use crate::backend::{Backend, Capabilities, EntryCarrier, EntryRoute, Issue, OpId, OpIds, P2pOp};
+use crate::backend::{Backend, Board, Capabilities, EntryCarrier, EntryRoute, Issue, OpId, OpIds, P2pOp};
 use crate::buffer::Memory;
 use crate::error::{Error, Result};
 use crate::header::CollHeader;
@@ -59,10 +68,10 @@ pub(crate) trait Directory {
     fn local_ip(&self) -> IpAddr;
     /// Why another rank gave up joining, if one did.
     fn gave_up(&self) -> Option<Error>;
-    /// Whether the job sends everything over TCP (`HCOMM_TRANSPORT=tcp`,
-    /// read with the launcher's variables).
-    fn tcp_only(&self) -> bool {
-        false
+    /// How this host's processes exchange data (`HCOMM_TRANSPORT`, read
+    /// with the launcher's variables).
+    fn transport(&self) -> Transport {
+        Transport::Shm
     }
 }
 
@@ -103,6 +112,9 @@ pub(crate) struct ProcBackend {
     members: Vec<usize>,
     rank: usize,
     topology: Topology,
+    /// The shared board of the world group when every rank runs on this
+    /// host (`shm.rs`); `None` for subgroups.
+    board: Option<Arc<ShmBoard>>,
 }
 
 impl ProcBackend {
@@ -118,7 +130,7 @@ impl Backend for ProcBackend {
 
     fn capabilities(&self) -> Capabilities<'_> {
         Capabilities {
-            board: None,
+            board: self.board.is_some().then_some(self as &dyn Board),
             entries: EntryRoute::Carried(self),
             issue: Issue::AsWritten,
             presence: Some(&self.presence),
@@ -160,7 +172,8 @@ impl Backend for ProcBackend {
     }
 
     fn enter_collective(&self, header: &CollHeader) -> Result<()> {
-        self.engine().enter_collective(self.group, &self.members, header)
+        self.engine()
+            .enter_collective(self.group, &self.members, header, self.board.is_some())
     }
 
     fn confirm_collective(&self, header: &CollHeader, timeout: Duration) -> Result<()> {
@@ -180,11 +193,40 @@ impl Backend for ProcBackend {
             members: global,
             rank,
             topology,
+            board: None,
         }))
     }
 
     fn abort(&self, reason: &str) {
         self.engine().abort(self.group, &self.members, reason);
+    }
+}
+
+/// The shared board of a job's processes on one host (the world group,
+/// when every rank runs here and mapped every region).
+impl Board for ProcBackend {
+    fn capacity(&self) -> usize {
+        BOARD_BYTES
+    }
+
+    fn exchange(
+        &self,
+        header: &CollHeader,
+        len: usize,
+        timeout: Duration,
+        fill: &mut dyn FnMut(&mut [u8]),
+        take: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        let Some(board) = self.board.as_deref() else {
+            return Err(Error::precondition("this group has no shared board"));
+        };
+        let board = ProcBoard {
+            board,
+            engine: self.engine(),
+            group: self.group,
+            members: &self.members,
+        };
+        board.exchange(header, len, timeout, fill, take)
     }
 }
 
@@ -287,10 +329,10 @@ pub(crate) fn connect(
     cores: &[usize],
     secret: &JobSecret,
 ) -> Result<(Arc<dyn Backend>, HostPeers)> {
-    let force_tcp = store.tcp_only();
+    let transport = store.transport();
     // Before any peer can probe this process's memory; withdrawn below
     // when no peer reads it.
-    let may_read = !force_tcp && world > 1;
+    let may_read = transport != Transport::Tcp && world > 1;
     if may_read {
         allow_peer_reads(true);
     }
@@ -354,7 +396,7 @@ pub(crate) fn connect(
         same_cores: true,
     };
     for (peer, s) in streams.into_iter().enumerate() {
-        let Some((mut stream, theirs)) = s else {
+        let Some((stream, theirs)) = s else {
             continue;
         };
         let same_host = theirs.host == host;
@@ -373,17 +415,28 @@ pub(crate) fn connect(
         }
         let can_read =
             may_read && same_host && same_user(theirs.pid) && can_read(theirs.pid, theirs.probe_addr, theirs.probe);
+        ready.push((peer, stream, theirs.pid, can_read, theirs.link_key));
+    }
+    // This rank's board region, offered when every rank runs on this host
+    // (`shm.rs`).
+    let region = (transport == Transport::Shm && may_read && here.count == world)
+        .then(Region::create)
+        .and_then(|r| r.map_err(|e| tracing::debug!(rank, %e, "no board region")).ok());
+    let mut answered = Vec::with_capacity(ready.len());
+    for (peer, mut stream, pid, can_read, link_key) in ready {
         // The ring this peer may send its control messages in (where it
         // cannot map it, they come on the connection).
         let rx = if can_read { Ring::create().ok() } else { None };
-        let ring = rx.as_ref().map(Ring::fd);
-        write_frame(&mut stream, &Msg::Ready { can_read, ring }, &mut buf)
-            .map_err(|e| os_error("handshake with a peer", &e))?;
-        ready.push((peer, stream, theirs.pid, can_read, rx, theirs.link_key));
+        let ready = Msg::Ready {
+            can_read,
+            ring: rx.as_ref().map(Ring::fd),
+            board: region.as_ref().filter(|_| can_read).map(Region::fd),
+        };
+        write_frame(&mut stream, &ready, &mut buf).map_err(|e| os_error("handshake with a peer", &e))?;
+        answered.push((peer, stream, pid, can_read, rx, link_key));
     }
-    let mut links: Vec<Option<Arc<Link>>> = (0..world).map(|_| None).collect();
-    let mut readers = Vec::new();
-    for (peer, mut stream, pid, can_read, rx, link_key) in ready {
+    let mut opened = Vec::with_capacity(answered.len());
+    for (peer, mut stream, pid, can_read, rx, link_key) in answered {
         // The peer answers once it has accepted its own peers: up to the
         // deadline (a connection accepted here kept the short wait of its
         // handshake until now).
@@ -394,9 +447,13 @@ pub(crate) fn connect(
             .set_read_timeout(Some(left))
             .and_then(|()| read_frame_within(&mut stream, &mut buf, HANDSHAKE_FRAME))
             .map_err(|e| os_error("handshake with a peer", &e))?;
-        let (cma, their_ring) = match theirs {
-            Msg::Ready { can_read: true, ring } => (can_read, ring),
-            _ => (false, None),
+        let (cma, their_ring, their_board) = match theirs {
+            Msg::Ready {
+                can_read: true,
+                ring,
+                board,
+            } => (can_read, ring, board),
+            _ => (false, None, None),
         };
         let rx = rx.filter(|_| cma);
         let tx = their_ring.filter(|_| cma).and_then(|fd| {
@@ -404,14 +461,49 @@ pub(crate) fn connect(
                 .map_err(|e| tracing::debug!(rank, peer, %e, "no ring"))
                 .ok()
         });
-        tracing::debug!(rank, peer, cma, ring = tx.is_some(), "connected");
+        let board = their_board.filter(|_| cma && region.is_some()).and_then(|fd| {
+            Region::open(pid, fd)
+                .map_err(|e| tracing::debug!(rank, peer, %e, "no board region"))
+                .ok()
+        });
+        opened.push(Opened {
+            peer,
+            stream,
+            pid,
+            cma,
+            rings: (rx, tx),
+            link_key,
+            board,
+        });
+    }
+    let board = agree_on_board(rank, region, &mut opened, &mut buf)?;
+    let mut links: Vec<Option<Arc<Link>>> = (0..world).map(|_| None).collect();
+    let mut readers = Vec::new();
+    for Opened {
+        peer,
+        stream,
+        pid,
+        cma,
+        rings,
+        link_key,
+        ..
+    } in opened
+    {
+        tracing::debug!(
+            rank,
+            peer,
+            cma,
+            ring = rings.1.is_some(),
+            board = board.is_some(),
+            "connected"
+        );
         let io = |e: std::io::Error| os_error("peer connection", &e);
         stream.set_nodelay(true).map_err(io)?;
         stream.set_read_timeout(None).map_err(io)?;
         let read_half = stream.try_clone().map_err(io)?;
         // The connection's key (derived in the authenticated handshake from
         // the job secret, both nonces and both ranks), for the frames' MACs.
-        links[peer] = Some(Link::new(pid, cma, stream, (rx, tx), link_key, rank < peer).map_err(io)?);
+        links[peer] = Some(Link::new(pid, cma, stream, rings, link_key, rank < peer).map_err(io)?);
         readers.push((peer, read_half));
     }
     if may_read && !links.iter().flatten().any(|l| l.cma) {
@@ -419,7 +511,7 @@ pub(crate) fn connect(
         allow_peer_reads(false);
     }
     let liveness = Liveness::new(world);
-    let engine = Engine::new(rank, Arc::clone(&liveness), links);
+    let engine = Engine::new(rank, Arc::clone(&liveness), links, transport == Transport::Shm);
     engine.join_group(0, &(0..world).collect::<Vec<_>>());
     for (peer, read_half) in readers {
         spawn_threads(&engine, peer, read_half)?;
@@ -431,8 +523,71 @@ pub(crate) fn connect(
         members: (0..world).collect(),
         rank,
         topology: topology.clone(),
+        board: board.map(Arc::new),
     });
     Ok((backend, here))
+}
+
+/// How the processes of one host exchange data (`HCOMM_TRANSPORT`, read
+/// with the launcher's variables); across hosts everything goes over TCP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Transport {
+    /// Collectives up to the board's size on a board in shared memory,
+    /// small messages copied through the shared rings, larger ones read
+    /// from the peer's memory (`shm`, the default).
+    #[default]
+    Shm,
+    /// Messages read from the peer's memory, collectives as messages too
+    /// (`cma`: the path before the shared board).
+    Cma,
+    /// Control messages and data over TCP (`tcp`).
+    Tcp,
+}
+
+/// A connection to a peer once both ends told what they can map.
+struct Opened {
+    peer: usize,
+    stream: TcpStream,
+    pid: i32,
+    /// Whether data moves by memory reads (both ends can read the other).
+    cma: bool,
+    /// The ring this rank receives in and the one it sends in.
+    rings: (Option<Ring>, Option<Ring>),
+    link_key: Key,
+    /// The peer's board region, mapped here.
+    board: Option<Region>,
+}
+
+/// Whether the job's ranks use the shared board: every rank tells every
+/// other whether it holds its own region and mapped every peer's, so that
+/// all decide alike (a rank on the board and one off it would run
+/// different algorithms). The board of rank `rank` when all did.
+fn agree_on_board(
+    rank: usize,
+    region: Option<Region>,
+    opened: &mut [Opened],
+    buf: &mut Vec<u8>,
+) -> Result<Option<ShmBoard>> {
+    let mine = region.is_some() && opened.iter().all(|o| o.board.is_some());
+    for o in opened.iter_mut() {
+        write_frame(&mut o.stream, &Msg::Board { ok: mine }, buf).map_err(|e| os_error("handshake with a peer", &e))?;
+    }
+    let mut all = mine;
+    for o in opened.iter_mut() {
+        let theirs: Msg = read_frame_within(&mut o.stream, buf, HANDSHAKE_FRAME)
+            .map_err(|e| os_error("handshake with a peer", &e))?;
+        all &= matches!(theirs, Msg::Board { ok: true });
+    }
+    let Some(own) = region.filter(|_| all) else {
+        return Ok(None);
+    };
+    let mut regions: Vec<(usize, Region)> = opened
+        .iter_mut()
+        .filter_map(|o| Some((o.peer, o.board.take()?)))
+        .collect();
+    regions.push((rank, own));
+    regions.sort_by_key(|(r, _)| *r);
+    Ok(Some(ShmBoard::new(rank, regions.into_iter().map(|(_, r)| r).collect())))
 }
 
 /// Accepts the ranks above `me.rank` until each proved itself, each

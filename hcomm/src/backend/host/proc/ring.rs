@@ -157,6 +157,14 @@ impl Ring {
         Ok(true)
     }
 
+    /// Whether `bytes` more fit while the ring stays at most a quarter
+    /// full (the sending side): room left for the control messages.
+    pub(super) fn has_room_for(&self, bytes: usize) -> bool {
+        let head = self.position(HEAD).load(Ordering::Acquire);
+        let tail = self.position(TAIL).load(Ordering::Relaxed);
+        usize::try_from(tail.wrapping_sub(head)).is_ok_and(|used| used.saturating_add(bytes) <= CAPACITY / 4)
+    }
+
     /// Whether the receiver may be asleep (and must be woken) after what
     /// was just pushed.
     pub(super) fn receiver_asleep(&self) -> bool {
