@@ -331,6 +331,54 @@ fn run_once<T: BenchElem>(op: Op, shape: Shape, comm: &Comm, b: &mut Buffers<T>)
     }
 }
 
+/// The figures of one form of one size.
+fn timing(config: &Config, bytes: usize, s: &Summary) -> Timing {
+    let algbw = if s.median_s > 0.0 {
+        bytes as f64 / s.median_s / 1e9
+    } else {
+        0.0
+    };
+    Timing {
+        algorithm: s.algorithm.clone(),
+        iters: s.iters,
+        time_us: s.median_s * 1e6,
+        min_us: s.min_s * 1e6,
+        algbw,
+        busbw: algbw * config.op.shape().bus_factor(config.ranks),
+        check: s.check.clone(),
+    }
+}
+
+/// The row of one size from the forms timed.
+fn row(config: &Config, bytes: usize, count: usize, forms: Vec<(Placement, Timing)>) -> Row {
+    let op = match config.op {
+        Op::Schedule(_) => shape_name(config.op.shape()),
+        other => other.name(),
+    };
+    let mut row = Row {
+        op: op.into(),
+        schedule: match config.op {
+            Op::Schedule(sc) => Some(sc.name().into()),
+            _ => None,
+        },
+        redop: config.op.reduce_op().map(|o| o.name().into()),
+        bytes,
+        count,
+        ranks: config.ranks,
+        dtype: config.dtype.name().into(),
+        backend: config.backend.name().into(),
+        out_of_place: None,
+        in_place: None,
+    };
+    for (placement, timing) in forms {
+        match placement {
+            Placement::OutOfPlace => row.out_of_place = Some(timing),
+            Placement::InPlace => row.in_place = Some(timing),
+        }
+    }
+    row
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -393,52 +441,4 @@ mod tests {
         assert_eq!(default_iters(64 << 20), 20);
         assert_eq!(default_iters(1 << 20), 256);
     }
-}
-
-/// The figures of one form of one size.
-fn timing(config: &Config, bytes: usize, s: &Summary) -> Timing {
-    let algbw = if s.median_s > 0.0 {
-        bytes as f64 / s.median_s / 1e9
-    } else {
-        0.0
-    };
-    Timing {
-        algorithm: s.algorithm.clone(),
-        iters: s.iters,
-        time_us: s.median_s * 1e6,
-        min_us: s.min_s * 1e6,
-        algbw,
-        busbw: algbw * config.op.shape().bus_factor(config.ranks),
-        check: s.check.clone(),
-    }
-}
-
-/// The row of one size from the forms timed.
-fn row(config: &Config, bytes: usize, count: usize, forms: Vec<(Placement, Timing)>) -> Row {
-    let op = match config.op {
-        Op::Schedule(_) => shape_name(config.op.shape()),
-        other => other.name(),
-    };
-    let mut row = Row {
-        op: op.into(),
-        schedule: match config.op {
-            Op::Schedule(sc) => Some(sc.name().into()),
-            _ => None,
-        },
-        redop: config.op.reduce_op().map(|o| o.name().into()),
-        bytes,
-        count,
-        ranks: config.ranks,
-        dtype: config.dtype.name().into(),
-        backend: config.backend.name().into(),
-        out_of_place: None,
-        in_place: None,
-    };
-    for (placement, timing) in forms {
-        match placement {
-            Placement::OutOfPlace => row.out_of_place = Some(timing),
-            Placement::InPlace => row.in_place = Some(timing),
-        }
-    }
-    row
 }
