@@ -46,11 +46,16 @@ pub enum Algorithm {
     /// what it needs from every rank's, in rank order: one step, no
     /// messages; small messages on in-process ranks only.
     OneShot,
+    /// The device library moved every rank's contribution (an all-gather,
+    /// or an all-to-all for reduce-scatter) and each rank combined them on
+    /// the host in rank order: a reduction the library does not run
+    /// (HCCL's support matrix, a mean on HCCL), with the host's result.
+    LibraryFold,
 }
 
 impl Algorithm {
     /// Every algorithm.
-    pub const ALL: [Algorithm; 13] = [
+    pub const ALL: [Algorithm; 14] = [
         Algorithm::Ring,
         Algorithm::HalvingDoubling,
         Algorithm::ReduceBroadcast,
@@ -64,6 +69,7 @@ impl Algorithm {
         Algorithm::Dissemination,
         Algorithm::Library,
         Algorithm::OneShot,
+        Algorithm::LibraryFold,
     ];
 
     /// The name used in `HCOMM_ALGO`, in tracing and in messages.
@@ -82,6 +88,7 @@ impl Algorithm {
             Algorithm::Dissemination => "dissemination",
             Algorithm::Library => "library",
             Algorithm::OneShot => "one_shot",
+            Algorithm::LibraryFold => "library_fold",
         }
     }
 

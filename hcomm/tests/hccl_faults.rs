@@ -286,3 +286,24 @@ fn abort_fails_pending_operations_of_every_rank() {
         assert!(matches!(e, Some(Error::Aborted { .. })), "{e:?}");
     }
 }
+
+#[test]
+fn a_destroy_answered_with_e_again_is_retried_until_it_succeeds() {
+    let _g = serial();
+    let _ = hcomm::take_device_teardown_errors();
+    // HCCL_E_AGAIN (20): the communicator is in use. Three answers for the
+    // two ranks' destroys: each destroy is retried until one succeeds,
+    // which leaves no injection behind.
+    for _ in 0..3 {
+        inject("HcclCommDestroy", 20);
+    }
+    let out = run(2, 20.0, |comm| {
+        let mut x = [comm.rank() as i32 + 1; 3];
+        comm.all_reduce_in_place(&mut x, ReduceOp::Sum)?;
+        Ok(x)
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out, [[3; 3], [3; 3]]);
+    let errors = hcomm::take_device_teardown_errors();
+    assert!(errors.is_empty(), "{errors:?}");
+}

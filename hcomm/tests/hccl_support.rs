@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use hcomm::hccl::Hccl;
-use hcomm::{bf16, CommOptions, ReduceOp};
+use hcomm::{bf16, Algorithm, Collective, CommOptions, ReduceOp};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
@@ -72,6 +72,13 @@ fn rejected_reductions_run_as_data_movement_and_a_host_fold() {
                 .map(|i| (0..w).fold(0u8, |a, q| a.wrapping_add(250u8.wrapping_add((3 * q + i) as u8))))
                 .collect();
             assert_eq!(out, want, "u8 all_reduce sum");
+            // the call says how it ran; a reduction HCCL runs is the library's alone
+            assert_eq!(comm.last_algorithm(Collective::AllReduce), Some(Algorithm::Library));
+            assert_eq!(comm.last_algorithms(Collective::AllReduce), [Algorithm::LibraryFold]);
+            let mut f = [r as f32 + 0.5; 3];
+            comm.all_reduce_in_place(&mut f, ReduceOp::Sum)?;
+            assert_eq!(f, [(w * w) as f32 / 2.0; 3]);
+            assert_eq!(comm.last_algorithms(Collective::AllReduce), [Algorithm::Library]);
             // u32 max in place; u64 and f64 all-reduce (not on A2/A3)
             let mut m = [r as u32 * 1_000_000_007 % 97, u32::MAX - r as u32];
             comm.all_reduce_in_place(&mut m, ReduceOp::Max)?;

@@ -24,6 +24,7 @@ use crate::buffer::Memory;
 use crate::element::{DataType, ReduceOp};
 use crate::error::Result;
 use crate::header::CollHeader;
+use crate::select::Algorithm;
 use crate::topology::Topology;
 pub(crate) use capabilities::{Board, Capabilities, EntryCarrier, EntryRoute, Issue};
 use device::memory::DeviceCtx;
@@ -145,7 +146,9 @@ pub(crate) trait Backend: Send + Sync + 'static {
         false
     }
 
-    /// Runs a whole collective with the device library's own implementation;
+    /// Runs a whole collective with the device library's own implementation
+    /// and says what ran ([`Algorithm::Library`], or
+    /// [`Algorithm::LibraryFold`] for a reduction the library does not run);
     /// `None` when the backend has none and the generic algorithms (written
     /// over point-to-point) should run.
     ///
@@ -158,7 +161,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
         call: &NativeCall<'_>,
         dtype: DataType,
         timeout: Duration,
-    ) -> Option<Result<()>> {
+    ) -> Option<Result<Algorithm>> {
         let _ = (call, dtype, timeout);
         None
     }

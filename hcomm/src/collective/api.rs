@@ -89,7 +89,9 @@ impl Comm {
         };
         let ctx = self.ctx(header);
         let result = match native {
-            Some(r) => r,
+            // what the library ran: a fold of its data movement is
+            // recorded as such
+            Some(r) => r.map(|ran| ctx.ran(ran)),
             None => generic(&ctx, algorithm),
         };
         if let Err(e) = result {

@@ -87,7 +87,7 @@ fn gather(backend: &dyn Backend, timeout: Duration, send: &[u8], recv: &mut [u8]
     // native collectives accepts), valid for the call and `recv` exclusive,
     // `recv` `world` times as long as `send` (the all-gather's shape).
     match unsafe { backend.native_collective(&call, DataType::U8, timeout) } {
-        Some(result) => result,
+        Some(result) => result.map(drop),
         None => Err(Error::precondition(format!(
             "the {} backend shares no memory, carries no entry notes and has no all-gather of its own for the \
              entry check of schedule calls",

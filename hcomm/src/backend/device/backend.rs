@@ -17,6 +17,7 @@ use crate::buffer::Memory;
 use crate::element::{DataType, ReduceOp};
 use crate::error::{Error, Result};
 use crate::header::CollHeader;
+use crate::select::Algorithm;
 use crate::topology::Topology;
 
 /// One rank's view of a device communicator.
@@ -212,7 +213,7 @@ impl Backend for DeviceBackend {
         call: &NativeCall<'_>,
         dtype: DataType,
         timeout: Duration,
-    ) -> Option<Result<()>> {
+    ) -> Option<Result<Algorithm>> {
         let mut st = lock(&self.state);
         if let Some(e) = self.unusable(&st) {
             return Some(Err(e));

@@ -14,6 +14,7 @@ use super::DeviceBackend;
 use crate::backend::NativeCall;
 use crate::element::{DataType, ReduceOp};
 use crate::error::{Error, Result};
+use crate::select::Algorithm;
 
 /// One block of a batch call: `(rank of this group, device address, count)`.
 type Block = (usize, *mut u8, usize);
@@ -31,7 +32,9 @@ unsafe fn blocks(base: *mut u8, block_bytes: usize, count: usize, ranks: usize) 
 }
 
 impl DeviceBackend {
-    /// Stages, enqueues and drains one collective.
+    /// Stages, enqueues and drains one collective; what ran:
+    /// [`Algorithm::Library`], or [`Algorithm::LibraryFold`] where the
+    /// library moved the data and this rank combined it.
     ///
     /// # Safety
     ///
@@ -43,7 +46,7 @@ impl DeviceBackend {
         call: &NativeCall<'_>,
         dtype: DataType,
         limit: Duration,
-    ) -> Result<()> {
+    ) -> Result<Algorithm> {
         let start = Instant::now();
         let mut staging = Staging::new(&self.ctx);
         // SAFETY: forwarded from the caller.
@@ -54,8 +57,14 @@ impl DeviceBackend {
             return Err(e);
         }
         self.drain(st, start, limit, call_name(call), &mut staging.memory)?;
+        let ran = if staging.folds() {
+            Algorithm::LibraryFold
+        } else {
+            Algorithm::Library
+        };
         // SAFETY: the stream drained; the host outputs are the caller's.
-        unsafe { staging.copy_back() }
+        unsafe { staging.copy_back() }?;
+        Ok(ran)
     }
 
     /// Stages the call's host buffers and enqueues it. The outer error:

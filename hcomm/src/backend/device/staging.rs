@@ -260,6 +260,11 @@ impl<'a> Staging<'a> {
         self.outputs.clear();
     }
 
+    /// Whether a host fold completes the call (the library moved the data).
+    pub(super) fn folds(&self) -> bool {
+        !self.folds.is_empty()
+    }
+
     /// Runs `fold` in [`Staging::copy_back`], before the copies.
     pub(super) fn fold(&mut self, fold: Fold) {
         self.folds.push(fold);
