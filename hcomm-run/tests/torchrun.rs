@@ -160,21 +160,24 @@ fn two_torchrun_jobs_on_neighbouring_ports_do_not_mix() {
     assert_exact(&rb);
 }
 
-/// Runs the ranks with torchrun itself where torch is installed.
+/// Runs the ranks with torchrun itself where torch is installed: in the
+/// Python of `HCOMM_TORCH_PYTHON` (CI points it at the environment of
+/// `scripts/torch-env.sh`), else `python3`.
 #[test]
 fn torchrun_itself_where_torch_is_installed() {
-    let has_torch = Command::new("python3")
+    let python = std::env::var("HCOMM_TORCH_PYTHON").unwrap_or_else(|_| "python3".into());
+    let has_torch = Command::new(&python)
         .args(["-c", "import torch"])
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     if !has_torch {
-        eprintln!("torch is not installed: skipped");
+        eprintln!("torch is not installed for {python}: skipped");
         return;
     }
     let me = std::env::current_exe().unwrap();
     for standalone in [false, true] {
-        let mut cmd = Command::new("python3");
+        let mut cmd = Command::new(&python);
         cmd.args(["-m", "torch.distributed.run", "--nproc-per-node", "2"]);
         if standalone {
             cmd.arg("--standalone");

@@ -364,8 +364,10 @@ mod tests {
         assert!(config_message(with(&[("HCOMM_STORE_FD", "1")])).contains("`HCOMM_STORE_FD=1`"));
         assert_eq!(with(&[]).unwrap().transport, Transport::Shm);
         assert_eq!(with(&[("HCOMM_TRANSPORT", " TCP ")]).unwrap().transport, Transport::Tcp);
-        assert!(config_message(with(&[("HCOMM_TRANSPORT", "shm")]))
-            .contains("`HCOMM_TRANSPORT=shm`: expected `tcp` or `default`"));
+        assert_eq!(with(&[("HCOMM_TRANSPORT", "cma")]).unwrap().transport, Transport::Cma);
+        assert_eq!(with(&[("HCOMM_TRANSPORT", "shm")]).unwrap().transport, Transport::Shm);
+        assert!(config_message(with(&[("HCOMM_TRANSPORT", "pigeon")]))
+            .contains("`HCOMM_TRANSPORT=pigeon` is not a transport; hint: use `shm` (the default), `cma` or `tcp`"));
     }
 
     fn os(raw: &[u8]) -> OsString {
