@@ -143,14 +143,20 @@ const TESTS: [&str; 4] = [
     "fault_rank",
 ];
 
-/// The names of this process's threads, but the harness's test threads.
+/// Threads that are not hcomm's: the HCCL stand-in's hub, which serves the
+/// worlds of this process's root infos to other processes for the rest of
+/// the process (a test library's listener, started by the first root info).
+const NOT_HCOMMS: [&str; 1] = ["standin-hub"];
+
+/// The names of this process's threads, but the harness's test threads
+/// and the stand-in's.
 fn thread_names() -> Vec<String> {
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
         return Vec::new();
     };
     dir.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
         .map(|s| s.trim().to_owned())
-        .filter(|name| !TESTS.iter().any(|t| t.starts_with(name.as_str())))
+        .filter(|name| !TESTS.iter().any(|t| t.starts_with(name.as_str())) && !NOT_HCOMMS.contains(&name.as_str()))
         .collect()
 }
 
