@@ -18,31 +18,30 @@ use hcomm_sys::{
     NcclApi, NCCL_CONFIG_MAGIC, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_VERSION, NCCL_SPLIT_NOCOLOR, NCCL_UNIQUE_ID_BYTES,
 };
 
-/// The `site-packages` of the wheel environment, or why the test is skipped.
-fn wheels() -> Option<PathBuf> {
+/// The wheel environment's libraries, found by this crate's own search of
+/// a virtual environment (`VIRTUAL_ENV` naming it, as an activated
+/// environment does), or why the test is skipped.
+fn wheels() -> Option<(NcclApi, CudaApi)> {
     let Some(root) = std::env::var_os("HCOMM_NCCL_WHEELS").filter(|v| !v.is_empty()) else {
         eprintln!("skipped: HCOMM_NCCL_WHEELS is not set (scripts/nccl-wheels.sh makes the environment)");
         return None;
     };
-    let lib = Path::new(&root).join("lib");
-    let site = std::fs::read_dir(&lib)
-        .unwrap_or_else(|e| {
-            panic!(
-                "HCOMM_NCCL_WHEELS={}: cannot read {}: {e}",
-                root.display(),
-                lib.display()
-            )
-        })
-        .filter_map(Result::ok)
-        .map(|e| e.path().join("site-packages"))
-        .find(|p| p.join("nvidia/nccl/include/nccl.h").exists())
-        .unwrap_or_else(|| {
-            panic!(
-                "HCOMM_NCCL_WHEELS={}: no site-packages with nvidia/nccl",
-                root.display()
-            )
-        });
-    Some(site)
+    let env = |name: &str| (name == "VIRTUAL_ENV").then(|| root.clone());
+    let nccl = NcclApi::search_with(&env).unwrap_or_else(|e| panic!("{e}"));
+    let cuda = CudaApi::search_with(&env).unwrap_or_else(|e| panic!("{e}"));
+    for path in [nccl.path(), cuda.path()] {
+        assert!(path.starts_with(&root), "{} is not the wheel's", path.display());
+    }
+    Some((nccl, cuda))
+}
+
+/// `site-packages/nvidia` of the wheels (`nvidia/nccl/lib/libnccl.so.2`).
+fn nvidia_dir(nccl: &NcclApi) -> PathBuf {
+    nccl.path()
+        .ancestors()
+        .nth(3)
+        .expect("site-packages/nvidia/nccl/lib")
+        .to_path_buf()
 }
 
 /// A Rust type of a prototype (`stringify!` text) as C text.
@@ -152,7 +151,7 @@ fn named<T: Copy>(values: &[(&'static str, T)], raw: impl Fn(T) -> i32) -> Vec<(
 }
 
 /// Compiles and runs the probe; its `name value` lines.
-fn run_probe(site: &Path, test: &str) -> BTreeMap<String, i64> {
+fn run_probe(nvidia: &Path, test: &str) -> BTreeMap<String, i64> {
     let dir = std::env::temp_dir().join(format!("hcomm-nccl-probe-{}-{test}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (src, exe) = (dir.join("probe.c"), dir.join("probe"));
@@ -160,7 +159,7 @@ fn run_probe(site: &Path, test: &str) -> BTreeMap<String, i64> {
     let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
     let mut cmd = Command::new(&compiler);
     for inc in ["cuda_cccl", "cuda_nvcc", "cuda_runtime", "nccl"] {
-        cmd.arg("-I").arg(site.join("nvidia").join(inc).join("include"));
+        cmd.arg("-I").arg(nvidia.join(inc).join("include"));
     }
     let out = cmd
         .arg("-std=gnu11")
@@ -189,8 +188,8 @@ fn run_probe(site: &Path, test: &str) -> BTreeMap<String, i64> {
 
 #[test]
 fn every_declared_prototype_constant_and_offset_matches_the_wheel_headers() {
-    let Some(site) = wheels() else { return };
-    let c = run_probe(&site, "abi");
+    let Some((nccl, _)) = wheels() else { return };
+    let c = run_probe(&nvidia_dir(&nccl), "abi");
     let mut expected: Vec<(String, i64)> = Vec::new();
     for (name, value) in [
         named(ncclResult_t::NAMED, |v| v.0),
@@ -260,9 +259,8 @@ fn every_declared_prototype_constant_and_offset_matches_the_wheel_headers() {
 
 #[test]
 fn the_wheel_libraries_load_and_report_the_header_versions() {
-    let Some(site) = wheels() else { return };
-    let c = run_probe(&site, "load");
-    let nccl = NcclApi::load(site.join("nvidia/nccl/lib/libnccl.so.2")).unwrap_or_else(|e| panic!("{e}"));
+    let Some((nccl, cuda)) = wheels() else { return };
+    let c = run_probe(&nvidia_dir(&nccl), "load");
     assert_eq!(nccl.version().map(i64::from), Some(c["NCCL_VERSION_CODE"]));
     // Every optional symbol this crate declares is in this NCCL.
     for (name, present) in [
@@ -276,7 +274,6 @@ fn the_wheel_libraries_load_and_report_the_header_versions() {
     ] {
         assert!(present, "{name} missing from NCCL {}", c["NCCL_VERSION_CODE"]);
     }
-    let cuda = CudaApi::load(site.join("nvidia/cuda_runtime/lib/libcudart.so.12")).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(cuda.runtime_version().map(i64::from), Some(c["CUDART_VERSION"]));
     // The error strings come from the real libraries.
     assert_eq!(

@@ -6,43 +6,29 @@
 //! Runs where `HCOMM_NCCL_WHEELS` names the environment the script made (CI
 //! sets it); elsewhere it says why it was skipped and passes.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use hcomm::nccl::Nccl;
 use hcomm::{CommOptions, Error};
 
-/// The `site-packages` of the wheel environment, or why the test is skipped.
-fn wheels() -> Option<PathBuf> {
+/// The wheel environment's NCCL and CUDA runtime, as `hcomm-sys`'s search
+/// finds them in a virtual environment (`VIRTUAL_ENV`), or why the test is
+/// skipped.
+fn wheels() -> Option<(PathBuf, PathBuf)> {
     let Some(root) = std::env::var_os("HCOMM_NCCL_WHEELS").filter(|v| !v.is_empty()) else {
         eprintln!("skipped: HCOMM_NCCL_WHEELS is not set (scripts/nccl-wheels.sh makes the environment)");
         return None;
     };
-    let lib = Path::new(&root).join("lib");
-    let site = std::fs::read_dir(&lib)
-        .unwrap_or_else(|e| {
-            panic!(
-                "HCOMM_NCCL_WHEELS={}: cannot read {}: {e}",
-                root.display(),
-                lib.display()
-            )
-        })
-        .filter_map(Result::ok)
-        .map(|e| e.path().join("site-packages"))
-        .find(|p| p.join("nvidia/nccl/lib/libnccl.so.2").exists())
-        .unwrap_or_else(|| {
-            panic!(
-                "HCOMM_NCCL_WHEELS={}: no site-packages with nvidia/nccl",
-                root.display()
-            )
-        });
-    Some(site)
+    let env = |name: &str| (name == "VIRTUAL_ENV").then(|| root.clone());
+    let nccl = hcomm_sys::NcclApi::search_with(&env).unwrap_or_else(|e| panic!("{e}"));
+    let cuda = hcomm_sys::CudaApi::search_with(&env).unwrap_or_else(|e| panic!("{e}"));
+    Some((nccl.path().to_path_buf(), cuda.path().to_path_buf()))
 }
 
 #[test]
 fn without_a_driver_every_first_cuda_call_names_the_cause_and_the_versions() {
-    let Some(site) = wheels() else { return };
-    let cudart = site.join("nvidia/cuda_runtime/lib/libcudart.so.12");
-    let nccl = Nccl::load_pair(site.join("nvidia/nccl/lib/libnccl.so.2"), &cudart).unwrap_or_else(|e| panic!("{e}"));
+    let Some((nccl, cudart)) = wheels() else { return };
+    let nccl = Nccl::load_pair(nccl, &cudart).unwrap_or_else(|e| panic!("{e}"));
     let versions = nccl.versions();
     println!("{versions}");
     assert_eq!(versions.nccl, Some(23203));
