@@ -189,7 +189,7 @@ impl Context {
         self.world.world()
     }
 
-    /// Model chunks per pipeline rank ([`ParallelConfig::vpp`]).
+    /// Model chunks per pipeline rank ([`ParallelExtras::vpp`](crate::parallel::ParallelExtras::vpp)).
     pub fn virtual_stages(&self) -> usize {
         self.layout.vpp
     }

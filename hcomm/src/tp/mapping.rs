@@ -27,7 +27,7 @@ use crate::error::Result;
 
 /// One of Megatron-LM's paired tensor-parallel mappings: what
 /// [`Mapping::forward`] and [`Mapping::backward`] do is in the table of
-/// the [module](self).
+/// the [module](crate::tp).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Mapping {
