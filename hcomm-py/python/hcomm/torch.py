@@ -252,11 +252,13 @@ def _join(store: Any, rank: int) -> Comm:
 
 
 def _torch_env_from_hcomm_run() -> None:
-    """Under hcomm-run (``HCOMM_RANK`` set, torch's ``RANK`` not), gives torch's
-    ``env://`` rendezvous its variables: rank, world size and address from
-    hcomm-run's, and a free port rank 0 picks and broadcasts over the job's
-    communicator (so every rank of the job must import this module)."""
-    if "HCOMM_RANK" not in os.environ or "RANK" in os.environ:
+    """Under hcomm-run (``HCOMM_RANK`` set, not a torchrun worker), gives
+    torch's ``env://`` rendezvous its variables: rank, world size and address
+    from hcomm-run's, and a free port rank 0 picks and broadcasts over the
+    job's communicator (so every rank of the job must import this module).
+    hcomm-run's own ``MASTER_PORT`` is the port of hcomm's store, which rank
+    0 already holds: torch's store cannot listen there."""
+    if "HCOMM_RANK" not in os.environ or "TORCHELASTIC_RUN_ID" in os.environ:
         return
     world = hcomm.init()
     addr = os.environ.get("HCOMM_MASTER_ADDR", "127.0.0.1")
