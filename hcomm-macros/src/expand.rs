@@ -83,7 +83,9 @@ pub(crate) fn signature(item: &Item) -> TokenStream {
     }
 }
 
-/// `VIS mod NAME { pub static SCHEDULE: LazyLock<Schedule> = LazyLock::new(|| INIT); }`.
+/// `VIS mod NAME { pub static SCHEDULE: LazyLock<Schedule> = LazyLock::new(|| INIT); }`,
+/// hidden from rustdoc: the function's own page names it ([`companion_doc`]),
+/// so a module of schedules documents each schedule once.
 pub(crate) fn schedule_module(item: &Item, init: &TokenStream) -> TokenStream {
     let vis = &item.vis;
     let name = &item.name;
@@ -95,6 +97,7 @@ pub(crate) fn schedule_module(item: &Item, init: &TokenStream) -> TokenStream {
     let source = item.source();
     quote! {
         #[doc = #mod_doc]
+        #[doc(hidden)]
         #vis mod #name {
             #[doc = #source_doc]
             #[allow(dead_code)]
@@ -105,6 +108,15 @@ pub(crate) fn schedule_module(item: &Item, init: &TokenStream) -> TokenStream {
                 ::std::sync::LazyLock::new(|| #init);
         }
     }
+}
+
+/// The paragraph appended to the function's doc comments that names its
+/// companion items (hidden from rustdoc, see [`schedule_module`]).
+fn companion_doc(item: &Item) -> String {
+    let name = &item.name;
+    format!(
+        "\n\nChecked by `comm_schedule!`: `{name}::SCHEDULE` is its IR (run-time verification, tracing, drawing) and `{name}::SOURCE` its text."
+    )
 }
 
 fn expand(item: &Item, front: &Front) -> TokenStream {
@@ -242,8 +254,10 @@ fn expand(item: &Item, front: &Front) -> TokenStream {
     // `hcomm_schedule::syntax` the first time the static is used.
     let init = quote!(::hcomm::__private::schedule_from_source(SOURCE));
     let module = schedule_module(item, &init);
+    let companion = companion_doc(item);
     quote! {
         #(#docs)*
+        #[doc = #companion]
         #[allow(
             unused_mut,
             unused_variables,

@@ -54,7 +54,8 @@ mod tests;
 ///   LazyLock<hcomm_schedule::ir::Schedule> }`: the item's text (what
 ///   `hcomm::checker::parse_schedules` reads) and, parsed from it at first use,
 ///   the checked IR, for run-time verification, tracing and drawing. (A function
-///   and a module may share a name: they live in different namespaces.)
+///   and a module may share a name: they live in different namespaces.) The
+///   module is `#[doc(hidden)]`; the function's documentation names it.
 ///
 /// An operator parameter `op: ReduceOp` becomes `op: hcomm::ReduceOp`; it may
 /// be written wherever an operator is (`recv .. reduce op`,

@@ -80,6 +80,7 @@ fn signature_docs_module_and_prologue() {
         &out,
         &[
             "/// Ring all-gather.",
+            "Checked by `comm_schedule!`: `ring::SCHEDULE` is its IR",
             "pub fn ring<T: ::hcomm::Element>(",
             "comm: &::hcomm::Comm,",
             "input: &(impl ::hcomm::Buffer<Elem = T> + ?Sized),",
@@ -96,6 +97,7 @@ fn signature_docs_module_and_prologue() {
             "let __p0: usize = __x.input(input);",
             "let __p1: usize = __x.output(output);",
             "::core::result::Result::Ok(())",
+            "#[doc(hidden)]",
             "pub mod ring {",
             "pub static SCHEDULE: ::std::sync::LazyLock<",
             "pub const SOURCE: &str = \"# [doc = r\\\" Ring all-gather.\\\"] # [verify (world in 1 ..= 4 , k in 0 .. world)] pub fn ring",

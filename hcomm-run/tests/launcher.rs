@@ -14,6 +14,10 @@ use nix::errno::Errno;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+mod common;
+
+use common::text;
+
 /// A directory of its own for one test, removed at the end.
 struct Scratch(PathBuf);
 
@@ -44,15 +48,6 @@ fn launcher(n: usize, dir: &Path, script: &str) -> Command {
         .env_remove("HCOMM_JOB_SECRET")
         .stdin(Stdio::null());
     cmd
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The process ids in `file`, one a line, once there are `n` of them

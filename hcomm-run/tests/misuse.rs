@@ -10,48 +10,11 @@
 #[path = "../../hcomm/tests/misuse_cases/mod.rs"]
 mod misuse_cases;
 
-use std::process::{Command, Output};
+mod common;
+
 use std::time::Duration;
 
-const SCENARIO: &str = "HCOMM_TEST_SCENARIO";
-
-/// `hcomm-run -n N` this binary's `rank_main` with `scenario`.
-fn launch(n: usize, scenario: &str, extra_env: &[(&str, &str)]) -> Output {
-    let me = std::env::current_exe().unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hcomm-run"));
-    cmd.args(["-n", &n.to_string(), "--grace", "20", "--"])
-        .arg(me)
-        .args(["--ignored", "--exact", "rank_main", "--nocapture", "--test-threads=1"])
-        .env(SCENARIO, scenario)
-        .env("HCOMM_TIMEOUT", "30");
-    for (k, v) in extra_env {
-        cmd.env(k, v);
-    }
-    cmd.output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn assert_all_passed(o: &Output, n: usize) {
-    assert!(o.status.success(), "{}", text(o));
-    let out = String::from_utf8_lossy(&o.stdout);
-    for r in 0..n {
-        let prefix = format!("[{r}] ");
-        assert!(
-            out.lines()
-                .any(|l| l.starts_with(&prefix) && l.contains("scenario passed")),
-            "rank {r} did not pass\n{}",
-            text(o)
-        );
-    }
-}
+use common::{assert_all_passed, launch, SCENARIO};
 
 #[test]
 fn two_threads_on_one_communicator_across_processes_get_right_data_or_the_in_use_error() {

@@ -13,50 +13,14 @@
     reason = "the values compared are small integers, exact in every type"
 )]
 
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use hcomm::{Algorithm, Collective, Comm, ReduceOp};
 
-const SCENARIO: &str = "HCOMM_TEST_SCENARIO";
+mod common;
 
-/// `hcomm-run -n N` this binary's `rank_main` with `scenario`.
-fn launch(n: usize, scenario: &str, extra_env: &[(&str, &str)]) -> Output {
-    let me = std::env::current_exe().unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hcomm-run"));
-    cmd.args(["-n", &n.to_string(), "--grace", "20", "--"])
-        .arg(me)
-        .args(["--ignored", "--exact", "rank_main", "--nocapture", "--test-threads=1"])
-        .env(SCENARIO, scenario)
-        .env("HCOMM_TIMEOUT", "30");
-    for (k, v) in extra_env {
-        cmd.env(k, v);
-    }
-    cmd.output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// Whether rank `r` printed a line containing `what`.
-fn said(out: &str, r: usize, what: &str) -> bool {
-    let prefix = format!("[{r}] ");
-    out.lines().any(|l| l.starts_with(&prefix) && l.contains(what))
-}
-
-fn assert_all_passed(o: &Output, n: usize) {
-    assert!(o.status.success(), "{}", text(o));
-    let out = String::from_utf8_lossy(&o.stdout);
-    for r in 0..n {
-        assert!(said(&out, r, "scenario passed"), "rank {r} did not pass\n{}", text(o));
-    }
-}
+use common::{assert_all_passed, launch, said, text, SCENARIO};
 
 #[test]
 fn every_operation_on_two_and_four_processes() {

@@ -10,49 +10,21 @@
 //! `shm_rank` with `HCOMM_TEST_SCENARIO` naming what to do.
 
 use std::collections::BTreeSet;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use hcomm::{Algorithm, Collective, Comm, ReduceOp};
 
-const SCENARIO: &str = "HCOMM_TEST_SCENARIO";
+mod common;
+
+use common::{assert_all_said, launch_entry, said, text, SCENARIO};
 
 /// The board's size per rank, in bytes (`BOARD_BYTES`).
 const BOARD: usize = 64 << 10;
 
+/// `hcomm-run -n N` this binary's `shm_rank` with `scenario`.
 fn launch(n: usize, scenario: &str, extra_env: &[(&str, &str)]) -> Output {
-    let me = std::env::current_exe().unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hcomm-run"));
-    cmd.args(["-n", &n.to_string(), "--grace", "20", "--"])
-        .arg(me)
-        .args(["--ignored", "--exact", "shm_rank", "--nocapture", "--test-threads=1"])
-        .env(SCENARIO, scenario)
-        .env("HCOMM_TIMEOUT", "30");
-    for (k, v) in extra_env {
-        cmd.env(k, v);
-    }
-    cmd.output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn said(out: &str, r: usize, what: &str) -> bool {
-    let prefix = format!("[{r}] ");
-    out.lines().any(|l| l.starts_with(&prefix) && l.contains(what))
-}
-
-fn assert_all_said(o: &Output, n: usize, what: &str) {
-    let out = String::from_utf8_lossy(&o.stdout);
-    for r in 0..n {
-        assert!(said(&out, r, what), "rank {r} did not say `{what}`\n{}", text(o));
-    }
+    launch_entry(n, "shm_rank", scenario, extra_env)
 }
 
 /// The names in `/dev/shm` that could be hcomm's (other programs on a

@@ -114,6 +114,10 @@ impl ShapeNote {
     /// How many dimensions travel in the clear.
     const SHOWN: usize = 6;
 
+    #[cfg_attr(
+        not(feature = "ndarray"),
+        allow(dead_code, reason = "tp's ndarray operations are its callers")
+    )]
     pub(crate) fn new(shape: &[usize]) -> ShapeNote {
         use std::hash::Hasher;
         let mut dims = [0u64; ShapeNote::SHOWN];

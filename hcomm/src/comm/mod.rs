@@ -138,6 +138,10 @@ impl Comm {
     /// exchange of their own. Backends that compare no headers (the device
     /// libraries check counts themselves) get `None`: the caller compares
     /// shapes another way.
+    #[cfg_attr(
+        not(feature = "ndarray"),
+        allow(dead_code, reason = "tp's ndarray operations are its callers")
+    )]
     pub(crate) fn shaped(&self, shape: &[usize]) -> Option<Comm> {
         if self.inner.backend.native_collectives() {
             return None;
