@@ -298,7 +298,8 @@ fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
 /// of every move's shift (a bound on any partial sum) and `E` the largest
 /// constant term of an expected block bound (the world size times the
 /// block length's for `all_gather` and `reduce_scatter`, the length's for
-/// `all_to_all`, 0 for the element-wise postconditions), every such crossing lies at or below `2 max(C + D, E) + 1`,
+/// `all_to_all` and `all_gather` in place, the longer length's for a
+/// block-wise `shift`, 0 for the element-wise postconditions), every such crossing lies at or below `2 max(C + D, E) + 1`,
 /// so running every `n` up to two past it meets every wrong interval.
 fn one_var_bound(un: &Unrolled<'_, '_>) -> i64 {
     let k = |l: &Lin| i128::from(l.eval_at(&[0]).unwrap_or(i64::MAX).unsigned_abs().min(1 << 62));
@@ -345,6 +346,8 @@ fn one_var_bound(un: &Unrolled<'_, '_>) -> i64 {
             PostKind::AllGather { .. } => w * len(post.input),
             PostKind::ReduceScatter { .. } => w * len(post.output),
             PostKind::AllToAll { .. } => len(post.output),
+            // block bounds `j * len / K` of both sides
+            PostKind::Shift { .. } if post.shift_blocks.is_some() => len(post.output).max(len(post.input)),
             _ => 0,
         };
     }
