@@ -393,7 +393,7 @@ pub enum PostKind {
         from: Expr,
         /// The block-wise form `shift(IN.chunk(G, KI) -> OUT.chunk(j, KO),
         /// from = F)`, `None` for whole buffers.
-        blocks: Option<ShiftBlocks>,
+        blocks: Option<Box<ShiftBlocks>>,
     },
     /// `all_gatherv(input -> output, COUNTS)`: every rank's
     /// `output.part(COUNTS, j)` is rank `j`'s `input`.

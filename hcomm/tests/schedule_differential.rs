@@ -249,12 +249,12 @@ fn identical_input_and_output_regions_are_rejected_but_run_in_place() {
 /// and to the serial reference of its postcondition; a case rejected for
 /// its postcondition runs, unchecked, to something else than the reference
 /// at some `n` of 1 to 5; a bug-free case is accepted. Anything else is a
-/// disagreement. `HCOMM_POST_CASES` sets the number of cases (default 160).
+/// disagreement. `HCOMM_POST_CASES` sets the number of cases (default 400).
 #[test]
 fn generated_postconditions_hold_exactly_when_the_checker_accepts() {
     use differential::postgen;
     let seed = env_u64("HCOMM_DIFF_SEED").unwrap_or(0x5eed);
-    let cases = env_u64("HCOMM_POST_CASES").unwrap_or(160);
+    let cases = env_u64("HCOMM_POST_CASES").unwrap_or(400);
     let next = AtomicUsize::new(0);
     let counts = Mutex::new(BTreeMap::<String, usize>::new());
     let disagreements = Mutex::new(Vec::<String>::new());

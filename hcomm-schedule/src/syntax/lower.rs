@@ -628,7 +628,7 @@ impl Lower<'_> {
                 input,
                 output,
                 from,
-                blocks: Some(blocks),
+                blocks: Some(Box::new(blocks)),
             },
             span,
         })

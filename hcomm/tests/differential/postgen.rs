@@ -27,8 +27,8 @@ pub enum Form {
     AllGatherInPlace,
     /// `shift(inp -> out, from = (rank - k) % world)`.
     Shift { k: i64 },
-    /// `shift(inp.chunk((j + c) % world) -> out.chunk(j), from = (rank + a
-    /// * j + b) % world)`.
+    /// `shift(inp.chunk((j + c) % world) -> out.chunk(j), from = F)` with
+    /// `F = (rank + a * j + b) % world`.
     BlockShift { a: i64, b: i64, c: i64 },
     /// `broadcast(out, root = 0)`.
     Broadcast,
