@@ -7,7 +7,7 @@ use crate::cexpr::{CCount, CExpr, CLine, CLineKind, CWhich, CK};
 use crate::diag::{span_key, stmt_key, DiagKind, Diagnostic, Sink};
 use crate::ir::{
     BufKind, BufRef, Collective, Count, CountLine, Expr, ExprKind, Ident, LineKind, NameKind, OpExpr, PostKind, Region,
-    RegionKind, Schedule, SpanId, Stmt, StmtKind, WorldSet,
+    RegionKind, Schedule, ShiftBlocks, SpanId, Stmt, StmtKind, WorldSet,
 };
 
 /// At most this many world sizes in a verify set.
@@ -133,6 +133,21 @@ pub(crate) struct CColl<'s> {
     pub(crate) counts: Option<u32>,
 }
 
+/// A block-wise `shift(IN.chunk(G, KI) -> OUT.chunk(j, KO), from = F)`.
+#[derive(Debug)]
+pub(crate) struct CShiftBlocks {
+    /// The slot of the block variable `j`.
+    pub(crate) slot: u32,
+    /// `KO` (`world` when not written).
+    pub(crate) out_parts: CExpr,
+    /// `KI` (`world` when not written).
+    pub(crate) in_parts: CExpr,
+    /// `G`, reading `j`.
+    pub(crate) block: CExpr,
+    /// `F`, reading `j`.
+    pub(crate) from: CExpr,
+}
+
 /// `over EXPR` with the variable slots it reads (the cache key of its
 /// groups).
 #[derive(Debug)]
@@ -200,6 +215,8 @@ pub(crate) struct CPost<'s> {
     pub(crate) root: Option<CExpr>,
     /// The count parameter of `all_gatherv` and `all_to_allv`.
     pub(crate) counts: Option<u32>,
+    /// A block-wise `shift`.
+    pub(crate) shift_blocks: Option<CShiftBlocks>,
 }
 
 /// The compiled schedule.
@@ -854,6 +871,7 @@ impl<'s> Compiler<'s> {
             _ => None,
         };
         let mut counts = None;
+        let mut shift_blocks = None;
         let (input, output, op, root) = match &p.kind {
             PostKind::AllGather { input, output } | PostKind::AllToAll { input, output } => {
                 (param(self, input), param(self, output), None, None)
@@ -878,7 +896,22 @@ impl<'s> Compiler<'s> {
                 let b = param(self, buf);
                 (b, b, None, Some(root))
             }
-            PostKind::Shift { input, output, from } => (param(self, input), param(self, output), None, Some(from)),
+            PostKind::Shift {
+                input,
+                output,
+                from,
+                blocks,
+            } => {
+                // the block-wise form's `from` reads the block variable
+                let root = match blocks {
+                    Some(b) => {
+                        shift_blocks = Some(self.shift_blocks(b, from));
+                        None
+                    }
+                    None => Some(from),
+                };
+                (param(self, input), param(self, output), None, root)
+            }
             PostKind::Reduce {
                 input,
                 output,
@@ -895,7 +928,32 @@ impl<'s> Compiler<'s> {
             op,
             root,
             counts,
+            shift_blocks,
         })
+    }
+
+    /// The block variable's slot and the expressions of a block-wise
+    /// `shift` (`from` and the input block read the variable).
+    fn shift_blocks(&mut self, b: &'s ShiftBlocks, from: &'s Expr) -> CShiftBlocks {
+        let world = || CExpr::new(CK::Slot(WORLD), b.var.span, false);
+        let out_parts = b.out_parts.as_ref().map_or_else(world, |e| self.expr(e));
+        let in_parts = b.in_parts.as_ref().map_or_else(world, |e| self.expr(e));
+        let slot = self.new_slot(&b.var.name, true);
+        let mark = self.scope.len();
+        self.scope.push(Entry {
+            name: &b.var.name,
+            kind: EntryKind::Var(slot),
+        });
+        let block = self.expr(&b.block);
+        let from = self.expr(from);
+        self.scope.truncate(mark);
+        CShiftBlocks {
+            slot,
+            out_parts,
+            in_parts,
+            block,
+            from,
+        }
     }
 }
 

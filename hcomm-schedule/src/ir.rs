@@ -304,6 +304,22 @@ impl From<Op> for OpExpr {
     }
 }
 
+/// The blocks of a block-wise `shift(IN.chunk(G, KI) -> OUT.chunk(j, KO),
+/// from = F)`: rank `r`'s output block `j` (of `KO`) ends as rank `F`'s
+/// input block `G` (of `KI`), `F` and `G` evaluated with `rank = r` and the
+/// block variable `j`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShiftBlocks {
+    /// The block variable, bound by the output's `chunk(j, KO)`.
+    pub var: Ident,
+    /// `KO`: how many blocks the output has (`None`: `world`).
+    pub out_parts: Option<Expr>,
+    /// `G`: which input block output block `j` ends with.
+    pub block: Expr,
+    /// `KI`: how many blocks the input has (`None`: `world`).
+    pub in_parts: Option<Expr>,
+}
+
 /// `#[postcondition(..)]`: the collective the schedule computes over the whole
 /// communicator.
 #[derive(Clone, Debug, PartialEq)]
@@ -369,10 +385,15 @@ pub enum PostKind {
     Shift {
         /// Input buffer.
         input: BufRef,
-        /// Output buffer (as long as the input).
+        /// Output buffer (as long as the input, or of blocks as long as
+        /// the input's with `blocks`).
         output: BufRef,
-        /// The rank whose input rank `rank` ends with.
+        /// The rank whose input rank `rank` ends with (with `blocks`, the
+        /// rank whose input block output block `j` ends with).
         from: Expr,
+        /// The block-wise form `shift(IN.chunk(G, KI) -> OUT.chunk(j, KO),
+        /// from = F)`, `None` for whole buffers.
+        blocks: Option<Box<ShiftBlocks>>,
     },
     /// `all_gatherv(input -> output, COUNTS)`: every rank's
     /// `output.part(COUNTS, j)` is rank `j`'s `input`.

@@ -454,3 +454,40 @@ fn text_schedules_run_on_nccl_where_present() {
     }
     eprintln!("ran on nccl with {world} rank(s)");
 }
+
+#[test]
+fn in_place_all_gather_and_halo_schedules_from_a_file_end_with_every_block() {
+    let ring = named("ring_all_gather_in_place");
+    let halo = named("halo_exchange");
+    // 8 and 9 lie outside both verify sets: checked at the first call
+    for world in [1, 2, 3, 8, 9] {
+        let n = 3;
+        let out = hcomm::host::run(world, |comm| {
+            let r = comm.rank();
+            // only a rank's own block is its contribution; the rest is overwritten
+            let mut buf = vec![-100_i64; n * world];
+            for i in 0..n {
+                buf[r * n + i] = value(r, r * n + i);
+            }
+            ring.call(comm).output("buf", &mut buf[..]).run()?;
+            let edges: Vec<i64> = (0..2 * n).map(|i| value(r, i)).collect();
+            let mut h = vec![0_i64; 2 * n];
+            halo.call(comm)
+                .input("edges", &edges[..])
+                .output("halo", &mut h[..])
+                .run()?;
+            Ok((buf, h))
+        })
+        .unwrap();
+        let gathered: Vec<i64> = (0..n * world).map(|i| value(i / n, i)).collect();
+        for (rank, (buf, h)) in out.iter().enumerate() {
+            assert_eq!(buf, &gathered, "all-gather in place, world {world}, rank {rank}");
+            let (left, right) = ((rank + world - 1) % world, (rank + 1) % world);
+            let want: Vec<i64> = (n..2 * n)
+                .map(|i| value(left, i))
+                .chain((0..n).map(|i| value(right, i)))
+                .collect();
+            assert_eq!(h, &want, "halo, world {world}, rank {rank}");
+        }
+    }
+}

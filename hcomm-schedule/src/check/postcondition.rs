@@ -21,7 +21,7 @@
 
 use std::fmt::Write as _;
 
-use crate::cexpr::eval_c;
+use crate::cexpr::{eval_c, CExpr};
 use crate::compile::{CPost, CollKind};
 use crate::contents::{Contents, Reduction, Value};
 use crate::counts;
@@ -298,7 +298,8 @@ fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
 /// of every move's shift (a bound on any partial sum) and `E` the largest
 /// constant term of an expected block bound (the world size times the
 /// block length's for `all_gather` and `reduce_scatter`, the length's for
-/// `all_to_all`, 0 for the element-wise postconditions), every such crossing lies at or below `2 max(C + D, E) + 1`,
+/// `all_to_all` and `all_gather` in place, the longer length's for a
+/// block-wise `shift`, 0 for the element-wise postconditions), every such crossing lies at or below `2 max(C + D, E) + 1`,
 /// so running every `n` up to two past it meets every wrong interval.
 fn one_var_bound(un: &Unrolled<'_, '_>) -> i64 {
     let k = |l: &Lin| i128::from(l.eval_at(&[0]).unwrap_or(i64::MAX).unsigned_abs().min(1 << 62));
@@ -341,9 +342,12 @@ fn one_var_bound(un: &Unrolled<'_, '_>) -> i64 {
         // the expected blocks start at multiples of a block length
         let len = |b: u32| t0.bufs.get(b as usize).map_or(0, |x| k(&x.len));
         e = match post.kind {
+            PostKind::AllGather { .. } if post.input == post.output => len(post.output),
             PostKind::AllGather { .. } => w * len(post.input),
             PostKind::ReduceScatter { .. } => w * len(post.output),
             PostKind::AllToAll { .. } => len(post.output),
+            // block bounds `j * len / K` of both sides
+            PostKind::Shift { .. } if post.shift_blocks.is_some() => len(post.output).max(len(post.input)),
             _ => 0,
         };
     }
@@ -534,26 +538,84 @@ fn attr_env(un: &Unrolled<'_, '_>) -> Vec<i64> {
     env
 }
 
-/// For `shift(.., from = E)`: `E` at every rank, each a rank of the
-/// communicator; else what is wrong, naming the rank.
-fn shift_sources(un: &Unrolled<'_, '_>, post: &CPost<'_>) -> Result<Vec<u32>, String> {
-    let Some(from) = &post.root else {
-        return Err("`shift` has no `from` rank".to_owned());
-    };
+/// For `shift(.., from = E)`: per rank, per output block (one block for
+/// whole buffers), the rank and the input block it ends with; else what is
+/// wrong, naming the rank (and the block).
+struct Sources {
+    /// Output blocks per rank (`KO`; 1 for whole buffers).
+    out_parts: usize,
+    /// Input blocks per rank (`KI`; 1 for whole buffers).
+    in_parts: usize,
+    /// `(from rank, input block)` of rank `r`'s output block `j` at
+    /// `r * out_parts + j`.
+    at: Vec<(u32, u32)>,
+}
+
+fn shift_sources(un: &Unrolled<'_, '_>, post: &CPost<'_>) -> Result<Sources, String> {
     let mut env = attr_env(un);
     let w = un.world;
-    (0..w)
-        .map(|r| {
-            env[crate::compile::RANK as usize] = r;
-            match eval_c(from, &env) {
-                Ok(q) => u32::try_from(q)
-                    .ok()
-                    .filter(|_| q < w)
-                    .ok_or_else(|| format!("at rank {r} the `from` rank of `shift` is {q}, which is not in `0..{w}`")),
-                Err(_) => Err(format!("at rank {r} the `from` rank of `shift` has no value")),
-            }
-        })
-        .collect()
+    let value = |e: &CExpr, env: &[i64], what: &str| eval_c(e, env).map_err(|_| format!("{what} has no value"));
+    let Some(b) = &post.shift_blocks else {
+        let Some(from) = &post.root else {
+            return Err("`shift` has no `from` rank".to_owned());
+        };
+        let at =
+            (0..w)
+                .map(|r| {
+                    env[crate::compile::RANK as usize] = r;
+                    let q = value(from, &env, &format!("at rank {r} the `from` rank of `shift`"))?;
+                    u32::try_from(q).ok().filter(|_| q < w).map(|q| (q, 0)).ok_or_else(|| {
+                        format!("at rank {r} the `from` rank of `shift` is {q}, which is not in `0..{w}`")
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+        return Ok(Sources {
+            out_parts: 1,
+            in_parts: 1,
+            at,
+        });
+    };
+    let parts = |e: &CExpr, side: &str| {
+        let k = value(e, &env, &format!("the number of {side} blocks of `shift`"))?;
+        usize::try_from(k)
+            .ok()
+            .filter(|&k| k >= 1)
+            .ok_or_else(|| format!("the {side} of `shift` has {k} blocks, which is not at least 1"))
+    };
+    let (out_parts, in_parts) = (parts(&b.out_parts, "output")?, parts(&b.in_parts, "input")?);
+    let mut at = Vec::with_capacity(w as usize * out_parts);
+    for r in 0..w {
+        env[crate::compile::RANK as usize] = r;
+        for j in 0..out_parts {
+            env[b.slot as usize] = j as i64;
+            let q = value(
+                &b.from,
+                &env,
+                &format!("at rank {r}, block {j} the `from` rank of `shift`"),
+            )?;
+            let g = value(
+                &b.block,
+                &env,
+                &format!("at rank {r}, block {j} the input block of `shift`"),
+            )?;
+            let Some(q) = u32::try_from(q).ok().filter(|_| q < w) else {
+                return Err(format!(
+                    "at rank {r}, block {j} the `from` rank of `shift` is {q}, which is not in `0..{w}`"
+                ));
+            };
+            let Some(g) = u32::try_from(g).ok().filter(|&g| (g as usize) < in_parts) else {
+                return Err(format!(
+                    "at rank {r}, block {j} the input block of `shift` is {g}, which is not in `0..{in_parts}`"
+                ));
+            };
+            at.push((q, g));
+        }
+    }
+    Ok(Sources {
+        out_parts,
+        in_parts,
+        at,
+    })
 }
 
 /// The buffer lengths the postcondition needs, compared as linear forms.
@@ -567,6 +629,12 @@ fn shapes(un: &Unrolled<'_, '_>, post: &CPost<'_>) -> Option<Diagnostic> {
     let out_name = &t0.bufs[post.output as usize].name;
     let need = |l: &Lin, k: i64| l.scale(k).ok();
     let problem = match post.kind {
+        PostKind::AllGather { .. } if post.input == post.output => (!lo.divisible_by(w)).then(|| {
+            format!(
+                "`all_gather` in place needs `{out_name}` ({} elements) divisible by {w}",
+                lo.display(names)
+            )
+        }),
         PostKind::AllGather { .. } => (need(li, w).as_ref() != Some(lo)).then(|| {
             format!(
                 "`{out_name}` has {} elements, but `all_gather` of `{in_name}` ({} elements) over {w} ranks needs {}",
@@ -621,17 +689,28 @@ fn shapes(un: &Unrolled<'_, '_>, post: &CPost<'_>) -> Option<Diagnostic> {
             }
             problem
         }
-        PostKind::Shift { .. } => {
-            if li == lo {
-                shift_sources(un, post).err()
-            } else {
-                Some(format!(
+        PostKind::Shift { .. } => match shift_sources(un, post) {
+            Err(e) => Some(e),
+            Ok(src) if src.out_parts == 1 && src.in_parts == 1 => (li != lo).then(|| {
+                format!(
                     "`shift` needs `{in_name}` ({} elements) and `{out_name}` ({} elements) of equal length",
                     li.display(names),
                     lo.display(names)
-                ))
+                )
+            }),
+            Ok(src) => {
+                // blocks of one length: `li / KI == lo / KO`
+                let (ki, ko) = (src.in_parts as i64, src.out_parts as i64);
+                let equal = li.scale(ko).ok().is_some_and(|a| lo.scale(ki).ok() == Some(a));
+                (!equal || !li.divisible_by(ki) || !lo.divisible_by(ko)).then(|| {
+                    format!(
+                        "a block-wise `shift` needs `{in_name}` ({} elements) in {ki} blocks and `{out_name}` ({} elements) in {ko} blocks, all of one length",
+                        li.display(names),
+                        lo.display(names)
+                    )
+                })
             }
-        }
+        },
         PostKind::Broadcast { .. } => None,
     }?;
     let sit = crate::situation::Situation::plain(un.prog, un.world, &un.scalars);
@@ -793,13 +872,31 @@ fn grain(un: &Unrolled<'_, '_>, point: &[i64], turn: Option<&[(usize, usize)]>) 
         }
     }
     if let (Some(post), Some(t0)) = (un.prog.post.as_ref(), un.ranks.first()) {
-        if matches!(post.kind, PostKind::AllToAll { .. }) {
+        // blocks of a world-th of the output: `all_to_all`, `all_gather` in place
+        let blocked_out = match post.kind {
+            PostKind::AllToAll { .. } => true,
+            PostKind::AllGather { .. } => post.input == post.output,
+            _ => false,
+        };
+        if blocked_out {
             let len = t0
                 .bufs
                 .get(post.output as usize)
                 .and_then(|b| b.len.eval_at(point))
                 .unwrap_or(1);
             g = gcd(g, part(len, un.world));
+        }
+        // the blocks of a block-wise `shift`
+        let blockwise = matches!(post.kind, PostKind::Shift { .. }) && post.shift_blocks.is_some();
+        if let Some(src) = blockwise
+            .then(|| shift_sources(un, post).ok())
+            .flatten()
+            .map(|s| (s.out_parts, s.in_parts))
+        {
+            for (b, k) in [(post.output, src.0), (post.input, src.1)] {
+                let len = t0.bufs.get(b as usize).and_then(|x| x.len.eval_at(point)).unwrap_or(1);
+                g = gcd(g, part(len, i64::try_from(k).unwrap_or(1)));
+            }
         }
     }
     for &(l, u) in turn.unwrap_or(&[]) {
@@ -1319,8 +1416,8 @@ impl Exec<'_, '_, '_> {
         let vcounts = post.counts.map(|p| count_values(un, self.point, p));
         // checked by `shapes` before any run
         let sources = match post.kind {
-            PostKind::Shift { .. } => shift_sources(un, post).ok()?,
-            _ => Vec::new(),
+            PostKind::Shift { .. } => Some(shift_sources(un, post).ok()?),
+            _ => None,
         };
         for r in 0..w as u32 {
             if let (PostKind::Reduce { .. }, Some(root)) = (post.kind, root) {
@@ -1332,18 +1429,23 @@ impl Exec<'_, '_, '_> {
             for (e, v) in out.iter().enumerate() {
                 let exp = match post.kind {
                     PostKind::AllGather { .. } | PostKind::AllToAll { .. } => {
-                        Blocks::new(post.kind, inp, w, r as usize, len_in, len_out)?.at(e)
+                        Blocks::new(post, w, r as usize, len_in, len_out)?.at(e)
                     }
                     PostKind::Broadcast { .. } => Expected::Sym {
                         rank: root.unwrap_or(0),
                         buf: inp,
                         idx: e as u32,
                     },
-                    PostKind::Shift { .. } => Expected::Sym {
-                        rank: *sources.get(r as usize)?,
-                        buf: inp,
-                        idx: e as u32,
-                    },
+                    PostKind::Shift { .. } => {
+                        let src = sources.as_ref()?;
+                        let b = (len_out / src.out_parts).max(1);
+                        let (q, g) = *src.at.get(r as usize * src.out_parts + e / b)?;
+                        Expected::Sym {
+                            rank: q,
+                            buf: inp,
+                            idx: (g as usize * b + e % b) as u32,
+                        }
+                    }
                     PostKind::AllReduce { .. } | PostKind::Reduce { .. } => *reds.get(e)?,
                     PostKind::ReduceScatter { .. } => *reds.get(r as usize * len_out + e)?,
                     PostKind::AllGatherV { .. } => {
@@ -1417,10 +1519,13 @@ impl Exec<'_, '_, '_> {
                     .all(|(i, v)| self.every_rank_once(v, op, post.input, i, turn, &mut seen)),
             );
         }
-        let mut exp = Blocks::new(post.kind, post.input, w, 0, len_in, len_out)?;
+        let mut exp = Blocks::new(post, w, 0, len_in, len_out)?;
+        // in place, rank 0's `(j, buf, j * b + k)` turns into `(j + r, buf,
+        // (j + r) * b + k)`: the buffer turns by one block, as an
+        // `all_to_all`'s input does
         let equivariant = u_out == exp.block
             && match post.kind {
-                PostKind::AllGather { .. } => len_in == 0 || u_in % len_in == 0,
+                PostKind::AllGather { .. } if post.input != post.output => len_in == 0 || u_in % len_in == 0,
                 _ => u_in == exp.block,
             };
         if !equivariant {
@@ -1553,6 +1658,10 @@ impl Exec<'_, '_, '_> {
         // block length of the output and of the input, for block-structured
         // collectives
         let (out_block, in_block) = match post.kind {
+            PostKind::AllGather { .. } if post.input == post.output => {
+                let b = (len_out / w).max(1);
+                (Some(b), Some(b))
+            }
             PostKind::AllGather { .. } => (Some(len_in.max(1)), Some(len_in.max(1))),
             PostKind::AllToAll { .. } => {
                 let b = (len_out / w).max(1);
@@ -1582,7 +1691,7 @@ impl Exec<'_, '_, '_> {
             Val::Red(i) | Val::Turned { red: i, .. } => describe_red(&self.reds, &self.reds[*i as usize], &sym),
         };
         let expected = match (exp, post.kind) {
-            (Expected::Sym { rank, .. }, PostKind::AllGather { .. }) if len_in == 1 => {
+            (Expected::Sym { rank, .. }, PostKind::AllGather { .. }) if len_in == 1 && post.input != post.output => {
                 format!("rank {rank}'s {}", bname(post.input))
             }
             (Expected::Sym { rank, buf, idx }, _) => sym(*rank, *buf, *idx),
@@ -1653,34 +1762,44 @@ struct Blocks {
     block: usize,
     /// Where the expected block starts in the input.
     base: usize,
+    /// How far the expected block moves in the input per output block:
+    /// one block for an in-place `all_gather` (block `j` is rank `j`'s
+    /// initial block `j`), else 0.
+    stride: usize,
     /// The block (= the rank it comes from) and the offset in it.
     at: (usize, usize),
 }
 
 impl Blocks {
-    fn new(kind: &PostKind, inp: u32, w: usize, r: usize, len_in: usize, len_out: usize) -> Option<Self> {
-        let (block, base) = match kind {
-            PostKind::AllGather { .. } => (len_in.max(1), 0),
+    fn new(post: &CPost<'_>, w: usize, r: usize, len_in: usize, len_out: usize) -> Option<Self> {
+        let (block, base, stride) = match post.kind {
+            PostKind::AllGather { .. } if post.input == post.output => {
+                let b = (len_out / w).max(1);
+                (b, 0, b)
+            }
+            PostKind::AllGather { .. } => (len_in.max(1), 0, 0),
             PostKind::AllToAll { .. } => {
                 let b = (len_out / w).max(1);
-                (b, r * b)
+                (b, r * b, 0)
             }
             _ => return None,
         };
         Some(Self {
-            inp,
+            inp: post.input,
             block,
             base,
+            stride,
             at: (0, 0),
         })
     }
 
     /// Element `e`'s expectation (from the start, without moving on).
     fn at(&self, e: usize) -> Expected {
+        let blk = e / self.block;
         Expected::Sym {
-            rank: (e / self.block) as u32,
+            rank: blk as u32,
             buf: self.inp,
-            idx: (self.base + e % self.block) as u32,
+            idx: (self.base + blk * self.stride + e % self.block) as u32,
         }
     }
 
@@ -1695,7 +1814,7 @@ impl Blocks {
         Expected::Sym {
             rank: blk as u32,
             buf: self.inp,
-            idx: (self.base + k) as u32,
+            idx: (self.base + blk * self.stride + k) as u32,
         }
     }
 }

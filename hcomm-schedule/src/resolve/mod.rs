@@ -370,12 +370,27 @@ impl Resolver {
                 (vec![input, output], None, None)
             }
             PostKind::Broadcast { buf, root } => (vec![buf], None, Some(root)),
-            PostKind::Shift { input, output, from } => {
+            PostKind::Shift {
+                input,
+                output,
+                from,
+                blocks,
+            } => {
                 self.buf_ref(input);
                 self.buf_ref(output);
-                // a function of the rank: `rank`, `world` and scalars (no
-                // local is in scope in an attribute)
+                // a function of the rank (and of the block variable):
+                // `rank`, `world` and scalars; no other local is in scope
+                // in an attribute
+                self.scopes.push(Vec::new());
+                if let Some(b) = blocks {
+                    for parts in [&mut b.out_parts, &mut b.in_parts].into_iter().flatten() {
+                        self.expr(parts, Ctx::Attr);
+                    }
+                    self.bind(&b.var, Local::Int);
+                    self.expr(&mut b.block, Ctx::Body);
+                }
                 self.expr(from, Ctx::Body);
+                self.scopes.pop();
                 return;
             }
             PostKind::Reduce {

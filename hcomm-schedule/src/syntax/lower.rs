@@ -529,6 +529,13 @@ impl Lower<'_> {
                 None => None,
             }
         };
+        if call.kind == CollKind::Shift {
+            if let (Some(src @ Region::Chunk { .. }), Some(dst)) | (Some(src), Some(dst @ Region::Chunk { .. })) =
+                (&call.src, &call.dst)
+            {
+                return self.block_shift(span, src, dst, call.root.as_ref()?);
+            }
+        }
         let input = buf(self, call.src.as_ref());
         let output = match &call.dst {
             Some(dst) => buf(self, Some(dst)),
@@ -559,7 +566,12 @@ impl Lower<'_> {
             }
             (CollKind::AllToAll, Some(input), Some(output), _, _) => ir::PostKind::AllToAll { input, output },
             (CollKind::Broadcast, Some(buf), _, _, Some(root)) => ir::PostKind::Broadcast { buf, root },
-            (CollKind::Shift, Some(input), Some(output), _, Some(from)) => ir::PostKind::Shift { input, output, from },
+            (CollKind::Shift, Some(input), Some(output), _, Some(from)) => ir::PostKind::Shift {
+                input,
+                output,
+                from,
+                blocks: None,
+            },
             (CollKind::Reduce, Some(input), Some(output), Some(op), Some(root)) => ir::PostKind::Reduce {
                 input,
                 output,
@@ -569,6 +581,57 @@ impl Lower<'_> {
             _ => return None,
         };
         Some(ir::Postcondition { kind, span })
+    }
+
+    /// `shift(IN.chunk(G, KI) -> OUT.chunk(j, KO), from = F)`: both sides
+    /// whole buffers cut into blocks, the output's block index a new name.
+    fn block_shift(&mut self, span: ir::SpanId, src: &Region, dst: &Region, from: &Expr) -> Option<ir::Postcondition> {
+        fn chunk(r: &Region) -> Option<(&Ident, &Expr, Option<&Expr>)> {
+            match r {
+                Region::Chunk { base, index, parts, .. } => match &**base {
+                    Region::Whole(name) => Some((name, &**index, parts.as_deref())),
+                    _ => None,
+                },
+                _ => None,
+            }
+        }
+        let (Some((in_name, block, in_parts)), Some((out_name, var, out_parts))) = (chunk(src), chunk(dst)) else {
+            self.report(
+                DiagKind::SyntaxError,
+                src.sp().to(dst.sp()),
+                "a block-wise `shift` reads `IN.chunk(G, KI) -> OUT.chunk(j, KO)` over whole buffer parameters"
+                    .to_owned(),
+                Some("write `shift(input.chunk(j, 2) -> output.chunk(j, 2), from = ..)`, or whole buffers".to_owned()),
+            );
+            return None;
+        };
+        let Expr::Name(var) = var else {
+            self.report(
+                DiagKind::SyntaxError,
+                var.sp(),
+                "the output block of a block-wise `shift` is a new name, the block variable".to_owned(),
+                Some("write `OUT.chunk(j, KO)` and use `j` in `from` and in the input's block".to_owned()),
+            );
+            return None;
+        };
+        let input = self.buf_ref(in_name);
+        let output = self.buf_ref(out_name);
+        let blocks = ir::ShiftBlocks {
+            var: self.ident(var),
+            out_parts: out_parts.map(|p| self.expr(p)),
+            block: self.expr(block),
+            in_parts: in_parts.map(|p| self.expr(p)),
+        };
+        let from = self.expr(from);
+        Some(ir::Postcondition {
+            kind: ir::PostKind::Shift {
+                input,
+                output,
+                from,
+                blocks: Some(Box::new(blocks)),
+            },
+            span,
+        })
     }
 
     // ------------------------------------------------------------ statements

@@ -1076,8 +1076,11 @@ impl CollCall {
         let paren = parenthesized!(content in input);
         let sp = name.to(Sp::one(paren.span.close()));
         let src = parse_region(&content)?;
-        let needs_dst = !matches!(kind, CollKind::AllReduce | CollKind::Broadcast);
-        let dst = if needs_dst || (kind == CollKind::AllReduce && content.peek(Token![->])) {
+        // in place: `all_reduce(BUF, OP)`, and `all_gather(BUF)` as a
+        // postcondition only
+        let may_be_in_place = kind == CollKind::AllReduce || kind == CollKind::AllGather && !allow_barrier;
+        let needs_dst = !may_be_in_place && kind != CollKind::Broadcast;
+        let dst = if needs_dst || (may_be_in_place && content.peek(Token![->])) {
             content.parse::<Token![->]>()?;
             Some(parse_region(&content)?)
         } else {

@@ -11,6 +11,7 @@ use crate::ir::*;
 mod eval_props;
 mod exact;
 mod fail;
+mod forms;
 mod lockstep;
 pub(crate) mod pass;
 mod plan;

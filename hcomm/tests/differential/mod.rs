@@ -8,6 +8,7 @@
 pub mod build;
 pub mod gen;
 pub mod interp;
+pub mod postgen;
 pub mod render;
 
 use std::sync::OnceLock;

@@ -1,0 +1,17 @@
+use hcomm::comm_schedule;
+
+comm_schedule! {
+    // sends its own block every step: the blocks two hops away never arrive
+    #[verify(world in 1..=4)]
+    #[postcondition(all_gather(buf))]
+    fn f(buf: &mut [T; world * n]) {
+        for s in 0..world - 1 {
+            batch {
+                send buf.chunk(rank) to (rank + 1) % world;
+                recv buf.chunk((rank - s - 1) % world) from (rank - 1) % world;
+            }
+        }
+    }
+}
+
+fn main() {}
