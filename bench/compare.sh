@@ -14,6 +14,8 @@
 #   RANKS=list   world sizes (default "2 4")
 #   PROCS=1      hcomm-bench runs one process per rank (hcomm-run): the
 #                multi-process host transport instead of in-process ranks
+#   CARGO_TARGET_DIR  where cargo builds (default target/): the binaries
+#                are taken from its release/ folder
 #
 # Installs Open MPI with apt-get when mpicc or mpirun is missing, builds the
 # baselines in bench/baseline/ and hcomm-bench (release), prints one table
@@ -48,13 +50,14 @@ rm -f "$OUT"/hcomm_*.jsonl "$OUT"/mpi_*.tsv "$OUT"/memcpy_*.tsv
 mpicc -O2 -Wall -o "$OUT/bin/mpi_coll_bench" "$ROOT/bench/baseline/mpi_coll_bench.c"
 gcc -O2 -Wall -pthread -o "$OUT/bin/memcpy_bw" "$ROOT/bench/baseline/memcpy_bw.c"
 (cd "$ROOT" && cargo build --release -p hcomm-bench -p hcomm-run)
-BENCH=$ROOT/target/release/hcomm-bench
+RELEASE=${CARGO_TARGET_DIR:-$ROOT/target}/release
+BENCH=$RELEASE/hcomm-bench
 hcomm_bench() {  # hcomm_bench <ranks> <args>: JSON rows on stdout
   local n=$1
   shift
   if [ -n "${PROCS:-}" ]; then
     # rank 0 prints the rows, which hcomm-run prefixes with "[0] "
-    "$ROOT/target/release/hcomm-run" -n "$n" -- "$BENCH" "$@" | sed -n 's/^\[0\] //p'
+    "$RELEASE/hcomm-run" -n "$n" -- "$BENCH" "$@" | sed -n 's/^\[0\] //p'
   else
     "$BENCH" --ranks "$n" "$@"
   fi
@@ -124,5 +127,5 @@ for k in $(seq 1 "$RUNS"); do
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/machine.txt"
 
-"$ROOT/target/release/hcomm-bench-compare" "$OUT" --svg "$OUT/svg" | tee "$OUT/table.md"
+"$RELEASE/hcomm-bench-compare" "$OUT" --svg "$OUT/svg" | tee "$OUT/table.md"
 cat "$OUT/machine.txt"

@@ -47,7 +47,14 @@ use crate::backend::liveness::lock;
 use crate::error::{Error, Result};
 use crate::header::CollHeader;
 
-/// Bytes a rank may contribute to one exchange.
+/// Bytes a rank may contribute to one exchange. Between 2 processes
+/// (BENCHMARKS.md, "the crossovers of the shared board") the board beats
+/// the message algorithms up to this size for the reductions (all-reduce
+/// 39 against 55 us at 64 KiB, reduce-scatter 19 against 32 us), but
+/// all-gather and all-to-all only up to about 32 KiB per rank (even
+/// there; at 64 KiB the single copy moves 5.5-5.9 GB/s, the board
+/// 3.2-3.5); 4 processes on 2 cores are faster on the board at every size
+/// up to this one.
 pub(crate) const BOARD_BYTES: usize = 64 << 10;
 
 /// A counter on a cache line of its own: peers spin on it.
@@ -240,9 +247,9 @@ impl Board {
         Ok(())
     }
 
-    /// Waits until `peer` published call `k` or a later one; the call's
-    /// deadline runs from `first_wait` (set by the first wait that spun in
-    /// vain).
+    /// Waits until `peer` published call `k` or a later one (see
+    /// [`wait_published`]); a sleep waits on this rank's signal, which a
+    /// publishing peer wakes.
     fn wait_published(
         &self,
         x: &Exchange<'_>,
@@ -252,45 +259,71 @@ impl Board {
         first_wait: &mut Option<Instant>,
     ) -> Result<()> {
         let published = &self.sides[peer].published.0;
-        if published.load(Ordering::Acquire) >= k {
-            return Ok(());
-        }
         let signal = &self.sides[x.me].signal;
         let done = || published.load(Ordering::SeqCst) >= k;
-        // A spin first, before the look at failures (which takes the
-        // group's lock) and before the clock is read for the deadline (the
-        // spin is bounded by its budget): a peer that fails wakes this
-        // rank's signal, and the look comes before any sleep.
-        if signal.spin_until(signal.epoch(), &done, None) && done() {
+        wait_published(
+            x,
+            peer,
+            first_wait,
+            signal,
+            &done,
+            || signal.epoch(),
+            |seen, deadline| {
+                signal.wait_until(seen, done, &self.sleep, deadline);
+            },
+        )
+    }
+}
+
+/// Waits for rank `x.me` until `done()` (its peer `peer` published the
+/// call it waits for), on the board of threads and on the one of processes
+/// (`proc/shm.rs`) alike: a spin first, before the look at failures (which
+/// may take the group's lock) and before the clock is read for the deadline
+/// (the spin is bounded by `signal`'s budget); then, until the deadline
+/// that runs from `first_wait` (set by the first wait that spun in vain),
+/// a look at `done`, at `x.failure` and at the clock before each `sleep`.
+/// `mark()` is taken before that look and handed to `sleep`, which returns
+/// at once when a publication came after the mark (a signal's epoch).
+pub(crate) fn wait_published<M>(
+    x: &Exchange<'_>,
+    peer: usize,
+    first_wait: &mut Option<Instant>,
+    signal: &Signal,
+    done: &impl Fn() -> bool,
+    mark: impl Fn() -> M,
+    sleep: impl Fn(M, Option<Instant>),
+) -> Result<()> {
+    // A peer that fails wakes this rank's signal (or, between processes,
+    // ends its connection), and the look comes before any sleep.
+    if done() || (signal.spin_until(signal.epoch(), done, None) && done()) {
+        return Ok(());
+    }
+    let start = *first_wait.get_or_insert_with(Instant::now);
+    let deadline = start.checked_add(x.timeout);
+    loop {
+        let seen = mark();
+        if done() {
             return Ok(());
         }
-        let start = *first_wait.get_or_insert_with(Instant::now);
-        let deadline = start.checked_add(x.timeout);
-        loop {
-            let seen = signal.epoch();
-            if published.load(Ordering::Acquire) >= k {
+        if let Some(e) = (x.failure)(peer) {
+            // The peer may have published and finished since the look
+            // above; what it published before finishing still counts (the
+            // failure was seen after its publication, so this load sees
+            // that publication).
+            if done() {
                 return Ok(());
             }
-            if let Some(e) = (x.failure)(peer) {
-                // The peer may have published and finished since the look
-                // above; what it published before finishing still counts
-                // (the failure was seen after its publication, so this load
-                // sees that publication).
-                if published.load(Ordering::Acquire) >= k {
-                    return Ok(());
-                }
-                return Err(e);
-            }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Err(Error::Timeout {
-                    operation: format!("{} waiting for rank {peer} to enter it", x.header),
-                    rank: x.me,
-                    waited: now - start,
-                    limit: x.timeout,
-                });
-            }
-            signal.wait_until(seen, done, &self.sleep, deadline);
+            return Err(e);
         }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            return Err(Error::Timeout {
+                operation: format!("{} waiting for rank {peer} to enter it", x.header),
+                rank: x.me,
+                waited: now - start,
+                limit: x.timeout,
+            });
+        }
+        sleep(seen, deadline);
     }
 }

@@ -18,6 +18,7 @@
 
 mod engine;
 mod link;
+mod memfd;
 mod ring;
 mod shm;
 

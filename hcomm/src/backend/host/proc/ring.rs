@@ -1,6 +1,6 @@
 //! A one-way ring of control messages in memory that two processes of one
-//! host share: the receiving process creates it (an anonymous memory file)
-//! and the sending one maps it through `/proc/<pid>/fd`. The sender appends
+//! host share: the receiving process creates it (a sealed memory file of
+//! `memfd.rs`) and the sending one maps it through `/proc/<pid>/fd`. The sender appends
 //! whole frames and publishes them by advancing `tail`; the receiver takes
 //! everything up to `tail` and frees it by advancing `head`. Neither makes a
 //! system call, so a rank that spins sees a message as soon as it is
@@ -11,10 +11,11 @@
 //! trusted no further than to be buggy: a position it wrote that is out of
 //! range is an error, never an access outside the mapping.
 
-use std::fs::OpenOptions;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+
+use super::memfd::MemFile;
 
 /// Bytes of messages a ring holds.
 const CAPACITY: usize = 1 << 20;
@@ -26,74 +27,37 @@ const TAIL: usize = 64;
 const ASLEEP: usize = 128;
 const LEN: usize = DATA + CAPACITY;
 
-/// One ring, mapped into this process.
+/// One ring, mapped into this process. Callers serialize pushes (one
+/// writer) and takes (one reader) themselves; the positions are only
+/// accessed atomically, and the message bytes only in the ranges the
+/// protocol gives to one side at a time (see `push` and `take`).
 pub(super) struct Ring {
-    base: *mut u8,
-    fd: OwnedFd,
+    file: MemFile,
 }
 
-// SAFETY: the mapping lives as long as the value; the positions are only
-// accessed atomically, and the message bytes only in the ranges the
-// protocol gives to one side at a time (see `push` and `take`).
-unsafe impl Send for Ring {}
-// SAFETY: as for `Send`; callers serialize pushes (one writer) and takes
-// (one reader) themselves.
-unsafe impl Sync for Ring {}
-
 impl Ring {
-    /// A new, empty ring in an anonymous memory file of this process.
+    /// A new, empty ring in a memory file of this process.
     pub(super) fn create() -> io::Result<Ring> {
-        // SAFETY: the name is a valid NUL-terminated string; a
-        // non-negative result is a new descriptor nothing else owns.
-        let fd = unsafe { libc::memfd_create(c"hcomm-ring".as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is fresh and owned by nothing else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let file = std::fs::File::from(fd);
-        file.set_len(LEN as u64)?;
-        Ring::map(file.into())
+        Ok(Ring {
+            file: MemFile::create(c"hcomm-ring", LEN)?,
+        })
     }
 
     /// Maps the ring that process `pid` holds as its descriptor `fd`.
     pub(super) fn open(pid: i32, fd: i32) -> io::Result<Ring> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(format!("/proc/{pid}/fd/{fd}"))?;
-        if file.metadata()?.len() != LEN as u64 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "the peer's message ring has an unexpected size",
-            ));
-        }
-        Ring::map(file.into())
-    }
-
-    fn map(fd: OwnedFd) -> io::Result<Ring> {
-        // SAFETY: maps `LEN` bytes of the file `fd` (which is that long),
-        // shared, at an address the kernel chooses; nothing is passed by
-        // pointer.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                LEN,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Ring { base: base.cast(), fd })
+        Ok(Ring {
+            file: MemFile::open(pid, fd, LEN, "message ring")?,
+        })
     }
 
     /// The descriptor of the ring's memory file in this process.
     pub(super) fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.file.fd()
+    }
+
+    /// The start of the mapping (`LEN` bytes, page-aligned).
+    fn base(&self) -> *mut u8 {
+        self.file.base()
     }
 
     fn position(&self, at: usize) -> &AtomicU64 {
@@ -105,7 +69,7 @@ impl Ring {
             reason = "the offset of a page-aligned mapping is 8-aligned"
         )]
         unsafe {
-            &*self.base.add(at).cast::<AtomicU64>()
+            &*self.base().add(at).cast::<AtomicU64>()
         }
     }
 
@@ -116,7 +80,7 @@ impl Ring {
             reason = "the offset of a page-aligned mapping is 4-aligned"
         )]
         unsafe {
-            &*self.base.add(ASLEEP).cast::<AtomicU32>()
+            &*self.base().add(ASLEEP).cast::<AtomicU32>()
         }
     }
 
@@ -148,7 +112,7 @@ impl Ring {
         // receiver read up to `head`, and `tail - head + len <= CAPACITY`),
         // so the receiver does not read them until `tail` moves below.
         unsafe {
-            let data = self.base.add(DATA);
+            let data = self.base().add(DATA);
             std::ptr::copy_nonoverlapping(frame.as_ptr(), data.add(start), first);
             std::ptr::copy_nonoverlapping(frame.as_ptr().add(first), data, frame.len() - first);
         }
@@ -191,7 +155,7 @@ impl Ring {
         // published before `tail` (acquired above); it writes none of them
         // again until `head` moves past them below.
         unsafe {
-            let data = self.base.add(DATA).cast_const();
+            let data = self.base().add(DATA).cast_const();
             out.extend_from_slice(std::slice::from_raw_parts(data.add(start), first));
             out.extend_from_slice(std::slice::from_raw_parts(data, n - first));
         }
@@ -216,14 +180,6 @@ impl Ring {
     /// The receiver woke up.
     pub(super) fn sleep_end(&self) {
         self.asleep().fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping `map` made; no reference into
-        // it outlives `self`.
-        unsafe { libc::munmap(self.base.cast(), LEN) };
     }
 }
 

@@ -4,15 +4,10 @@
 //! read of each peer's page, one counter store) and no message, lock or
 //! system call while every rank keeps up.
 //!
-//! Each rank creates its own region, an anonymous memory file (`memfd`)
-//! whose size is sealed, and tells its peers the descriptor in the
-//! authenticated handshake (`Msg::Ready`); a peer maps it through
-//! `/proc/<pid>/fd`, which the kernel allows only to a process of the same
-//! user that may trace the owner (the rule of the message rings and of the
-//! single copy). Nothing has a name: the memory is freed when the last
-//! process that maps it exits, however it exits, and a survivor's mapping
-//! stays valid after its owner died (the seal keeps anyone from shrinking
-//! the file under a reader, which would fault).
+//! Each rank creates its own region, a sealed memory file (`memfd.rs`), and
+//! tells its peers the descriptor in the authenticated handshake
+//! (`Msg::Ready`); a peer maps it through `/proc/<pid>/fd`. Nothing has a
+//! name, and a survivor's mapping stays valid after its owner died.
 //!
 //! A region holds the rank's publication counter, the count of peers asleep
 //! on it, and its two pages; the protocol is that of `board.rs` (page
@@ -29,15 +24,15 @@
 //! the group's failures and the deadline, so a dead peer is `PeerFailed`
 //! within a few milliseconds of its connection's end.
 
-use std::fs::OpenOptions;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::engine::Engine;
-use crate::backend::host::board::{Exchange, BOARD_BYTES};
+use super::memfd::MemFile;
+use crate::backend::host::board::{wait_published, Exchange, BOARD_BYTES};
 use crate::backend::host::wait::Signal;
 use crate::backend::liveness::lock;
 use crate::error::{Error, Result};
@@ -58,92 +53,41 @@ const HEADER_BYTES: usize = PAGE_HEAD - 16;
 const PAGE_STRIDE: usize = PAGE_HEAD + BOARD_BYTES;
 /// Bytes of a region.
 const LEN: usize = PAGES + 2 * PAGE_STRIDE;
-/// The seals every region carries: its size never changes.
-const SEALS: i32 = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
 /// The longest single sleep of a waiter before it looks at failures.
 const NAP: Duration = Duration::from_millis(2);
 
-/// One rank's region, mapped into this process.
+/// One rank's region, mapped into this process. Its counters are only
+/// accessed atomically, and its pages only in the phases the protocol of
+/// `board.rs` gives to one side at a time; a rank's writes are serialized
+/// by its board's `calls` lock.
 pub(super) struct Region {
-    base: *mut u8,
-    fd: OwnedFd,
+    file: MemFile,
 }
-
-// SAFETY: the mapping lives as long as the value; the counters are only
-// accessed atomically, and the pages only in the phases the protocol of
-// `board.rs` gives to one side at a time.
-unsafe impl Send for Region {}
-// SAFETY: as for `Send`; a rank's writes are serialized by its board's
-// `calls` lock.
-unsafe impl Sync for Region {}
 
 impl Region {
     /// A new region of this process, zeroed, its size sealed.
     pub(super) fn create() -> io::Result<Region> {
-        // SAFETY: the name is a valid NUL-terminated string; a
-        // non-negative result is a new descriptor nothing else owns.
-        let fd = unsafe { libc::memfd_create(c"hcomm-board".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is fresh and owned by nothing else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let file = std::fs::File::from(fd);
-        file.set_len(LEN as u64)?;
-        // SAFETY: `F_ADD_SEALS` on a descriptor this function owns; the
-        // argument is a plain integer.
-        if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, SEALS) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Region::map(file.into())
+        Ok(Region {
+            file: MemFile::create(c"hcomm-board", LEN)?,
+        })
     }
 
     /// Maps the region that process `pid` holds as its descriptor `fd`,
     /// once its size is right and sealed.
     pub(super) fn open(pid: i32, fd: i32) -> io::Result<Region> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(format!("/proc/{pid}/fd/{fd}"))?;
-        if file.metadata()?.len() != LEN as u64 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "the peer's board region has an unexpected size",
-            ));
-        }
-        // SAFETY: `F_GET_SEALS` on a descriptor `file` owns; no pointer.
-        let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
-        if seals < 0 || seals & SEALS != SEALS {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "the peer's board region is not sealed against resizing",
-            ));
-        }
-        Region::map(file.into())
-    }
-
-    fn map(fd: OwnedFd) -> io::Result<Region> {
-        // SAFETY: maps `LEN` bytes of the file `fd` (which is that long and
-        // sealed so), shared, at an address the kernel chooses.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                LEN,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Region { base: base.cast(), fd })
+        Ok(Region {
+            file: MemFile::open(pid, fd, LEN, "board region")?,
+        })
     }
 
     /// The descriptor of the region's memory file in this process.
     pub(super) fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.file.fd()
+    }
+
+    /// The start of the mapping (`LEN` bytes, page-aligned).
+    fn base(&self) -> *mut u8 {
+        self.file.base()
     }
 
     fn published(&self) -> &AtomicU64 {
@@ -155,7 +99,7 @@ impl Region {
             reason = "the offset of a page-aligned mapping is 8-aligned"
         )]
         unsafe {
-            &*self.base.add(PUBLISHED).cast::<AtomicU64>()
+            &*self.base().add(PUBLISHED).cast::<AtomicU64>()
         }
     }
 
@@ -169,7 +113,7 @@ impl Region {
             reason = "the offset of a page-aligned mapping is 4-aligned"
         )]
         unsafe {
-            self.base.add(PUBLISHED).cast::<AtomicU32>()
+            self.base().add(PUBLISHED).cast::<AtomicU32>()
         }
     }
 
@@ -180,7 +124,7 @@ impl Region {
             reason = "the offset of a page-aligned mapping is 4-aligned"
         )]
         unsafe {
-            &*self.base.add(SLEEPERS).cast::<AtomicU32>()
+            &*self.base().add(SLEEPERS).cast::<AtomicU32>()
         }
     }
 
@@ -188,7 +132,7 @@ impl Region {
     fn page(&self, page: usize) -> *mut u8 {
         // SAFETY: `PAGES + page * PAGE_STRIDE + PAGE_STRIDE <= LEN` for
         // `page < 2`.
-        unsafe { self.base.add(PAGES + page * PAGE_STRIDE) }
+        unsafe { self.base().add(PAGES + page * PAGE_STRIDE) }
     }
 
     /// Wakes every process asleep on this region's counter.
@@ -229,14 +173,6 @@ impl Region {
                 0,
             );
         }
-    }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping `map` made; no reference into
-        // it outlives `self`.
-        unsafe { libc::munmap(self.base.cast(), LEN) };
     }
 }
 
@@ -415,50 +351,34 @@ impl ShmBoard {
         Ok(())
     }
 
-    /// Waits until `peer` published call `k` or a later one; the call's
-    /// deadline runs from `first_wait` (set by the first wait that spun in
-    /// vain).
+    /// Waits until `peer` published call `k` or a later one (see
+    /// [`wait_published`]); a sleep is a futex wait on the peer's counter,
+    /// at most [`NAP`], counted in its region so that the peer wakes it.
     fn wait_published(&self, x: &Exchange<'_>, peer: usize, k: u64, first_wait: &mut Option<Instant>) -> Result<()> {
         let region = &self.regions[peer];
         let published = region.published();
         let done = || published.load(Ordering::Acquire) >= k;
-        if done() || (self.signal.spin_until(self.signal.epoch(), &done, None) && done()) {
-            return Ok(());
-        }
-        let start = *first_wait.get_or_insert_with(Instant::now);
-        let deadline = start.checked_add(x.timeout);
-        loop {
-            if done() {
-                return Ok(());
-            }
-            if let Some(e) = (x.failure)(peer) {
-                // What the peer published before it failed still counts.
-                if done() {
-                    return Ok(());
+        wait_published(
+            x,
+            peer,
+            first_wait,
+            &self.signal,
+            &done,
+            || (),
+            |(), deadline| {
+                let nap = deadline.map_or(NAP, |d| NAP.min(d.saturating_duration_since(Instant::now())));
+                // Counted asleep before the last look, both sequentially
+                // consistent: the peer's fence after its store then sees the
+                // count (and wakes this rank), or this look sees the store.
+                region.sleepers().fetch_add(1, Ordering::SeqCst);
+                fence(Ordering::SeqCst);
+                let seen = published.load(Ordering::SeqCst);
+                if seen < k {
+                    region.sleep(seen as u32, nap);
                 }
-                return Err(e);
-            }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Err(Error::Timeout {
-                    operation: format!("{} waiting for rank {peer} to enter it", x.header),
-                    rank: x.me,
-                    waited: now - start,
-                    limit: x.timeout,
-                });
-            }
-            let nap = deadline.map_or(NAP, |d| NAP.min(d.saturating_duration_since(now)));
-            // Counted asleep before the last look, both sequentially
-            // consistent: the peer's fence after its store then sees the
-            // count (and wakes this rank), or this look sees the store.
-            region.sleepers().fetch_add(1, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
-            let seen = published.load(Ordering::SeqCst);
-            if seen < k {
-                region.sleep(seen as u32, nap);
-            }
-            region.sleepers().fetch_sub(1, Ordering::SeqCst);
-        }
+                region.sleepers().fetch_sub(1, Ordering::SeqCst);
+            },
+        )
     }
 }
 
@@ -564,18 +484,5 @@ mod tests {
         let e = run(&b0, 0, &header(0, 4), &[0; 4], &failed).unwrap_err();
         assert!(matches!(e, Error::PeerFailed { rank: 1, .. }), "{e}");
         assert!(start.elapsed() < Duration::from_secs(1), "{:?}", start.elapsed());
-    }
-
-    #[test]
-    fn a_region_of_the_wrong_size_or_unsealed_is_refused() {
-        // SAFETY: a valid name; the descriptor is owned below.
-        let fd = unsafe { libc::memfd_create(c"t".as_ptr(), libc::MFD_CLOEXEC) };
-        // SAFETY: fresh descriptor.
-        let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-        let pid = std::process::id() as i32;
-        assert!(Region::open(pid, file.as_raw_fd()).is_err());
-        file.set_len(LEN as u64).unwrap();
-        let e = Region::open(pid, file.as_raw_fd()).err().unwrap();
-        assert!(e.to_string().contains("not sealed"), "{e}");
     }
 }
