@@ -339,3 +339,29 @@ fn round_time(m: &Machine, world: usize, r: &Round, unit: f64) -> f64 {
         }
     }
 }
+
+impl Builtin {
+    /// The built-in that runs `algorithm` (hcomm's name, as in
+    /// `HCOMM_ALGO` and hcomm-bench's rows) for collective `op`; `None`
+    /// for those the model has no pattern for (`one_shot`, `library`).
+    /// hcomm's direct all-gather and all-to-all post every message at once;
+    /// their pattern is the direct schedule's, one peer per round.
+    pub fn from_names(op: &str, algorithm: &str) -> Option<Builtin> {
+        Some(match (op, algorithm) {
+            ("all_reduce", "ring") => Builtin::RingAllReduce,
+            ("all_reduce", "direct") => Builtin::DirectAllReduce,
+            ("all_reduce", "halving_doubling") => Builtin::HalvingDoublingAllReduce,
+            ("all_gather", "ring") => Builtin::RingAllGather,
+            ("all_gather", "recursive_doubling") => Builtin::RecursiveDoublingAllGather,
+            ("all_gather", "bruck") => Builtin::BruckAllGather,
+            ("all_gather", "direct") => Builtin::DirectAllGather,
+            ("reduce_scatter", "ring") => Builtin::RingReduceScatter,
+            ("reduce_scatter", "recursive_halving") => Builtin::RecursiveHalvingReduceScatter,
+            ("reduce_scatter", "direct") => Builtin::DirectReduceScatter,
+            ("all_to_all", "pairwise" | "direct") => Builtin::PairwiseAllToAll,
+            ("broadcast", "binomial_tree") => Builtin::BinomialBroadcast,
+            ("reduce", "binomial_tree") => Builtin::BinomialReduce,
+            _ => return None,
+        })
+    }
+}

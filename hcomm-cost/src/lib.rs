@@ -17,6 +17,7 @@
 
 mod builtin;
 mod error;
+mod fit;
 mod preset;
 mod round;
 mod schedule;
@@ -24,6 +25,7 @@ mod topology;
 
 pub use builtin::{Builtin, Coll};
 pub use error::{CostError, Result};
+pub use fit::{fit, Sample};
 pub use preset::{preset, PRESETS};
 pub use round::Msg;
 pub use schedule::{predict_schedule, Prediction};

@@ -5,11 +5,12 @@ use crate::error::{CostError, Result};
 use crate::topology::Machine;
 
 /// Every preset: its name and its TOML text.
-pub const PRESETS: [(&str, &str); 4] = [
+pub const PRESETS: [(&str, &str); 5] = [
     ("ascend-910b-node", include_str!("../presets/ascend-910b-node.toml")),
     ("ascend-910b-pod", include_str!("../presets/ascend-910b-pod.toml")),
     ("dgx-h100", include_str!("../presets/dgx-h100.toml")),
     ("host", include_str!("../presets/host.toml")),
+    ("host-processes", include_str!("../presets/host-processes.toml")),
 ];
 
 /// The preset `name`.

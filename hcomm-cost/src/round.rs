@@ -6,7 +6,9 @@
 //! endpoint out and its receiver's endpoint in; on a mesh, the link of its
 //! pair of endpoints; on a ring, each hop the shorter way round. The bytes of
 //! a round's messages on one resource share its bandwidth, so a message
-//! takes `alpha + (bytes on its busiest resource) / bandwidth`; the round
+//! takes `alpha + (bytes on its busiest resource) / bandwidth` (or, when
+//! the level has a shared bandwidth, the bytes of every message crossing it
+//! in the group over that, if slower); the round
 //! takes its slowest message, plus `gamma` times the bytes its busiest
 //! receiver reduces.
 //!
@@ -92,14 +94,19 @@ pub(crate) fn round_us(m: &Machine, world: usize, block: usize, sends: &[Msg], r
     let mut load: FxHashMap<Key, f64> = FxHashMap::default();
     let mut keys = Vec::new();
     let mut per_msg = Vec::with_capacity(sends.len());
+    let mut shared: FxHashMap<(usize, usize), f64> = FxHashMap::default();
     for s in sends.iter().filter(|s| s.from != s.to) {
         keys.clear();
         resources(m, world, block, s, &mut keys);
+        let i = m.meet(s.from, s.to, world);
+        let group = m.group(i, world);
+        // A group larger than the block holds `group / block` blocks alike.
+        *shared.entry((i, s.from / group)).or_insert(0.0) += s.bytes * (group / block).max(1) as f64;
         // The receiving endpoint's load comes from `recvs`.
         for &k in keys.iter().filter(|k| k.1 != IN) {
             *load.entry(k).or_insert(0.0) += s.bytes;
         }
-        per_msg.push((m.meet(s.from, s.to, world), keys.clone()));
+        per_msg.push((i, s.from / group, s.bytes, keys.clone()));
     }
     let mut reduced: FxHashMap<usize, f64> = FxHashMap::default();
     for r in recvs.iter().filter(|r| r.from != r.to) {
@@ -114,13 +121,17 @@ pub(crate) fn round_us(m: &Machine, world: usize, block: usize, sends: &[Msg], r
     }
     let slowest = per_msg
         .iter()
-        .map(|(i, keys)| {
+        .map(|(i, g, bytes, keys)| {
             let l = &m.levels[*i];
             let busiest = keys
                 .iter()
                 .map(|k| load.get(k).copied().unwrap_or(0.0))
                 .fold(0.0, f64::max);
-            l.latency_us + transfer_us(busiest, l.bandwidth_gbs)
+            let own = transfer_us(busiest, l.bandwidth_for(*bytes));
+            let group = l
+                .shared_for(*bytes)
+                .map_or(0.0, |bw| transfer_us(shared.get(&(*i, *g)).copied().unwrap_or(0.0), bw));
+            l.latency_us + own.max(group)
         })
         .fold(0.0, f64::max);
     let reduce = reduced.values().copied().fold(0.0, f64::max);

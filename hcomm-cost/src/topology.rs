@@ -54,6 +54,37 @@ pub struct Level {
     pub bandwidth_gbs: f64,
     /// Per-message latency in microseconds.
     pub latency_us: f64,
+    /// Messages of at most this many bytes move at
+    /// `cached_bandwidth_gbs` instead (a host whose copies stay in its
+    /// caches); both or neither.
+    #[serde(default)]
+    pub cached_bytes: Option<f64>,
+    /// The bandwidth of messages up to `cached_bytes`, GB/s.
+    #[serde(default)]
+    pub cached_bandwidth_gbs: Option<f64>,
+    /// All messages of a round that cross this level within one group
+    /// share this bandwidth too, GB/s (a host's memory system, which its
+    /// ranks share; a node's uplink). Scaled like `bandwidth_gbs` for
+    /// messages up to `cached_bytes`.
+    #[serde(default)]
+    pub shared_gbs: Option<f64>,
+}
+
+impl Level {
+    /// The bandwidth a message of `bytes` gets, GB/s.
+    pub(crate) fn bandwidth_for(&self, bytes: f64) -> f64 {
+        match (self.cached_bytes, self.cached_bandwidth_gbs) {
+            (Some(limit), Some(bw)) if bytes <= limit => bw,
+            _ => self.bandwidth_gbs,
+        }
+    }
+
+    /// The bandwidth the level's group shares for a message of `bytes`,
+    /// GB/s (`None`: not shared).
+    pub(crate) fn shared_for(&self, bytes: f64) -> Option<f64> {
+        self.shared_gbs
+            .map(|s| s * self.bandwidth_for(bytes) / self.bandwidth_gbs)
+    }
 }
 
 /// A machine: nested levels and the reduction speed.
@@ -109,6 +140,9 @@ impl Machine {
                 link,
                 bandwidth_gbs,
                 latency_us,
+                cached_bytes: None,
+                cached_bandwidth_gbs: None,
+                shared_gbs: None,
             }],
         }
     }
@@ -129,6 +163,9 @@ impl Machine {
             link: Link::Switch,
             bandwidth_gbs: outer.bandwidth_gbs / factor,
             latency_us: outer.latency_us * factor,
+            cached_bytes: None,
+            cached_bandwidth_gbs: None,
+            shared_gbs: None,
         };
         m.levels.push(between);
         m.name = format!("{} in groups of {group}", self.name);
@@ -166,6 +203,22 @@ impl Machine {
                     "level `{}` has `latency_us` = {}, not a number >= 0",
                     l.name, l.latency_us
                 )));
+            }
+            if let Some(g) = l.shared_gbs.filter(|g| !(g.is_finite() && *g > 0.0)) {
+                return Err(self.invalid(format!(
+                    "level `{}` has `shared_gbs` = {g}, not a positive number",
+                    l.name
+                )));
+            }
+            match (l.cached_bytes, l.cached_bandwidth_gbs) {
+                (None, None) => {}
+                (Some(b), Some(bw)) if b.is_finite() && b > 0.0 && bw.is_finite() && bw > 0.0 => {}
+                (b, bw) => {
+                    return Err(self.invalid(format!(
+                        "level `{}` has `cached_bytes` = {b:?} and `cached_bandwidth_gbs` = {bw:?}; give both, positive, or neither",
+                        l.name
+                    )))
+                }
             }
             match (l.ranks, i == last) {
                 (Some(_), true) => {

@@ -116,11 +116,15 @@ fn machines() -> Vec<Machine> {
     let pods = Machine::flat("mesh of 4", Link::Mesh, 20.0, 1.0, 5.0)
         .grouped(4, 4.0)
         .unwrap();
+    let mut shared = pods.clone();
+    shared.levels[0].shared_gbs = Some(30.0);
     vec![
         flat,
         ring,
         mesh,
         pods,
+        shared,
+        preset("host").unwrap(),
         preset("dgx-h100").unwrap(),
         preset("ascend-910b-pod").unwrap(),
     ]
