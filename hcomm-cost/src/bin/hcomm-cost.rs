@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use hcomm_cost::{fit, preset, Builtin, Coll, Machine, Sample};
+use hcomm_cost::{argmin, fit, preset, Builtin, Coll, Machine, Sample};
 
 fn machine(arg: &str) -> Result<Machine, String> {
     if std::path::Path::new(arg)
@@ -151,6 +151,37 @@ fn table(m: &Machine, ranks: &[usize], bytes: usize) {
             println!("| {} | {} |", b.schedule_name(), row.join(" | "));
         }
         println!();
+    }
+    println!("Fastest algorithm by call size (1 KiB to 1 GiB, powers of two):\n");
+    for c in [Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::AllToAll] {
+        let candidates: Vec<Builtin> = Builtin::ALL.into_iter().filter(|b| b.collective() == c).collect();
+        for &w in ranks {
+            let mut runs: Vec<(usize, usize, Builtin)> = Vec::new();
+            for shift in 10..=30 {
+                let bytes = 1usize << shift;
+                let Some((best, _)) = argmin(m, &candidates, w, bytes) else {
+                    continue;
+                };
+                match runs.last_mut() {
+                    Some(last) if last.2 == best => last.1 = bytes,
+                    _ => runs.push((bytes, bytes, best)),
+                }
+            }
+            let text: Vec<String> = runs
+                .iter()
+                .map(|(lo, hi, b)| format!("{} {}..{}", b.schedule_name(), size_text(*lo), size_text(*hi)))
+                .collect();
+            println!("* {c:?}, {w} ranks: {}", text.join(", "));
+        }
+    }
+    println!();
+}
+
+fn size_text(b: usize) -> String {
+    match b {
+        b if b >= 1 << 30 => format!("{}G", b >> 30),
+        b if b >= 1 << 20 => format!("{}M", b >> 20),
+        b => format!("{}K", b >> 10),
     }
 }
 
