@@ -1,9 +1,10 @@
 //! hcomm's built-in algorithms as round patterns: the same messages, round
 //! by round, as their `comm_schedule!` programs, written so that rounds in
 //! which every block of ranks does what the first does are costed from that
-//! block alone. That is what makes 4096 ranks take milliseconds; a test in
-//! hcomm compares these patterns with [`crate::predict_schedule`] over the
-//! schedules themselves.
+//! block alone. That is what makes 4096 ranks take milliseconds (except
+//! xor rounds on a ring level, which have no such symmetry and cost every
+//! message's hops); a test in hcomm compares these patterns with
+//! [`crate::predict_schedule`] over the schedules themselves.
 
 use crate::error::{CostError, Result};
 use crate::round::{round_us, Msg};

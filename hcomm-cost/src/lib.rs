@@ -5,7 +5,7 @@
 //! mesh or ring; nodes on a fabric), each with a per-message latency
 //! (alpha) and a bandwidth (beta is its inverse), and a reduction speed
 //! (gamma's inverse). The messages of one round that cross the same
-//! resource share its bandwidth ([`round`](crate::Msg)). A schedule's
+//! resource share its bandwidth. A schedule's
 //! rounds are the columns of the checker's rendezvous simulation
 //! ([`predict_schedule`], any `comm_schedule!` program); hcomm's built-in
 //! algorithms also have round patterns ([`Builtin`]) that cost one block
@@ -13,7 +13,8 @@
 //!
 //! Assumptions: rounds run one after another (a round ends with its
 //! slowest message); local copies cost nothing; a rank's messages of one
-//! round go out at once; bandwidth is shared evenly on a resource.
+//! round go out at once; bandwidth is shared evenly on a resource; a
+//! receiver reduces after the transfer, without overlap.
 
 mod builtin;
 mod error;
@@ -27,7 +28,6 @@ pub use builtin::{Builtin, Coll};
 pub use error::{CostError, Result};
 pub use fit::{fit, Sample};
 pub use preset::{preset, PRESETS};
-pub use round::Msg;
 pub use schedule::{predict_schedule, Prediction};
 pub use topology::{Level, Link, Machine};
 

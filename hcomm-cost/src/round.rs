@@ -22,15 +22,15 @@ use crate::topology::{Link, Machine};
 
 /// One message of a round.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Msg {
+pub(crate) struct Msg {
     /// Sending rank.
-    pub from: usize,
+    pub(crate) from: usize,
     /// Receiving rank.
-    pub to: usize,
+    pub(crate) to: usize,
     /// Its size in bytes.
-    pub bytes: f64,
+    pub(crate) bytes: f64,
     /// Whether the receiver reduces it into its buffer.
-    pub reduce: bool,
+    pub(crate) reduce: bool,
 }
 
 /// Which resource a message uses: level, kind, and two indices.
