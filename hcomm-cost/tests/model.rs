@@ -51,7 +51,7 @@ fn machines() -> Vec<Machine> {
 /// on a ring of 8 at 10 GB/s and 2 us, 4 KiB messages, the first round
 /// crosses one hop per message and the second two hops, each hop carrying
 /// two messages. (hcomm's own schedules are compared with the built-in
-/// patterns in hcomm's tests/cost_model.rs.)
+/// patterns in hcomm's `tests/cost_model.rs`.)
 #[test]
 fn a_users_schedule_by_hand() {
     let s = user_schedule();
