@@ -18,6 +18,12 @@ pub struct Timing {
     pub algbw: f64,
     /// `algbw` times the op's bus factor, GB/s.
     pub busbw: f64,
+    /// The cost model's prediction for this algorithm, size and world on
+    /// this host's fitted preset (`host`, or `host-processes` for a job of
+    /// processes), microseconds; absent where the model has no pattern for
+    /// the algorithm (one-shot, the device libraries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_us: Option<f64>,
     /// `"ok"` when every rank's result equals the serial reference,
     /// `"unchecked"` under `-c 0`, else which ranks were wrong and where.
     pub check: String,

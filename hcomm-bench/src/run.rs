@@ -127,7 +127,10 @@ fn sweep_typed<T: BenchElem>(config: &Config, on_row: &(dyn Fn(&Row) + Sync)) ->
                         .iter_mut()
                         .filter_map(Option::take)
                         .collect();
-                    timings.push((placement, timing(config, count * size_of::<T>(), &summarize(&per_rank))));
+                    timings.push((
+                        placement,
+                        timing(config, count * size_of::<T>(), &summarize(&per_rank), "host"),
+                    ));
                 }
                 let row = row(config, count * size_of::<T>(), count, timings);
                 on_row(&row);
@@ -176,7 +179,7 @@ fn sweep_process<T: BenchElem>(
                 .collect();
             timings.push((
                 placement,
-                timing(&config, count * size_of::<T>(), &summarize(&per_rank)),
+                timing(&config, count * size_of::<T>(), &summarize(&per_rank), "host-processes"),
             ));
         }
         if comm.rank() == 0 {
@@ -331,8 +334,17 @@ fn run_once<T: BenchElem>(op: Op, shape: Shape, comm: &Comm, b: &mut Buffers<T>)
     }
 }
 
-/// The figures of one form of one size.
-fn timing(config: &Config, bytes: usize, s: &Summary) -> Timing {
+/// The figures of one form of one size; `host_preset` names the cost
+/// model's preset of how the ranks run on the host backend.
+fn timing(config: &Config, bytes: usize, s: &Summary, host_preset: &str) -> Timing {
+    let predicted_us = (config.backend == BackendKind::Host)
+        .then(|| hcomm_cost::Builtin::from_names(config.op.name(), &s.algorithm))
+        .flatten()
+        .and_then(|b| {
+            let m = hcomm_cost::preset(host_preset).ok()?;
+            b.predict(&m, config.ranks, bytes).ok()
+        })
+        .map(|p| p.us);
     let algbw = if s.median_s > 0.0 {
         bytes as f64 / s.median_s / 1e9
     } else {
@@ -345,6 +357,7 @@ fn timing(config: &Config, bytes: usize, s: &Summary) -> Timing {
         min_us: s.min_s * 1e6,
         algbw,
         busbw: algbw * config.op.shape().bus_factor(config.ranks),
+        predicted_us,
         check: s.check.clone(),
     }
 }

@@ -71,6 +71,12 @@ impl Lin {
         Self { c, k: counts::NONE }
     }
 
+    /// The constant term and one coefficient per length variable, when no
+    /// count entry occurs in it.
+    pub(crate) fn coefficients(&self) -> Option<[i64; MAX_LEN_VARS + 1]> {
+        self.count_free().then_some(self.c)
+    }
+
     /// The constant term.
     #[inline]
     pub(crate) fn constant_term(&self) -> i64 {

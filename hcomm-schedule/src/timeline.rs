@@ -128,6 +128,10 @@ pub struct Message {
     pub region: String,
     /// Its length in elements, e.g. `n`.
     pub len: String,
+    /// The same length as numbers: the constant term, then one coefficient
+    /// per length variable (in the order of [`Schedule::len_vars`], zeros
+    /// for the absent ones); `None` when it depends on a count parameter.
+    pub len_form: Option<[i64; 4]>,
     /// The message tag.
     pub tag: i64,
     /// The receive's reduction operator (`sum`, ...), if it reduces.
@@ -552,7 +556,8 @@ impl<'u, 'p, 's> Layout<'u, 'p, 's> {
                 Some(c)
             };
             let (send_column, recv_column) = if o.send { (Some(own), other) } else { (other, Some(own)) };
-            let (region, len) = region(un, r, &un.regs[o.reg as usize]);
+            let reg = &un.regs[o.reg as usize];
+            let (region, len) = region(un, r, reg);
             let reduce = if unmatched {
                 o.reduce
             } else {
@@ -567,6 +572,7 @@ impl<'u, 'p, 's> Layout<'u, 'p, 's> {
                 column: other.map_or(own, |c| c.max(own)),
                 region,
                 len,
+                len_form: reg.len().coefficients(),
                 tag: o.tag,
                 reduce: reduce.map(|op| op.as_str().to_owned()),
                 unmatched,
@@ -743,7 +749,8 @@ impl<'u, 'p, 's> PlanLayout<'u, 'p, 's> {
                 let (Some(sc), Some(rc)) = (at(r, i), at(q as usize, j as usize)) else {
                     continue;
                 };
-                let (region, len) = region(un, r as u32, &un.regs[o.reg as usize]);
+                let reg = &un.regs[o.reg as usize];
+                let (region, len) = region(un, r as u32, reg);
                 t.messages.push(Message {
                     from: r as u32,
                     to: q,
@@ -752,6 +759,7 @@ impl<'u, 'p, 's> PlanLayout<'u, 'p, 's> {
                     column: sc.max(rc),
                     region,
                     len,
+                    len_form: reg.len().coefficients(),
                     tag: o.tag,
                     reduce: un.ranks[q as usize].ops[j as usize]
                         .reduce

@@ -155,4 +155,4 @@ pub use options::{CommOptions, DEFAULT_SEGMENT_BYTES, DEFAULT_TIMEOUT, MAX_TIMEO
 pub use p2p::Tag;
 pub use request::{scope, wait_all, Progress, Request, Scope};
 pub use select::{Algorithm, AlgorithmTable};
-pub use topology::Topology;
+pub use topology::{ModelTopology, Topology};

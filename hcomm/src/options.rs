@@ -62,7 +62,8 @@ impl CommOptions {
     /// Defaults overridden by `HCOMM_TIMEOUT` (seconds, may be fractional;
     /// capped to [`MAX_TIMEOUT`]), `HCOMM_ALGO`
     /// (`all_reduce=ring,all_gather=bruck`), `HCOMM_TOPOLOGY` (`full_mesh`,
-    /// `ring`, `custom:<group size>`) and `HCOMM_SEGMENT_BYTES`. An empty
+    /// `ring`, `custom:<group size>`, `preset:<name>`), `HCOMM_TOPOLOGY_FILE`
+    /// (a topology file of the cost model) and `HCOMM_SEGMENT_BYTES`. An empty
     /// variable counts as unset; a value that does not parse, or is not
     /// UTF-8, is an [`Error::Config`] naming the variable.
     pub fn from_env() -> Result<CommOptions> {
@@ -89,8 +90,20 @@ impl CommOptions {
         }
         if let Some(v) = env("HCOMM_TOPOLOGY")? {
             options.topology = Topology::parse(&v).ok_or_else(|| Error::Config {
-                message: format!("`HCOMM_TOPOLOGY={v}`: expected `full_mesh`, `ring` or `custom:<group size>`"),
+                message: format!(
+                    "`HCOMM_TOPOLOGY={v}`: expected `full_mesh`, `ring`, `custom:<group size>` or `preset:<name>` \
+                     (presets: {})",
+                    hcomm_cost::PRESETS.map(|(n, _)| n).join(", ")
+                ),
             })?;
+        }
+        if let Some(v) = env("HCOMM_TOPOLOGY_FILE")? {
+            if env("HCOMM_TOPOLOGY")?.is_some() {
+                return Err(Error::Config {
+                    message: "`HCOMM_TOPOLOGY` and `HCOMM_TOPOLOGY_FILE` are both set. hint: unset one".to_owned(),
+                });
+            }
+            options.topology = Topology::from_file(std::path::Path::new(v.trim()), "HCOMM_TOPOLOGY_FILE")?;
         }
         if let Some(v) = env("HCOMM_SEGMENT_BYTES")? {
             options.segment_bytes = v

@@ -4,6 +4,7 @@ use crate::header::Collective;
 use smallvec::SmallVec;
 
 use crate::topology::Topology;
+use hcomm_cost::{Builtin, Machine};
 
 /// The algorithms one collective call ran, in order.
 pub(crate) type Ran = SmallVec<[Algorithm; 2]>;
@@ -211,21 +212,101 @@ impl AlgorithmTable {
 /// Messages up to this many bytes per rank count as small (latency-bound).
 const SMALL_BYTES: usize = 64 << 10;
 
+/// The collectives whose crossovers the cost model sets.
+const MODELLED: [Collective; 4] = [
+    Collective::AllReduce,
+    Collective::AllGather,
+    Collective::ReduceScatter,
+    Collective::AllToAll,
+];
+
+/// Call sizes (bytes per rank, powers of two) at which the model is asked.
+const MODEL_SIZES: std::ops::RangeInclusive<u32> = 10..=30;
+
+/// The cost model's choices on one machine and world size: per modelled
+/// collective, `(up to bytes, algorithm)` in increasing size, computed
+/// once per communicator ([`Crossovers::new`]), read on each call.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Crossovers {
+    table: [Vec<(usize, Algorithm)>; MODELLED.len()],
+}
+
+/// The model's pattern of `algorithm` for `collective` (hcomm's direct
+/// algorithms post every message at once; the model costs the direct
+/// schedule, one peer per round).
+fn builtin(collective: Collective, algorithm: Algorithm) -> Option<Builtin> {
+    Builtin::from_names(collective.name(), algorithm.name())
+}
+
+impl Crossovers {
+    /// Asks the model at every size of [`MODEL_SIZES`] for the fastest
+    /// algorithm of each modelled collective, and says what it chose in a
+    /// `tracing` event. `None` when the machine gives no prediction.
+    pub(crate) fn new(machine: &Machine, world: usize) -> Option<Crossovers> {
+        let mut table: [Vec<(usize, Algorithm)>; MODELLED.len()] = Default::default();
+        for (k, &c) in MODELLED.iter().enumerate() {
+            let candidates: Vec<(Algorithm, Builtin)> = Algorithm::for_collective(c)
+                .iter()
+                .filter(|a| a.supports_world(world))
+                .filter_map(|&a| builtin(c, a).map(|b| (a, b)))
+                .collect();
+            for shift in MODEL_SIZES {
+                let bytes = 1usize << shift;
+                let best = candidates
+                    .iter()
+                    .filter_map(|&(a, b)| b.predict(machine, world, bytes).ok().map(|p| (a, p.us)))
+                    .min_by(|x, y| x.1.total_cmp(&y.1))?;
+                match table[k].last_mut() {
+                    Some(last) if last.1 == best.0 => last.0 = bytes,
+                    _ => table[k].push((bytes, best.0)),
+                }
+            }
+            let choices: Vec<String> = table[k].iter().map(|(b, a)| format!("{a} up to {b} B")).collect();
+            tracing::debug!(
+                collective = c.name(),
+                machine = machine.name.as_str(),
+                world,
+                choices = choices.join(", ").as_str(),
+                "the cost model's fastest algorithm per call size (past the last size, the last algorithm)"
+            );
+        }
+        Some(Crossovers { table })
+    }
+
+    /// The model's choice for `collective` at `bytes`, if it models it.
+    pub(crate) fn choice(&self, collective: Collective, bytes: usize) -> Option<Algorithm> {
+        let k = MODELLED.iter().position(|&c| c == collective)?;
+        let t = &self.table[k];
+        t.iter().find(|(upto, _)| bytes <= *upto).or(t.last()).map(|(_, a)| *a)
+    }
+}
+
 /// The policy's choice for `collective` on `world` ranks with `topology` and
 /// `bytes` per rank, on a backend with a board of `board` bytes per rank
-/// (`None`: none). Every choice [runs](Algorithm::runs) the call.
+/// (`None`: none). With `model` (the cost model's crossovers for the
+/// communicator's topology), the model chooses the algorithms of the
+/// collectives it covers, after the one-shot rule. Every choice
+/// [runs](Algorithm::runs) the call.
 pub(crate) fn policy(
     collective: Collective,
     topology: &Topology,
     world: usize,
     bytes: usize,
     board: Option<usize>,
+    model: Option<&Crossovers>,
 ) -> Algorithm {
     let small = bytes <= SMALL_BYTES;
     let ring_links = matches!(topology, Topology::Ring);
     // A declared ring keeps ring algorithms: the program models links that
     // the board would bypass.
     let one_shot = world > 1 && !ring_links && board.is_some_and(|b| bytes <= b);
+    // Every modelled collective has a one-shot algorithm, which goes first.
+    let modelled = model
+        .and_then(|m| m.choice(collective, bytes))
+        .filter(|a| !one_shot && a.runs(world, bytes, board));
+    if let Some(a) = modelled {
+        return a;
+    }
     match collective {
         Collective::AllReduce
         | Collective::AllGather
@@ -318,7 +399,7 @@ mod tests {
             (Collective::AllGather, Direct, RecursiveDoubling, Ring),
             (Collective::AllToAll, Pairwise, Direct, Pairwise),
         ] {
-            let p = |topo, bytes| policy(c, &topo, 4, bytes, None);
+            let p = |topo, bytes| policy(c, &topo, 4, bytes, None, None);
             assert_eq!(p(Topology::FullMesh, 1 << 20), large, "{c}, 1 MiB");
             assert_eq!(p(Topology::FullMesh, 4 << 10), small, "{c}, 4 KiB");
             assert_eq!(p(Topology::Ring, 1 << 20), ring, "{c} on a ring");
@@ -334,13 +415,22 @@ mod tests {
             Collective::AllToAll,
             Collective::Barrier,
         ] {
-            assert_eq!(policy(c, &Topology::FullMesh, 4, 4 << 10, board), Algorithm::OneShot);
-            assert_ne!(policy(c, &Topology::FullMesh, 4, 4 << 10, None), Algorithm::OneShot);
-            assert_ne!(policy(c, &Topology::Ring, 4, 4 << 10, board), Algorithm::OneShot);
-            assert_ne!(policy(c, &Topology::FullMesh, 1, 4 << 10, board), Algorithm::OneShot);
+            assert_eq!(
+                policy(c, &Topology::FullMesh, 4, 4 << 10, board, None),
+                Algorithm::OneShot
+            );
+            assert_ne!(
+                policy(c, &Topology::FullMesh, 4, 4 << 10, None, None),
+                Algorithm::OneShot
+            );
+            assert_ne!(policy(c, &Topology::Ring, 4, 4 << 10, board, None), Algorithm::OneShot);
+            assert_ne!(
+                policy(c, &Topology::FullMesh, 1, 4 << 10, board, None),
+                Algorithm::OneShot
+            );
         }
         assert_ne!(
-            policy(Collective::AllReduce, &Topology::FullMesh, 4, 1 << 20, board),
+            policy(Collective::AllReduce, &Topology::FullMesh, 4, 1 << 20, board, None),
             Algorithm::OneShot
         );
     }
@@ -352,12 +442,57 @@ mod tests {
                 for bytes in [0, 1 << 10, 1 << 24] {
                     for topo in [Topology::FullMesh, Topology::Ring] {
                         for board in [None, Some(64 << 10)] {
-                            let a = policy(c, &topo, world, bytes, board);
+                            let a = policy(c, &topo, world, bytes, board, None);
                             assert!(a.runs(world, bytes, board) && Algorithm::for_collective(c).contains(&a));
                         }
                     }
                 }
             }
         }
+    }
+
+    /// On the presets, the policy's choice is the model's fastest pattern
+    /// for every modelled collective, world and size it was asked at.
+    #[test]
+    fn on_presets_the_choice_is_the_models_argmin() {
+        for name in ["dgx-h100", "ascend-910b-node", "ascend-910b-pod", "host"] {
+            let m = hcomm_cost::preset(name).unwrap();
+            let topo = Topology::parse(&format!("preset:{name}")).unwrap();
+            for world in [8, 12, 64] {
+                let x = Crossovers::new(&m, world).unwrap();
+                for c in MODELLED {
+                    let candidates: Vec<Builtin> = Algorithm::for_collective(c)
+                        .iter()
+                        .filter(|a| a.supports_world(world))
+                        .filter_map(|&a| builtin(c, a))
+                        .collect();
+                    for shift in MODEL_SIZES {
+                        let bytes = 1 << shift;
+                        let chosen = policy(c, &topo, world, bytes, None, Some(&x));
+                        let (best, _) = hcomm_cost::argmin(&m, &candidates, world, bytes).unwrap();
+                        assert_eq!(
+                            builtin(c, chosen),
+                            Some(best),
+                            "{c} on {name}, {world} ranks, {bytes} B"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The model's crossovers change the choice with the size: on the
+    /// 910B pod, a small all-reduce and a large one take different
+    /// algorithms; a `custom` topology gets crossovers too.
+    #[test]
+    fn crossovers_depend_on_size_and_custom_topologies_get_them() {
+        let m = hcomm_cost::preset("ascend-910b-pod").unwrap();
+        let x = Crossovers::new(&m, 64).unwrap();
+        let small = x.choice(Collective::AllReduce, 4 << 10).unwrap();
+        let large = x.choice(Collective::AllReduce, 1 << 30).unwrap();
+        assert_ne!(small, large);
+        let custom = Topology::Custom { group_size: 2 };
+        assert!(Crossovers::new(&custom.machine().unwrap(), 4).is_some());
+        assert_eq!(x.choice(Collective::Broadcast, 4096), None);
     }
 }

@@ -65,6 +65,7 @@ fn hostile_environment_values_are_accepted_sanely_or_named_config_errors() {
         "HCOMM_SEGMENT_BYTES",
         "HCOMM_ALGO",
         "HCOMM_TOPOLOGY",
+        "HCOMM_TOPOLOGY_FILE",
         "HCOMM_BACKEND",
         "HCOMM_BIND",
     ] {

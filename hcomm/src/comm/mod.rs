@@ -4,7 +4,7 @@ mod worker;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 pub(crate) use self::worker::{Task, Worker};
@@ -14,7 +14,7 @@ use crate::entry::{EntryCheck, Site};
 use crate::error::{Error, Result};
 use crate::header::{CollHeader, Collective, Exchange, ShapeNote};
 use crate::options::CommOptions;
-use crate::select::{policy as policy_for, Algorithm, AlgorithmTable};
+use crate::select::{policy as policy_for, Algorithm, AlgorithmTable, Crossovers};
 use crate::topology::Topology;
 
 /// A communicator: one rank's handle on a group of ranks.
@@ -76,6 +76,9 @@ pub(crate) struct Inner {
     /// What the last call of each collective chose and ran (see
     /// `last_algorithm` and `last_algorithms`).
     last: Mutex<[LastCall; Collective::ALL.len()]>,
+    /// The cost model's crossovers for the topology, computed at the first
+    /// collective (`None` inside: the topology has no model).
+    crossovers: OnceLock<Option<Crossovers>>,
     segment_bytes: usize,
     coll_seq: AtomicU64,
     split_seq: AtomicU64,
@@ -164,6 +167,7 @@ impl Comm {
                 timeout_nanos: AtomicU64::new(duration_nanos(options.timeout)),
                 forced: std::array::from_fn(|i| AtomicU8::new(encode(options.algorithms.get(Collective::ALL[i])))),
                 last: Mutex::new(Default::default()),
+                crossovers: OnceLock::new(),
                 segment_bytes: options.segment_bytes,
                 coll_seq: AtomicU64::new(0),
                 split_seq: AtomicU64::new(0),
@@ -270,7 +274,12 @@ impl Comm {
             .capabilities()
             .board
             .map(crate::backend::Board::capacity);
-        let chosen = || policy_for(collective, &self.topology(), world, bytes, board);
+        let topology = self.topology();
+        let model = self
+            .inner
+            .crossovers
+            .get_or_init(|| topology.machine().and_then(|m| Crossovers::new(&m, world)));
+        let chosen = || policy_for(collective, &topology, world, bytes, board, model.as_ref());
         match forced {
             Some(a) if a.runs(world, bytes, board) => a,
             Some(a) => {

@@ -1,0 +1,223 @@
+//! `hcomm-cost`: fit a machine to hcomm-bench runs, check a machine against
+//! them, and print predicted tables.
+//!
+//! ```text
+//! hcomm-cost fit NAME CACHED RUN.jsonl...  # TOML of the fitted machine
+//! hcomm-cost check MACHINE RUN.jsonl...    # measured against predicted, per cell
+//! hcomm-cost table MACHINE [RANKS,..] [BYTES]  # predicted time per algorithm
+//! ```
+//!
+//! MACHINE is a preset name or a TOML file. RUN files hold `hcomm-bench
+//! --json` rows; cells are the median of their runs.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use hcomm_cost::{argmin, fit, preset, Builtin, Coll, Machine, Sample};
+
+fn machine(arg: &str) -> Result<Machine, String> {
+    if std::path::Path::new(arg)
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("toml"))
+    {
+        Machine::from_file(std::path::Path::new(arg)).map_err(|e| e.to_string())
+    } else {
+        preset(arg).map_err(|e| e.to_string())
+    }
+}
+
+/// Cells `(op, algorithm, ranks, bytes)` with the median measured time.
+type Cells = BTreeMap<(String, String, usize, usize), f64>;
+
+fn read_cells(files: &[String]) -> Result<Cells, String> {
+    let mut all: BTreeMap<(String, String, usize, usize), Vec<f64>> = BTreeMap::new();
+    for f in files {
+        let text = std::fs::read_to_string(f).map_err(|e| format!("cannot read {f}: {e}"))?;
+        for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let v: serde_json::Value =
+                serde_json::from_str(line).map_err(|e| format!("{f}:{}: not a JSON row: {e}", i + 1))?;
+            let field = |k: &str| v.get(k).ok_or_else(|| format!("{f}:{}: no field `{k}`", i + 1));
+            let op = field("op")?.as_str().unwrap_or_default().to_owned();
+            let algo = field("algorithm")?.as_str().unwrap_or_default().to_owned();
+            let ranks = field("ranks")?.as_u64().unwrap_or(0) as usize;
+            let bytes = field("bytes")?.as_u64().unwrap_or(0) as usize;
+            let us = field("time_us")?.as_f64().unwrap_or(0.0);
+            all.entry((op, algo, ranks, bytes)).or_default().push(us);
+        }
+    }
+    Ok(all
+        .into_iter()
+        .map(|(k, mut v)| {
+            v.sort_by(f64::total_cmp);
+            (k, v[v.len() / 2])
+        })
+        .collect())
+}
+
+fn samples(cells: &Cells) -> Vec<Sample> {
+    cells
+        .iter()
+        .filter_map(|((op, algo, ranks, bytes), &us)| {
+            let algorithm = Builtin::from_names(op, algo)?;
+            (*ranks >= 2 && us > 0.0).then_some(Sample {
+                algorithm,
+                world: *ranks,
+                bytes: *bytes,
+                us,
+            })
+        })
+        .collect()
+}
+
+fn to_toml(m: &Machine, command: &str) -> String {
+    let mut s = format!(
+        "name = \"{}\"\nsource = \"fitted by `{command}`\"\nreduce_gbs = {:.4}\n",
+        m.name, m.reduce_gbs
+    );
+    for l in &m.levels {
+        let _ = write!(
+            s,
+            "\n[[level]]\nname = \"{}\"\nlink = \"switch\"\nbandwidth_gbs = {:.4}\nlatency_us = {:.4}\n",
+            l.name, l.bandwidth_gbs, l.latency_us
+        );
+        if let (Some(b), Some(bw)) = (l.cached_bytes, l.cached_bandwidth_gbs) {
+            let _ = write!(s, "cached_bytes = {b:.1}\ncached_bandwidth_gbs = {bw:.4}\n");
+        }
+        if let Some(g) = l.shared_gbs {
+            let _ = writeln!(s, "shared_gbs = {g:.4}");
+        }
+    }
+    s
+}
+
+fn check(m: &Machine, cells: &Cells) -> Result<(), String> {
+    println!("| op | algorithm | ranks | bytes | measured us | predicted us | error |");
+    println!("|---|---|---|---|---|---|---|");
+    let (mut within, mut total) = (0, 0);
+    for s in samples(cells) {
+        let p = s.algorithm.predict(m, s.world, s.bytes).map_err(|e| e.to_string())?;
+        let err = (p.us - s.us) / s.us;
+        total += 1;
+        if err.abs() <= 0.25 {
+            within += 1;
+        }
+        println!(
+            "| {:?} | {} | {} | {} | {:.1} | {:.1} | {:+.0} % |",
+            s.algorithm.collective(),
+            s.algorithm.schedule_name(),
+            s.world,
+            s.bytes,
+            s.us,
+            p.us,
+            err * 100.0
+        );
+    }
+    println!("\n{within} of {total} cells within +-25 %");
+    Ok(())
+}
+
+fn parse_size(s: &str) -> Result<usize, String> {
+    let (num, mul) = match s.chars().last() {
+        Some('K') => (&s[..s.len() - 1], 1 << 10),
+        Some('M') => (&s[..s.len() - 1], 1 << 20),
+        Some('G') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<usize>()
+        .map(|n| n * mul)
+        .map_err(|_| format!("`{s}` is not a size like 64M"))
+}
+
+fn table(m: &Machine, ranks: &[usize], bytes: usize) {
+    println!(
+        "{}: predicted time of a {bytes}-byte call, us (algorithm: time)\n",
+        m.name
+    );
+    for c in [Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::AllToAll] {
+        println!(
+            "| {c:?} ranks | {} |",
+            ranks.iter().map(ToString::to_string).collect::<Vec<_>>().join(" | ")
+        );
+        println!("|---|{}", "---|".repeat(ranks.len()));
+        for b in Builtin::ALL.into_iter().filter(|b| b.collective() == c) {
+            let row: Vec<String> = ranks
+                .iter()
+                .map(|&w| {
+                    b.predict(m, w, bytes)
+                        .map_or("-".to_owned(), |p| format!("{:.0}", p.us))
+                })
+                .collect();
+            println!("| {} | {} |", b.schedule_name(), row.join(" | "));
+        }
+        println!();
+    }
+    println!("Fastest algorithm by call size (1 KiB to 1 GiB, powers of two):\n");
+    for c in [Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::AllToAll] {
+        let candidates: Vec<Builtin> = Builtin::ALL.into_iter().filter(|b| b.collective() == c).collect();
+        for &w in ranks {
+            let mut runs: Vec<(usize, usize, Builtin)> = Vec::new();
+            for shift in 10..=30 {
+                let bytes = 1usize << shift;
+                let Some((best, _)) = argmin(m, &candidates, w, bytes) else {
+                    continue;
+                };
+                match runs.last_mut() {
+                    Some(last) if last.2 == best => last.1 = bytes,
+                    _ => runs.push((bytes, bytes, best)),
+                }
+            }
+            let text: Vec<String> = runs
+                .iter()
+                .map(|(lo, hi, b)| format!("{} {}..{}", b.schedule_name(), size_text(*lo), size_text(*hi)))
+                .collect();
+            println!("* {c:?}, {w} ranks: {}", text.join(", "));
+        }
+    }
+    println!();
+}
+
+fn size_text(b: usize) -> String {
+    match b {
+        b if b >= 1 << 30 => format!("{}G", b >> 30),
+        b if b >= 1 << 20 => format!("{}M", b >> 20),
+        b => format!("{}K", b >> 10),
+    }
+}
+
+fn run(args: &[String]) -> Result<(), String> {
+    let usage = "usage: hcomm-cost fit NAME CACHED_BYTES RUN.jsonl.. | check MACHINE RUN.jsonl.. | table MACHINE [RANKS,..] [BYTES]";
+    match args {
+        [cmd, name, cached, files @ ..] if cmd == "fit" && !files.is_empty() => {
+            let cached = parse_size(cached)? as f64;
+            let m = fit(name, &samples(&read_cells(files)?), cached).map_err(|e| e.to_string())?;
+            print!("{}", to_toml(&m, &format!("hcomm-cost {}", args.join(" "))));
+            Ok(())
+        }
+        [cmd, m, files @ ..] if cmd == "check" && !files.is_empty() => check(&machine(m)?, &read_cells(files)?),
+        [cmd, m, rest @ ..] if cmd == "table" && rest.len() <= 2 => {
+            let ranks = match rest.first() {
+                Some(r) => r
+                    .split(',')
+                    .map(|x| x.parse().map_err(|_| format!("`{x}` is not a number of ranks")))
+                    .collect::<Result<Vec<usize>, String>>()?,
+                None => vec![8, 64, 512, 4096],
+            };
+            let bytes = rest.get(1).map_or(Ok(64 << 20), |b| parse_size(b))?;
+            table(&machine(m)?, &ranks, bytes);
+            Ok(())
+        }
+        _ => Err(usage.to_owned()),
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hcomm-cost: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
