@@ -72,7 +72,6 @@ fn bruck_at_world_8192_with_large_blocks_is_decided() {
     // program's shape proves it the same on every rank up to a rotation
     // (its scratch buffer addressed alike on every rank, its `log2` bounds
     // exact), so rank 0 alone is unrolled and replayed, one symbol per block
-    let t = std::time::Instant::now();
     assert!(verify(&bruck(|| int(16384), world(), 0, &[8192])).is_empty());
     // half the final rotation: rank 0's replay finds it, with the message
     // and notes the full check would give
@@ -88,7 +87,6 @@ fn bruck_at_world_8192_with_large_blocks_is_decided() {
         notes,
         ["no statement wrote it; the nearest element written, output block 4095 element 16383, was written here"]
     );
-    assert!(t.elapsed() < std::time::Duration::from_secs(20), "{:?}", t.elapsed());
 }
 
 #[test]
@@ -98,7 +96,6 @@ fn blocks_without_a_common_factor_move_as_runs() {
     // into runs, 130 per rank
     // (`verify` replays rank 0 alone, the schedule being the same on every
     // rank up to a rotation; the full check on every rank moves runs)
-    let t = std::time::Instant::now();
     let s = bruck(|| int(16384), world(), 1, &[64]);
     assert!(verify(&s).is_empty());
     assert!(check_world_unreduced(&s, 64, &[]).is_empty());
@@ -130,7 +127,6 @@ fn blocks_without_a_common_factor_move_as_runs() {
         "with world = 64, rank 0 ends with output block 0 element 0 = uninitialized scratch data, expected \
          rank 0's input block 0 element 0"
     );
-    assert!(t.elapsed() < std::time::Duration::from_secs(20), "{:?}", t.elapsed());
 }
 
 #[test]
