@@ -13,6 +13,10 @@
 //! decide every value (see [`points`]); over several length variables the
 //! postcondition is reported as not decided.
 //!
+//! One symbol stands for a group of elements that share their history:
+//! the lengths' common factor, or a run (see `check::runs`) when the
+//! groups would pass [`MAX_ELEMENTS`].
+//!
 //! The run uses eager sends (a send snapshots its data when posted); the
 //! schedule is already known to be free of deadlock under rendezvous, hence
 //! under eager sends too, and free of hazards, so the data each receive gets
@@ -31,6 +35,10 @@ use crate::lin::{Lin, MAX_LEN_VARS};
 use crate::trace::{EvKind, Reg, Unrolled, NONE};
 
 use super::runs::{self, Cuts};
+
+/// The hint of a run past [`MAX_ELEMENTS`].
+const LIMIT_HINT: &str = "check fewer or smaller world sizes in `#[verify(world in ..)]`; a size outside the set \
+                          is checked when the schedule runs, and fails the same way";
 
 /// Symbolic runs are skipped above this many elements in all (the run-time
 /// checker would otherwise allocate without bound).
@@ -379,7 +387,7 @@ fn not_run(un: &Unrolled<'_, '_>, post: &CPost<'_>, point: &[i64], why: &NoRun) 
                  more than the checker's limit of {MAX_ELEMENTS} (2^26)"
             ),
         )
-        .with_hint("check fewer or smaller world sizes in `#[verify(world in ..)]`; a size outside the set is checked when the schedule runs, and fails the same way"),
+        .with_hint(LIMIT_HINT),
         NoRun::TooManyRuns => Diagnostic::new(
             DiagKind::EvaluationError,
             post.span,
@@ -389,7 +397,7 @@ fn not_run(un: &Unrolled<'_, '_>, post: &CPost<'_>, point: &[i64], why: &NoRun) 
                  and end), the checker's limit"
             ),
         )
-        .with_hint("check fewer or smaller world sizes in `#[verify(world in ..)]`; a size outside the set is checked when the schedule runs, and fails the same way"),
+        .with_hint(LIMIT_HINT),
         NoRun::Stopped => Diagnostic::new(
             DiagKind::EvaluationError,
             post.span,
