@@ -47,13 +47,13 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     };
     let k = match args.get(1).map(String::as_str) {
-        Some("-k") => match args.get(2).and_then(|v| v.parse::<i64>().ok()) {
-            Some(v) => Some(v),
-            None => {
+        Some("-k") => {
+            let Some(v) = args.get(2).and_then(|v| v.parse::<i64>().ok()).filter(|&v| v > 0) else {
                 eprintln!("-k needs a positive integer");
                 return ExitCode::FAILURE;
-            }
-        },
+            };
+            Some(v)
+        }
         Some(other) => {
             eprintln!("unknown argument {other}; usage: check_time FILE [-k K]");
             return ExitCode::FAILURE;

@@ -273,8 +273,10 @@ fn world_checks(prog: &Prog<'_>, world: i64, scalars: &[i64], reduce: bool, blam
     // by the full check.
     if reduce {
         match symmetry::check(prog, world, scalars) {
-            Some(None) => return Vec::new(),
-            Some(Some((d, wrong))) => return blamed(prog, world, scalars, vec![d], Some(&wrong), blame),
+            Some(postcondition::Rotated::Holds) => return Vec::new(),
+            Some(postcondition::Rotated::Violated(d, wrong)) => {
+                return blamed(prog, world, scalars, vec![d], Some(&wrong), blame);
+            }
             None => {}
         }
     }

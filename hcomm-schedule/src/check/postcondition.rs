@@ -996,7 +996,7 @@ impl Exec<'_, '_, '_> {
                 let starts = cuts.get(slot).ok_or(Skip::Stopped)?;
                 starts.binary_search(&x).map_err(|_| Skip::Stopped)
             }
-            None if x % self.grain == 0 => Ok(x / self.grain),
+            None if x.is_multiple_of(self.grain) => Ok(x / self.grain),
             None => Err(Skip::Stopped),
         }
     }
@@ -1866,19 +1866,15 @@ fn turned_by(a: u32, b: u32, w: usize) -> u32 {
 /// rank's output (rank 0's, turned) compared with the expectation at every
 /// point the full check uses. `units`: per buffer, its shift per rank.
 ///
-/// `Some(None)` when it holds; `Some(Some(..))` with rank 0's first wrong
+/// `Some(Holds)` when it holds; `Some(Violated(..))` with rank 0's first wrong
 /// element when rank 0's output is wrong after an `all_gather` or an
 /// `all_to_all` whose expectations turn with the ranks: that is the full
 /// check's first wrong element too (it compares rank 0 first, and rank 0's
 /// state is the same in both runs), with the same message and notes; `None`
 /// when this replay cannot tell (the full check decides).
-pub(crate) fn rotated_verdict(
-    un: &Unrolled<'_, '_>,
-    order: &[u32],
-    units: &[Option<Lin>],
-) -> Option<Option<(Diagnostic, Wrong)>> {
+pub(crate) fn rotated_verdict(un: &Unrolled<'_, '_>, order: &[u32], units: &[Option<Lin>]) -> Option<Rotated> {
     let Some(post) = un.prog.post.as_ref() else {
-        return Some(None);
+        return Some(Rotated::Holds);
     };
     // the bound on the values of a length variable reads every rank's
     // moves, which rank 0 alone does not hold: homogeneous schedules only
@@ -1908,9 +1904,19 @@ pub(crate) fn rotated_verdict(
         if !complete || out.iter().any(|v| matches!(v, Val::Red(_) | Val::Turned { .. })) {
             return None;
         }
-        return Some(Some(ex.compare(post)?));
+        let (d, wrong) = ex.compare(post)?;
+        return Some(Rotated::Violated(d, wrong));
     }
-    Some(None)
+    Some(Rotated::Holds)
+}
+
+/// What rank 0's replay of a rotation-symmetric schedule decides (see
+/// [`rotated_verdict`]).
+pub(crate) enum Rotated {
+    /// Every rank's output is right.
+    Holds,
+    /// Rank 0's first wrong element, as the full check reports it.
+    Violated(Diagnostic, Wrong),
 }
 
 /// [`holds_rotated`] at one point; `None` when the run cannot be carried out.

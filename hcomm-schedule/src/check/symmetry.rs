@@ -50,14 +50,13 @@
 //! runs the full check, whose verdict and diagnostics are the answer.
 
 use crate::compile::Prog;
-use crate::diag::Diagnostic;
 use crate::ir::PostKind;
 use crate::lin::Lin;
 use crate::trace::{RankTrace, Reg, Unrolled};
 use crate::unroll::unroll_each;
 use rustc_hash::FxHashMap;
 
-use super::postcondition::Wrong;
+use super::postcondition::Rotated;
 use super::{deadlock, hazards, matching, postcondition, rotation};
 
 /// Whether one buffer turns with the rank (by `len / world` per rank), or
@@ -78,25 +77,20 @@ pub(crate) fn passes(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> bool {
 /// rank is unrolled and compared; the two agree).
 #[cfg(test)]
 pub(crate) fn reduced(prog: &Prog<'_>, world: i64, scalars: &[i64], prove: bool) -> Option<Vec<Unit>> {
-    let (units, wrong) = verdict(prog, world, scalars, prove)?;
-    wrong.is_none().then_some(units)
+    let (units, rotated) = verdict(prog, world, scalars, prove)?;
+    matches!(rotated, Rotated::Holds).then_some(units)
 }
 
-/// Steps 1 to 7 on rank 0 alone: `Some(None)` when they pass (as
-/// [`passes`]), `Some(Some(..))` with the full check's diagnostic when the
-/// postcondition fails on rank 0 in a way rank 0 decides (see
-/// `postcondition::rotated_verdict`), `None` when the full check decides.
-pub(crate) fn check(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> Option<Option<(Diagnostic, Wrong)>> {
-    verdict(prog, world, scalars, true).map(|(_, wrong)| wrong)
+/// Steps 1 to 7 on rank 0 alone: `Holds` when they pass, `Violated` with
+/// the full check's diagnostic when the postcondition fails on rank 0 in a
+/// way rank 0 decides (see `postcondition::rotated_verdict`), `None` when
+/// the full check decides.
+pub(crate) fn check(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> Option<Rotated> {
+    verdict(prog, world, scalars, true).map(|(_, rotated)| rotated)
 }
 
 /// [`reduced`], with the postcondition's verdict.
-fn verdict(
-    prog: &Prog<'_>,
-    world: i64,
-    scalars: &[i64],
-    prove: bool,
-) -> Option<(Vec<Unit>, Option<(Diagnostic, Wrong)>)> {
+fn verdict(prog: &Prog<'_>, world: i64, scalars: &[i64], prove: bool) -> Option<(Vec<Unit>, Rotated)> {
     let w = u32::try_from(world).ok()?;
     if w < 2 || prog.rank_lens || !prog.s.counts.is_empty() {
         return None;
@@ -150,8 +144,8 @@ fn verdict(
             _ => None,
         });
     }
-    let wrong = postcondition::rotated_verdict(&un, &order, &unit)?;
-    Some((units, wrong))
+    let rotated = postcondition::rotated_verdict(&un, &order, &unit)?;
+    Some((units, rotated))
 }
 
 /// The units [`rotation::units`] proved, for the buffers rank 0's trace
