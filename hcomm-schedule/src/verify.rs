@@ -269,8 +269,9 @@ fn world_checks(prog: &Prog<'_>, world: i64, scalars: &[i64], reduce: bool, blam
         )];
     }
     // A schedule that is the same on every rank up to a rotation is checked
-    // on rank 0; anything else, or anything wrong, is decided (and reported)
-    // by the full check.
+    // on rank 0, which also reports a wrong `all_gather` or `all_to_all`
+    // output as the full check would; anything else, or anything else
+    // wrong, is decided (and reported) by the full check.
     if reduce {
         match symmetry::check(prog, world, scalars) {
             Some(postcondition::Rotated::Holds) => return Vec::new(),

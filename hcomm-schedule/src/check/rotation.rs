@@ -2,8 +2,9 @@
 //! every branch and loop bound reads no `rank`, every peer is
 //! `(rank + e) % world` and every region either reads no `rank` or is
 //! `b.chunk((rank + e) % world)` (or a slice or chunk of one) with `e` the
-//! same on every rank (scratch buffers: regions that read no `rank`), then rank `r`'s trace is rank 0's turned by `r`, event
-//! for event, and only rank 0 needs unrolling.
+//! same on every rank (a scratch buffer's regions read no `rank`), then
+//! rank `r`'s trace is rank 0's turned by `r`, event for event, and only
+//! rank 0 needs unrolling.
 //!
 //! Each expression gets a [`Class`] saying how its value on rank `r`
 //! relates to its value on rank 0 at the same point of the (then common)
