@@ -46,8 +46,8 @@
 //! parameters, no local `accumulate`, no request
 //! problems, and a postcondition that is an `all_gather`, an `all_to_all`
 //! or an `all_reduce` (or none).
-//! Anything else, or anything found wrong other than a wrong output of
-//! such a postcondition on rank 0, gives no verdict: the caller then runs
+//! Anything else, or anything found wrong other than a wrong `all_gather`
+//! or `all_to_all` output on rank 0, gives no verdict: the caller then runs
 //! the full check, whose verdict and diagnostics are the answer.
 
 use crate::compile::Prog;
