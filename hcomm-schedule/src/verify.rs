@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use crate::check::{completion, deadlock, hazards, matching, postcondition, symmetry};
+use crate::check::{blame, completion, deadlock, hazards, matching, postcondition, symmetry};
 use crate::compile::{compile, Prog};
 use crate::diag::{DiagKind, Diagnostic};
 use crate::eval::{binary, call, short_circuit, unary};
@@ -30,7 +30,7 @@ pub fn check_world(s: &Schedule, world: i64, scalars: &[i64]) -> Vec<Diagnostic>
     if !diags.is_empty() {
         return diags;
     }
-    world_checks(&prog, world, scalars, true)
+    world_checks(&prog, world, scalars, true, true)
 }
 
 /// [`check_world`] without the rotation-symmetry reduction (every rank
@@ -42,7 +42,7 @@ pub fn check_world_unreduced(s: &Schedule, world: i64, scalars: &[i64]) -> Vec<D
     if !diags.is_empty() {
         return diags;
     }
-    world_checks(&prog, world, scalars, false)
+    world_checks(&prog, world, scalars, false, true)
 }
 
 /// Everything: [`check_static`], then every world size of the verify set in
@@ -208,7 +208,7 @@ fn check_one_world(prog: &Prog<'_>, world: i64) -> Vec<Diagnostic> {
             Ok(false) => continue,
             Err(d) => return vec![d],
         }
-        let diags = world_checks(prog, world, &combo, true);
+        let diags = world_checks(prog, world, &combo, true, true);
         let Some(step) = diags.iter().map(|d| d.kind.step()).min() else {
             continue;
         };
@@ -253,8 +253,9 @@ fn combinations(s: &Schedule, world: i64) -> Result<Vec<Vec<i64>>, Diagnostic> {
 }
 
 /// Steps 1-7 on a compiled program (first on rank 0 alone when `reduce` and
-/// the schedule is rotation-symmetric).
-fn world_checks(prog: &Prog<'_>, world: i64, scalars: &[i64], reduce: bool) -> Vec<Diagnostic> {
+/// the schedule is rotation-symmetric); `blame` looks for a loop bound to
+/// name when an output element was never written (see `check::blame`).
+fn world_checks(prog: &Prog<'_>, world: i64, scalars: &[i64], reduce: bool, blame: bool) -> Vec<Diagnostic> {
     if scalars.len() != prog.s.scalars.len() {
         return vec![Diagnostic::new(
             DiagKind::EvaluationError,
@@ -268,16 +269,31 @@ fn world_checks(prog: &Prog<'_>, world: i64, scalars: &[i64], reduce: bool) -> V
         )];
     }
     // A schedule that is the same on every rank up to a rotation is checked
-    // on rank 0; anything else, or anything wrong, is decided (and reported)
-    // by the full check.
-    if reduce && symmetry::passes(prog, world, scalars) {
-        return Vec::new();
+    // on rank 0, which also reports a wrong `all_gather` or `all_to_all`
+    // output as the full check would; anything else, or anything else
+    // wrong, is decided (and reported) by the full check.
+    if reduce {
+        match symmetry::check(prog, world, scalars) {
+            Some(postcondition::Rotated::Holds) => return Vec::new(),
+            Some(postcondition::Rotated::Violated(d, wrong)) => {
+                return blamed(prog, world, scalars, vec![d], Some(&wrong), blame);
+            }
+            None => {}
+        }
     }
-    full_checks(prog, world, scalars)
+    full_checks(prog, world, scalars, blame)
 }
 
-/// Steps 1-7 on every rank (the caller has checked the number of scalars).
-pub(crate) fn full_checks(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> Vec<Diagnostic> {
+/// Whether a variant of a schedule (see `check::blame`) passes steps 0 to
+/// 7 at `world`.
+fn variant_passes(s: &Schedule, world: i64, scalars: &[i64]) -> bool {
+    let (prog, diags) = compile(s);
+    diags.is_empty() && world_checks(&prog, world, scalars, true, false).is_empty()
+}
+
+/// Steps 1-7 on every rank (the caller has checked the number of scalars);
+/// `blame` as for [`world_checks`].
+pub(crate) fn full_checks(prog: &Prog<'_>, world: i64, scalars: &[i64], blame: bool) -> Vec<Diagnostic> {
     // The postcondition's root is evaluated with the statements (step 1) and
     // range-checked with them (step 2).
     let mut root_error = None;
@@ -337,7 +353,28 @@ pub(crate) fn full_checks(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> Vec<D
     if !d.is_empty() {
         return d;
     }
-    postcondition::check(&un, &order)
+    let (d, wrong) = postcondition::check_located(&un, &order);
+    blamed(prog, world, scalars, d, wrong.as_ref(), blame)
+}
+
+/// `d`, a failing postcondition's diagnostics, with a note at the loop
+/// bound to blame when `blame` and the wrong element was never written
+/// (see `check::blame`).
+fn blamed(
+    prog: &Prog<'_>,
+    world: i64,
+    scalars: &[i64],
+    mut d: Vec<Diagnostic>,
+    wrong: Option<&postcondition::Wrong>,
+    blame: bool,
+) -> Vec<Diagnostic> {
+    if blame && wrong.is_some_and(|w| w.writer == crate::trace::NONE) {
+        let passes = |v: &Schedule| variant_passes(v, world, scalars);
+        if let (Some((span, note)), Some(first)) = (blame::loop_bound(prog.s, world, &passes), d.first_mut()) {
+            first.notes.push((span, note));
+        }
+    }
+    d
 }
 
 fn post_root(s: &Schedule) -> Option<&Expr> {

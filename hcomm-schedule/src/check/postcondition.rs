@@ -13,6 +13,10 @@
 //! decide every value (see [`points`]); over several length variables the
 //! postcondition is reported as not decided.
 //!
+//! One symbol stands for a group of elements that share their history:
+//! the lengths' common factor, or a run (see `check::runs`) when the
+//! groups would pass [`MAX_ELEMENTS`].
+//!
 //! The run uses eager sends (a send snapshots its data when posted); the
 //! schedule is already known to be free of deadlock under rendezvous, hence
 //! under eager sends too, and free of hazards, so the data each receive gets
@@ -29,6 +33,12 @@ use crate::diag::{DiagKind, Diagnostic};
 use crate::ir::{Op, PostKind, SpanId};
 use crate::lin::{Lin, MAX_LEN_VARS};
 use crate::trace::{EvKind, Reg, Unrolled, NONE};
+
+use super::runs::{self, Cuts};
+
+/// The hint of a run past [`MAX_ELEMENTS`].
+const LIMIT_HINT: &str = "check fewer or smaller world sizes in `#[verify(world in ..)]`; a size outside the set \
+                          is checked when the schedule runs, and fails the same way";
 
 /// Symbolic runs are skipped above this many elements in all (the run-time
 /// checker would otherwise allocate without bound).
@@ -171,11 +181,6 @@ fn distinct_sum(reds: &[Red], i: u32) -> (u64, u64, u64) {
     (count, h1, h2)
 }
 
-/// Checks the postcondition; returns the step-7 diagnostics.
-pub(crate) fn check(un: &Unrolled<'_, '_>, order: &[u32]) -> Vec<Diagnostic> {
-    check_located(un, order).0
-}
-
 /// The first wrong output element of a failing postcondition (read by the
 /// drawing in `timeline`).
 pub(crate) struct Wrong {
@@ -186,7 +191,8 @@ pub(crate) struct Wrong {
     pub(crate) writer: u32,
 }
 
-/// [`check`], with the wrong element when one is found.
+/// Checks the postcondition: the step-7 diagnostics, with the wrong
+/// element when one is found.
 pub(crate) fn check_located(un: &Unrolled<'_, '_>, order: &[u32]) -> (Vec<Diagnostic>, Option<Wrong>) {
     let Some(post) = un.prog.post.as_ref() else {
         return (Vec::new(), None);
@@ -359,6 +365,9 @@ fn one_var_bound(un: &Unrolled<'_, '_>) -> i64 {
 enum NoRun {
     /// It needs this many symbolic elements (more than [`MAX_ELEMENTS`]).
     TooLarge(usize),
+    /// Cutting the buffers into runs (see `check::runs`) passed
+    /// [`MAX_ELEMENTS`] runs.
+    TooManyRuns,
     /// A length or region did not evaluate, or the replay stopped (steps
     /// 1-6 rule both out).
     Stopped,
@@ -382,7 +391,17 @@ fn not_run(un: &Unrolled<'_, '_>, post: &CPost<'_>, point: &[i64], why: &NoRun) 
                  more than the checker's limit of {MAX_ELEMENTS} (2^26)"
             ),
         )
-        .with_hint("check fewer or smaller world sizes in `#[verify(world in ..)]`; a size outside the set is checked when the schedule runs, and fails the same way"),
+        .with_hint(LIMIT_HINT),
+        NoRun::TooManyRuns => Diagnostic::new(
+            DiagKind::EvaluationError,
+            post.span,
+            format!(
+                "{sit}, the postcondition is not decided: its symbolic run needs more than {MAX_ELEMENTS} (2^26) \
+                 runs of elements in all (every rank's buffers, cut where the regions its statements move start \
+                 and end), the checker's limit"
+            ),
+        )
+        .with_hint(LIMIT_HINT),
         NoRun::Stopped => Diagnostic::new(
             DiagKind::EvaluationError,
             post.span,
@@ -754,8 +773,14 @@ struct Exec<'u, 'p, 's> {
     /// (length, shift per rank); a message from `q` is then rank 0's own
     /// snapshot of the partner's index, turned by `q`.
     turn: Option<Vec<(usize, usize)>>,
-    /// How many elements one symbolic element stands for (see [`grain`]).
+    /// How many elements one symbolic element stands for (see [`grain`]);
+    /// 1 with `cuts`.
     grain: usize,
+    /// When set, symbol `k` of the buffer in slot `s` (see `bufs`) stands
+    /// for elements `cuts[s][k]..cuts[s][k + 1]` (see `check::runs`), and
+    /// the symbols of a parameter buffer are named by the element offset
+    /// where they start.
+    cuts: Option<Cuts>,
 }
 
 /// Aborts a run that cannot be carried out; the postcondition is then
@@ -791,7 +816,7 @@ fn run_tracked(
 /// `predict`); `None` when the run is skipped.
 pub(crate) fn final_contents(un: &Unrolled<'_, '_>, point: &[i64], order: &[u32]) -> Option<Contents> {
     // element by element: the caller reads every index
-    let (ex, complete) = replayed_in(un, point, order, false, None, 1).ok()?;
+    let (ex, complete) = replayed_in(un, point, order, false, None, 1, None).ok()?;
     if !complete {
         return None;
     }
@@ -836,8 +861,17 @@ fn replayed<'u, 'p, 's>(
     turn: Option<Vec<(usize, usize)>>,
 ) -> Result<(Exec<'u, 'p, 's>, bool), NoRun> {
     let g = grain(un, point, turn.as_deref());
+    let rotated = turn.is_some();
     let turn = turn.map(|t| t.into_iter().map(|(l, u)| (l / g, u / g)).collect());
-    replayed_in(un, point, order, track, turn, g)
+    match replayed_in(un, point, order, track, turn, g, None) {
+        // too many groups of `g` elements: one symbol per run instead
+        Err(NoRun::TooLarge(_)) if !rotated && !has_counts(un) => match runs::cuts(un, point, MAX_ELEMENTS) {
+            Some(Ok(cuts)) => replayed_in(un, point, order, track, None, 1, Some(cuts)),
+            Some(Err(_)) => Err(NoRun::TooManyRuns),
+            None => replayed_in(un, point, order, track, None, g, None),
+        },
+        other => other,
+    }
 }
 
 /// The largest common factor of every buffer length, region bound and
@@ -914,7 +948,8 @@ fn gcd(a: u64, b: u64) -> u64 {
     a
 }
 
-/// [`replayed`] with one symbol per `g` elements (`turn` already divided).
+/// [`replayed`] with one symbol per `g` elements (`turn` already divided),
+/// or per run of `cuts` (then `g` is 1).
 fn replayed_in<'u, 'p, 's>(
     un: &'u Unrolled<'p, 's>,
     point: &'u [i64],
@@ -922,6 +957,7 @@ fn replayed_in<'u, 'p, 's>(
     track: bool,
     turn: Option<Vec<(usize, usize)>>,
     g: usize,
+    cuts: Option<Cuts>,
 ) -> Result<(Exec<'u, 'p, 's>, bool), NoRun> {
     let at = |l: &Lin| -> Result<usize, NoRun> {
         let v = usize::try_from(l.eval_at(point).ok_or(NoRun::Stopped)?).map_err(|_| NoRun::Stopped)?;
@@ -947,7 +983,9 @@ fn replayed_in<'u, 'p, 's>(
             } else {
                 None
             };
-            let len = if let Some(l) = cached {
+            let len = if let Some(c) = &cuts {
+                c.get(bufs.len()).map_or(0, |c| c.len().saturating_sub(1))
+            } else if let Some(l) = cached {
                 l
             } else {
                 let l = at(&info.len)?;
@@ -967,12 +1005,14 @@ fn replayed_in<'u, 'p, 's>(
     let mut data = Vec::with_capacity(total);
     for (r, t) in un.ranks.iter().enumerate() {
         for (k, info) in t.bufs.iter().enumerate() {
-            let len = bufs[buf_first[r] as usize + k].1;
+            let slot = buf_first[r] as usize + k;
+            let len = bufs[slot].1;
             if let Some(p) = info.param {
+                let starts = cuts.as_ref().and_then(|c| c.get(slot));
                 data.extend((0..len).map(|i| Val::Init {
                     rank: r as u32,
                     buf: p,
-                    idx: i as u32,
+                    idx: starts.and_then(|c| c.get(i)).map_or(i, |&x| x) as u32,
                 }));
             } else {
                 data.resize(data.len() + len, Val::Undef);
@@ -1015,6 +1055,7 @@ fn replayed_in<'u, 'p, 's>(
         pc: vec![0; n],
         turn,
         grain: g,
+        cuts,
     };
     let complete = match ex.replay(order) {
         Ok(()) => (0..n).all(|r| ex.pc[r] as usize >= un.ranks[r].events.len()),
@@ -1042,15 +1083,52 @@ impl Exec<'_, '_, '_> {
         self.data.get(off..off + len)
     }
 
+    /// The symbol of buffer `b` of rank `r` that starts at element offset
+    /// `x` (the end of the buffer for its length).
+    #[inline]
+    fn symbol_at(&self, r: u32, b: usize, x: usize) -> Result<usize, Skip> {
+        match &self.cuts {
+            Some(cuts) => {
+                let slot = *self.buf_first.get(r as usize).ok_or(Skip::Stopped)? as usize + b;
+                let starts = cuts.get(slot).ok_or(Skip::Stopped)?;
+                starts.binary_search(&x).map_err(|_| Skip::Stopped)
+            }
+            None if x.is_multiple_of(self.grain) => Ok(x / self.grain),
+            None => Err(Skip::Stopped),
+        }
+    }
+
+    /// Where symbol `k` of buffer `b` of rank `r` starts, in the units the
+    /// postcondition's expectations count in: elements with runs, else
+    /// symbols.
+    #[inline]
+    fn index_of(&self, r: u32, b: usize, k: usize) -> usize {
+        match &self.cuts {
+            Some(cuts) => self
+                .buf_first
+                .get(r as usize)
+                .and_then(|&f| cuts.get(f as usize + b))
+                .and_then(|c| c.get(k))
+                .copied()
+                .unwrap_or(k),
+            None => k,
+        }
+    }
+
+    /// Elements per unit of [`Exec::index_of`].
+    fn unit(&self) -> usize {
+        if self.cuts.is_some() {
+            1
+        } else {
+            self.grain
+        }
+    }
+
     /// The absolute range in `data` of `reg` on rank `r`.
     fn range(&self, r: u32, reg: &Reg) -> Result<(usize, usize), Skip> {
         let at = |l: &Lin| -> Result<usize, Skip> {
             let v = usize::try_from(l.eval_at(self.point).ok_or(Skip::Stopped)?).map_err(|_| Skip::Stopped)?;
-            if v % self.grain == 0 {
-                Ok(v / self.grain)
-            } else {
-                Err(Skip::Stopped)
-            }
+            self.symbol_at(r, reg.buf as usize, v)
         };
         let (s, e) = (at(&reg.start)?, at(&reg.end)?);
         let (off, len) = self.buf(r, reg.buf as usize).unwrap_or((0, 0));
@@ -1070,6 +1148,11 @@ impl Exec<'_, '_, '_> {
             .copied()
             .flatten()
             .ok_or(Skip::Stopped)?;
+        let (s, e) = if self.cuts.is_some() {
+            (self.symbol_at(r, b, s)?, self.symbol_at(r, b, e)?)
+        } else {
+            (s, e)
+        };
         let (off, len) = self.buf(r, b).unwrap_or((0, 0));
         if e > len {
             return Err(Skip::Stopped);
@@ -1180,7 +1263,12 @@ impl Exec<'_, '_, '_> {
         }
         if self.track {
             self.writer[s..e].fill(o.stmt);
-            let from = self.op_first.get(q as usize).map_or(NONE, |f| f + j);
+            // rank 0 alone: its own receive, whose partner names the sender
+            let from = if self.turn.is_some() {
+                i
+            } else {
+                self.op_first.get(q as usize).map_or(NONE, |f| f + j)
+            };
             self.via[s..e].fill(from);
         }
         Ok(())
@@ -1372,11 +1460,14 @@ impl Exec<'_, '_, '_> {
     /// Compares the final outputs with the postcondition.
     fn compare(&self, post: &CPost<'_>) -> Option<(Diagnostic, Wrong)> {
         let un = self.un;
-        let w = un.ranks.len();
+        // the world size: every rank is here, or rank 0 alone (see
+        // `rotated_verdict`)
+        let w = usize::try_from(un.world).ok()?;
         let inp = post.input;
         let outp = post.output;
-        let len_in = self.buf(0, inp as usize)?.1;
-        let len_out = self.buf(0, outp as usize)?.1;
+        // in the units of `index_of`
+        let len_in = self.index_of(0, inp as usize, self.buf(0, inp as usize)?.1);
+        let len_out = self.index_of(0, outp as usize, self.buf(0, outp as usize)?.1);
         let op = post.op.as_ref().and_then(|o| o.resolve(&un.scalars)).unwrap_or(Op::Sum);
         let root = match &post.root {
             Some(e) => {
@@ -1407,11 +1498,22 @@ impl Exec<'_, '_, '_> {
                 h2,
             }
         };
-        let reds: Vec<Expected> = match post.kind {
-            PostKind::AllReduce { .. } | PostKind::Reduce { .. } | PostKind::ReduceScatter { .. } => {
-                (0..len_in).map(red_of).collect()
+        // with runs, only where a run starts (a few of the elements)
+        let reduced = matches!(
+            post.kind,
+            PostKind::AllReduce { .. } | PostKind::Reduce { .. } | PostKind::ReduceScatter { .. }
+        );
+        let reds: Vec<Expected> = if reduced && self.cuts.is_none() {
+            (0..len_in).map(red_of).collect()
+        } else {
+            Vec::new()
+        };
+        let red_at = |idx: usize| -> Option<Expected> {
+            if self.cuts.is_some() {
+                (idx < len_in).then(|| red_of(idx))
+            } else {
+                reds.get(idx).copied()
             }
-            _ => Vec::new(),
         };
         let vcounts = post.counts.map(|p| count_values(un, self.point, p));
         // checked by `shapes` before any run
@@ -1419,14 +1521,15 @@ impl Exec<'_, '_, '_> {
             PostKind::Shift { .. } => Some(shift_sources(un, post).ok()?),
             _ => None,
         };
-        for r in 0..w as u32 {
+        for r in 0..un.ranks.len() as u32 {
             if let (PostKind::Reduce { .. }, Some(root)) = (post.kind, root) {
                 if r != root {
                     continue;
                 }
             }
             let out = self.buf_slice(r, outp as usize)?;
-            for (e, v) in out.iter().enumerate() {
+            for (k, v) in out.iter().enumerate() {
+                let e = self.index_of(r, outp as usize, k);
                 let exp = match post.kind {
                     PostKind::AllGather { .. } | PostKind::AllToAll { .. } => {
                         Blocks::new(post, w, r as usize, len_in, len_out)?.at(e)
@@ -1446,8 +1549,8 @@ impl Exec<'_, '_, '_> {
                             idx: (g as usize * b + e % b) as u32,
                         }
                     }
-                    PostKind::AllReduce { .. } | PostKind::Reduce { .. } => *reds.get(e)?,
-                    PostKind::ReduceScatter { .. } => *reds.get(r as usize * len_out + e)?,
+                    PostKind::AllReduce { .. } | PostKind::Reduce { .. } => red_at(e)?,
+                    PostKind::ReduceScatter { .. } => red_at(r as usize * len_out + e)?,
                     PostKind::AllGatherV { .. } => {
                         let (j, o) = part_of(vcounts.as_ref()?.iter().copied(), e)?;
                         Expected::Sym {
@@ -1469,7 +1572,7 @@ impl Exec<'_, '_, '_> {
                     }
                 };
                 if !matches(&self.reds, v, &exp) {
-                    return Some(self.violation(post, r, e, v, &exp, len_in, len_out));
+                    return Some(self.violation(post, r, (e, k), v, &exp, len_in, len_out));
                 }
             }
         }
@@ -1623,6 +1726,10 @@ impl Exec<'_, '_, '_> {
         if id == NONE {
             return None;
         }
+        if self.turn.is_some() {
+            let (q, j) = self.un.ranks.first()?.ops.get(id as usize)?.partner;
+            return Some((q, self.un.ranks.first()?.ops.get(j as usize)?.stmt));
+        }
         // the rank whose ops hold `id`: the last with its first op at or
         // before it
         let q = self.op_first.partition_point(|&f| f <= id).checked_sub(1)?;
@@ -1631,22 +1738,23 @@ impl Exec<'_, '_, '_> {
         Some((u32::try_from(q).ok()?, op.stmt))
     }
 
-    /// The message for rank `r`'s wrong output element `e`.
+    /// The message for rank `r`'s wrong output element `e` (in the units
+    /// of [`Exec::index_of`]), symbol `k`.
     fn violation(
         &self,
         post: &CPost<'_>,
         r: u32,
-        e: usize,
+        (e, k): (usize, usize),
         v: &Val,
         exp: &Expected,
         len_in: usize,
         len_out: usize,
     ) -> (Diagnostic, Wrong) {
         let un = self.un;
-        let w = un.ranks.len();
+        let w = usize::try_from(un.world).unwrap_or(1);
         // the first element of the wrong group, in elements
-        let g = self.grain;
-        let writer_at = e;
+        let g = self.unit();
+        let writer_at = k;
         let (e, len_in, len_out) = (e * g, len_in * g, len_out * g);
         let t0 = &un.ranks[0];
         let bname = |b: u32| {
@@ -1727,12 +1835,20 @@ impl Exec<'_, '_, '_> {
             format!("{sit}, rank {r} ends with {at} = {actual}, expected {expected}"),
         );
         if writer == NONE {
-            if let Some((k, stmt)) = self.nearest_written(r, post.output as usize, writer_at) {
+            if let Some((near, stmt)) = self.nearest_written(r, post.output as usize, writer_at) {
+                // the element of that symbol next to the wrong one: the
+                // last of one below, the first of one above
+                let outb = post.output as usize;
+                let elem = if near < writer_at {
+                    (self.index_of(r, outb, near + 1) * g).saturating_sub(1)
+                } else {
+                    self.index_of(r, outb, near) * g
+                };
                 d = d.with_note(
                     un.span(stmt),
                     format!(
                         "no statement wrote it; the nearest element written, {}, was written here",
-                        place(&out_name, k * g, out_block)
+                        place(&out_name, elem, out_block)
                     ),
                 );
             }
@@ -1868,10 +1984,16 @@ fn turned_by(a: u32, b: u32, w: usize) -> u32 {
 /// `all_gather`, an `all_to_all` or an `all_reduce`: rank 0 replayed in `order`, each
 /// rank's output (rank 0's, turned) compared with the expectation at every
 /// point the full check uses. `units`: per buffer, its shift per rank.
-/// `false` when something is wrong or the run cannot be carried out.
-pub(crate) fn holds_rotated(un: &Unrolled<'_, '_>, order: &[u32], units: &[Option<Lin>]) -> bool {
+///
+/// `Some(Holds)` when it holds; `Some(Violated(..))` with rank 0's first wrong
+/// element when rank 0's output is wrong after an `all_gather` or an
+/// `all_to_all` whose expectations turn with the ranks: that is the full
+/// check's first wrong element too (it compares rank 0 first, and rank 0's
+/// state is the same in both runs), with the same message and notes; `None`
+/// when this replay cannot tell (the full check decides).
+pub(crate) fn rotated_verdict(un: &Unrolled<'_, '_>, order: &[u32], units: &[Option<Lin>]) -> Option<Rotated> {
     let Some(post) = un.prog.post.as_ref() else {
-        return true;
+        return Some(Rotated::Holds);
     };
     // the bound on the values of a length variable reads every rank's
     // moves, which rank 0 alone does not hold: homogeneous schedules only
@@ -1883,14 +2005,37 @@ pub(crate) fn holds_rotated(un: &Unrolled<'_, '_>, order: &[u32], units: &[Optio
         || shapes(un, post).is_some()
         || !(un.prog.len_names.is_empty() || un.prog.len_names.len() == 1 && homogeneous(un))
     {
-        return false;
+        return None;
     }
-    let Ok(points) = points(un) else {
-        return false;
-    };
-    points
-        .iter()
-        .all(|point| run_rotated(un, post, point, order, units).unwrap_or(false))
+    let points = points(un).ok()?;
+    for point in &points {
+        if run_rotated(un, post, point, order, units)? {
+            continue;
+        }
+        if !matches!(post.kind, PostKind::AllGather { .. } | PostKind::AllToAll { .. }) {
+            return None;
+        }
+        // again, tracking writers to name the statement at fault
+        let (ex, complete) = replayed(un, point, order, true, Some(turns(un, point, units)?)).ok()?;
+        let out = ex.buf_slice(0, post.output as usize)?;
+        // a reduction's leaves are read unturned here: the full check
+        // describes it
+        if !complete || out.iter().any(|v| matches!(v, Val::Red(_) | Val::Turned { .. })) {
+            return None;
+        }
+        let (d, wrong) = ex.compare(post)?;
+        return Some(Rotated::Violated(d, wrong));
+    }
+    Some(Rotated::Holds)
+}
+
+/// What rank 0's replay of a rotation-symmetric schedule decides (see
+/// [`rotated_verdict`]).
+pub(crate) enum Rotated {
+    /// Every rank's output is right.
+    Holds,
+    /// Rank 0's first wrong element, as the full check reports it.
+    Violated(Diagnostic, Wrong),
 }
 
 /// [`holds_rotated`] at one point; `None` when the run cannot be carried out.
@@ -1901,6 +2046,15 @@ fn run_rotated(
     order: &[u32],
     units: &[Option<Lin>],
 ) -> Option<bool> {
+    let (ex, complete) = replayed(un, point, order, false, Some(turns(un, point, units)?)).ok()?;
+    if !complete {
+        return None;
+    }
+    ex.compare_turned(post)
+}
+
+/// Per buffer of rank 0 at `point`: its length and its shift per rank.
+fn turns(un: &Unrolled<'_, '_>, point: &[i64], units: &[Option<Lin>]) -> Option<Vec<(usize, usize)>> {
     let t0 = un.ranks.first()?;
     let turn = t0
         .bufs
@@ -1915,14 +2069,7 @@ fn run_rotated(
             Some((len, unit))
         })
         .collect::<Option<Vec<_>>>()?;
-    if turn.len() != t0.bufs.len() {
-        return None;
-    }
-    let (ex, complete) = replayed(un, point, order, false, Some(turn)).ok()?;
-    if !complete {
-        return None;
-    }
-    ex.compare_turned(post)
+    (turn.len() == t0.bufs.len()).then_some(turn)
 }
 
 /// "a `sum` of rank 0's input element 1 and rank 1's input element 1"

@@ -2,8 +2,9 @@
 //! every branch and loop bound reads no `rank`, every peer is
 //! `(rank + e) % world` and every region either reads no `rank` or is
 //! `b.chunk((rank + e) % world)` (or a slice or chunk of one) with `e` the
-//! same on every rank, then rank `r`'s trace is rank 0's turned by `r`, event
-//! for event, and only rank 0 needs unrolling.
+//! same on every rank (a scratch buffer's regions read no `rank`), then
+//! rank `r`'s trace is rank 0's turned by `r`, event for event, and only
+//! rank 0 needs unrolling.
 //!
 //! Each expression gets a [`Class`] saying how its value on rank `r`
 //! relates to its value on rank 0 at the same point of the (then common)
@@ -162,7 +163,11 @@ impl Proof {
                 }
                 else_body.as_ref().map_or(Some(()), |b| self.block(b))
             }
-            CKind::Copy { op: Some(_), .. } | CKind::Scratch { .. } | CKind::Coll(_) => None,
+            // a scratch buffer of the same length on every rank: its
+            // regions must be the same too (it starts uninitialized on
+            // every rank, which every turn leaves as it is)
+            CKind::Scratch { len, .. } => self.same(len).map(|_| ()),
+            CKind::Copy { op: Some(_), .. } | CKind::Coll(_) => None,
         }
     }
 
@@ -170,7 +175,7 @@ impl Proof {
     /// regions are of both classes is not proven).
     fn region(&mut self, r: &CRegion<'_>) -> Option<()> {
         let BufSlot::Param(b) = r.buf else {
-            return None;
+            return (self.region_class(r)? == RegClass::Same).then_some(());
         };
         let class = self.region_class(r)?;
         let slot = self.bufs.get_mut(b as usize)?;
@@ -236,7 +241,13 @@ impl Proof {
                     return Val::any(Other);
                 }
                 let (lo, hi) = match (f, vals.as_slice()) {
+                    // floor(log2 x) is monotone: exact bounds when x >= 1
+                    (Func::Log2, [x]) if x.lo >= 1 => (i128::from(x.lo.ilog2()), i128::from(x.hi.ilog2())),
                     (Func::Log2, _) => (0, 63),
+                    (Func::CeilLog2, [x]) if x.lo >= 1 => {
+                        let up = |v: i128| if v <= 1 { 0 } else { i128::from((v - 1).ilog2()) + 1 };
+                        (up(x.lo), up(x.hi))
+                    }
                     (Func::IsPow2, _) => (0, 1),
                     (Func::Pow2, [k]) if k.lo >= 0 && k.hi < 63 => (1 << k.lo, 1 << k.hi),
                     (Func::Min, [x, y]) => (x.lo.min(y.lo), x.hi.min(y.hi)),

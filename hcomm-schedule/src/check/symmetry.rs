@@ -38,14 +38,17 @@
 //!   input and output turn alike, rank `q`'s element `i` is rank 0's
 //!   element `i - q u` turned, so rank 0's output being right at every
 //!   element makes every rank's right; each element's contributions are
-//!   read through their turns (O(world) per element).
+//!   read through their turns (O(world) per element). A scratch buffer
+//!   starts uninitialized on every rank, the image of rank 0's under any
+//!   turn, so the induction holds for it as for a parameter.
 //!
 //! Only schedules simple to argue are tried: no collectives, no count
-//! parameters, no local `accumulate`, no scratch buffers, no request
+//! parameters, no local `accumulate`, no request
 //! problems, and a postcondition that is an `all_gather`, an `all_to_all`
 //! or an `all_reduce` (or none).
-//! Anything else, or anything found wrong, gives `false`: the caller then
-//! runs the full check, whose verdict and diagnostics are the answer.
+//! Anything else, or anything found wrong other than a wrong `all_gather`
+//! or `all_to_all` output on rank 0, gives no verdict: the caller then runs
+//! the full check, whose verdict and diagnostics are the answer.
 
 use crate::compile::Prog;
 use crate::ir::PostKind;
@@ -54,6 +57,7 @@ use crate::trace::{RankTrace, Reg, Unrolled};
 use crate::unroll::unroll_each;
 use rustc_hash::FxHashMap;
 
+use super::postcondition::Rotated;
 use super::{deadlock, hazards, matching, postcondition, rotation};
 
 /// Whether one buffer turns with the rank (by `len / world` per rank), or
@@ -63,6 +67,7 @@ pub(crate) type Unit = Option<bool>;
 /// Whether `prog` at `world` with `scalars` is rotation-symmetric and
 /// passes every check (steps 1 to 7). `false` says nothing: the full check
 /// decides.
+#[cfg(test)]
 pub(crate) fn passes(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> bool {
     reduced(prog, world, scalars, true).is_some()
 }
@@ -71,7 +76,22 @@ pub(crate) fn passes(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> bool {
 /// `prove`: let [`rotation::units`] spare the unrolling of ranks other
 /// than 0 when the program's shape proves them rank 0's images (else every
 /// rank is unrolled and compared; the two agree).
+#[cfg(test)]
 pub(crate) fn reduced(prog: &Prog<'_>, world: i64, scalars: &[i64], prove: bool) -> Option<Vec<Unit>> {
+    let (units, rotated) = verdict(prog, world, scalars, prove)?;
+    matches!(rotated, Rotated::Holds).then_some(units)
+}
+
+/// Steps 1 to 7 on rank 0 alone: `Holds` when they pass, `Violated` with
+/// the full check's diagnostic when the postcondition fails on rank 0 in a
+/// way rank 0 decides (see `postcondition::rotated_verdict`), `None` when
+/// the full check decides.
+pub(crate) fn check(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> Option<Rotated> {
+    verdict(prog, world, scalars, true).map(|(_, rotated)| rotated)
+}
+
+/// [`reduced`], with the postcondition's verdict.
+fn verdict(prog: &Prog<'_>, world: i64, scalars: &[i64], prove: bool) -> Option<(Vec<Unit>, Rotated)> {
     let w = u32::try_from(world).ok()?;
     if w < 2 || prog.rank_lens || !prog.s.counts.is_empty() {
         return None;
@@ -125,7 +145,8 @@ pub(crate) fn reduced(prog: &Prog<'_>, world: i64, scalars: &[i64], prove: bool)
             _ => None,
         });
     }
-    postcondition::holds_rotated(&un, &order, &unit).then_some(units)
+    let rotated = postcondition::rotated_verdict(&un, &order, &unit)?;
+    Some((units, rotated))
 }
 
 /// The units [`rotation::units`] proved, for the buffers rank 0's trace
@@ -154,7 +175,10 @@ fn simple(t: &RankTrace) -> bool {
     t.colls.is_empty()
         && t.issues.is_empty()
         && t.copies.iter().all(|c| c.op.is_none())
-        && t.bufs.iter().enumerate().all(|(i, b)| b.param == Some(i as u32))
+        && t.bufs
+            .iter()
+            .enumerate()
+            .all(|(i, b)| b.param.is_none_or(|p| p == i as u32))
 }
 
 /// Whether `t` (rank `r`'s trace) is the image of `t0` (rank 0's) under the

@@ -3,7 +3,7 @@
 //! as not decided.
 
 use super::*;
-use crate::verify::{check_world, verify};
+use crate::verify::{check_world, check_world_unreduced, verify};
 use crate::DiagKind;
 
 /// Bruck's all-gather with blocks of `block` elements whose final rotation
@@ -67,10 +67,92 @@ fn large_blocks_are_checked_one_symbol_per_block() {
 }
 
 #[test]
-fn a_run_past_the_element_limit_is_an_error_naming_it() {
-    // one element more in the scratch buffer: no common factor, so the
-    // run would need 64 * (16384 * 129 + 1) elements
+fn bruck_at_world_8192_with_large_blocks_is_decided() {
+    // 8192 ranks of 16384-element blocks: 2^40 elements in all; the
+    // program's shape proves it the same on every rank up to a rotation
+    // (its scratch buffer addressed alike on every rank, its `log2` bounds
+    // exact), so rank 0 alone is unrolled and replayed, one symbol per block
+    assert!(verify(&bruck(|| int(16384), world(), 0, &[8192])).is_empty());
+    // half the final rotation: rank 0's replay finds it, with the message
+    // and notes the full check would give
+    let d = verify(&bruck(|| int(16384), world() / 2, 0, &[8192]));
+    let d = one(&d, DiagKind::PostconditionViolated);
+    assert_eq!(
+        d.message,
+        "with world = 8192, rank 0 ends with output block 4096 element 0 = rank 0's initial output block 4096 \
+         element 0, expected rank 4096's input block 0 element 0"
+    );
+    let notes: Vec<&str> = d.notes.iter().map(|n| n.1.as_str()).collect();
+    assert_eq!(
+        notes,
+        ["no statement wrote it; the nearest element written, output block 4095 element 16383, was written here"]
+    );
+}
+
+#[test]
+fn blocks_without_a_common_factor_move_as_runs() {
+    // one element more in the scratch buffer: no common factor, so one
+    // symbol per element would need 64 * (16384 * 129 + 1) of them; cut
+    // into runs, 130 per rank
+    // (`verify` replays rank 0 alone, the schedule being the same on every
+    // rank up to a rotation; the full check on every rank moves runs)
     let s = bruck(|| int(16384), world(), 1, &[64]);
+    assert!(verify(&s).is_empty());
+    assert!(check_world_unreduced(&s, 64, &[]).is_empty());
+    let half = bruck(|| int(16384), world() / 2, 1, &[64]);
+    let d = check_world_unreduced(&half, 64, &[]);
+    let d = one(&d, DiagKind::PostconditionViolated);
+    assert_eq!(
+        d.message,
+        "with world = 64, rank 0 ends with output block 32 element 0 = rank 0's initial output block 32 \
+         element 0, expected rank 32's input block 0 element 0"
+    );
+    let notes: Vec<&str> = d.notes.iter().map(|n| n.1.as_str()).collect();
+    assert_eq!(
+        notes,
+        ["no statement wrote it; the nearest element written, output block 31 element 16383, was written here"]
+    );
+    // the same from rank 0's replay, at compile time and at run time
+    assert_eq!(verify(&half), std::slice::from_ref(&d));
+    assert_eq!(check_world(&half, 64, &[]), std::slice::from_ref(&d));
+    // runs that start inside a block: the input lands one element late,
+    // and element 0 of every block is never written
+    let mut off = bruck(|| int(16384), world(), 1, &[64]);
+    if let StmtKind::Copy { dst, .. } = &mut off.body[1].kind {
+        *dst = scr("tmp").slice(int(1), int(16385));
+    }
+    let d = check_world_unreduced(&off, 64, &[]);
+    assert_eq!(
+        one(&d, DiagKind::PostconditionViolated).message,
+        "with world = 64, rank 0 ends with output block 0 element 0 = uninitialized scratch data, expected \
+         rank 0's input block 0 element 0"
+    );
+}
+
+#[test]
+fn a_run_past_the_element_limit_is_an_error_naming_it() {
+    // a collective gathers into the scratch buffer, one element longer
+    // than the blocks: collectives keep one symbol per group of elements,
+    // and no common factor leaves 64 * (16384 * 129 + 1) of them
+    let tmp = || scr("tmp");
+    let s = S::new("gather")
+        .input("input", int(16384))
+        .output("output", int(16384) * world())
+        .world_list(&[64])
+        .post(PostKind::AllGather {
+            input: bref(0, "input"),
+            output: bref(1, "output"),
+        })
+        .body(vec![
+            scratch("tmp", int(16384) * world() + 1),
+            coll(Collective::AllGather {
+                src: p(0, "input"),
+                dst: tmp().slice(0, int(16384) * world()),
+            }),
+            copy(tmp().slice(0, int(16384) * world()), p(1, "output")),
+        ]);
+    let mut s = s;
+    s.len_vars.clear();
     let all = verify(&s);
     let d = one(&all, DiagKind::EvaluationError);
     assert_eq!(
@@ -308,4 +390,56 @@ fn a_postcondition_over_two_length_variables_is_reported_not_sampled() {
         .hint
         .as_deref()
         .is_some_and(|h| h.starts_with("write every length with one length variable")));
+}
+
+/// A ring all-gather whose loop runs `world - 1 - short` steps.
+fn ring_short_by(short: i64) -> Schedule {
+    let out = || p(1, "output");
+    S::new("ring")
+        .input("input", n())
+        .output("output", n() * world())
+        .worlds(1, 8)
+        .post(PostKind::AllGather {
+            input: bref(0, "input"),
+            output: bref(1, "output"),
+        })
+        .body(vec![
+            copy(p(0, "input"), out().chunk(rank())),
+            for_(
+                "s",
+                0,
+                world() - 1 - short,
+                vec![batch(vec![
+                    send(out().chunk((rank() - var("s")) % world()), right()),
+                    recv(out().chunk((rank() - var("s") - 1) % world()), left()),
+                ])],
+            ),
+        ])
+}
+
+#[test]
+fn a_loop_one_step_short_is_blamed_at_its_bound() {
+    let d = verify(&ring_short_by(1));
+    let d = one(&d, DiagKind::PostconditionViolated);
+    assert_eq!(
+        d.message,
+        "with world = 2, rank 0 ends with output block 1 = rank 0's initial output block 1, expected rank 1's input"
+    );
+    let notes: Vec<&str> = d.notes.iter().map(|n| n.1.as_str()).collect();
+    assert_eq!(
+        notes,
+        [
+            "no statement wrote it; the nearest element written, output block 0, was written here",
+            "this bound stops the loop one step short: with one more step (`world - 1 - 1 + 1`) the schedule \
+             passes every check at world = 2"
+        ]
+    );
+    // two steps short: one more step does not mend it, so no loop is named
+    let d = verify(&ring_short_by(2));
+    let d = one(&d, DiagKind::PostconditionViolated);
+    let notes: Vec<&str> = d.notes.iter().map(|n| n.1.as_str()).collect();
+    assert_eq!(
+        notes,
+        ["no statement wrote it; the nearest element written, output block 0, was written here"]
+    );
 }

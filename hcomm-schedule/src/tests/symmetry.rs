@@ -21,7 +21,7 @@ fn agrees(s: &Schedule, world: i64, scalars: &[i64]) -> (bool, Vec<String>) {
     if !diags.is_empty() {
         return (false, Vec::new());
     }
-    let full: Vec<String> = full_checks(&prog, world, scalars)
+    let full: Vec<String> = full_checks(&prog, world, scalars, true)
         .iter()
         .map(ToString::to_string)
         .collect();
