@@ -15,6 +15,14 @@ of each call: every rank times a barrier-started batch and the maximum is
 taken), and the ratio of gloo's median to the method's.
 Options: --sizes 4K,64M  --rounds 5  --out FILE (a JSON copy of the table).
 
+Placement, fair to both: hcomm binds the thread that joins the job to cores
+of its own (``HCOMM_BIND=core``, its default), and threads started later
+inherit that binding. gloo's group is therefore created with the thread
+unbound (gloo's threads start on every core the process may use, as in a job
+without hcomm), and gloo's batches run with the calling thread unbound too:
+gloo runs as in a gloo-only job, hcomm as in an hcomm-only job.
+``HCOMM_BIND=none`` leaves every method to the scheduler.
+
 ``--cost`` instead times ``comm.all_reduce`` of 4 KiB (float32, numpy and torch)
 call by call, as ``hcomm-bench all_reduce -b 4K -e 4K`` times the Rust call
 (the median over calls of the slowest rank's time), for the cost of a Python
@@ -49,13 +57,20 @@ def calls_for(nbytes: int) -> int:
     return max(3, min(2000, (64 << 20) // max(nbytes, 1) // 8))
 
 
-def timed(call, n: int, gloo) -> float:
-    """Seconds per call of ``n`` calls, the slowest rank's, started together."""
+def timed(call, n: int, gloo, cores=None) -> float:
+    """Seconds per call of ``n`` calls, the slowest rank's, started together;
+    with ``cores``, the calling thread runs on them meanwhile."""
+    bound = os.sched_getaffinity(0)
+    if cores is not None:
+        os.sched_setaffinity(0, cores)
     dist.barrier(group=gloo)
     start = time.perf_counter()
     for _ in range(n):
         call()
-    per_call = torch.tensor([(time.perf_counter() - start) / n], dtype=torch.float64)
+    elapsed = time.perf_counter() - start
+    if cores is not None:
+        os.sched_setaffinity(0, bound)
+    per_call = torch.tensor([elapsed / n], dtype=torch.float64)
     dist.all_reduce(per_call, op=dist.ReduceOp.MAX, group=gloo)
     return per_call.item()
 
@@ -90,8 +105,12 @@ def main() -> None:
     if args.cost:
         call_cost()
         return
-    dist.init_process_group("hcomm")
-    gloo = dist.new_group(backend="gloo")
+    unbound = os.sched_getaffinity(0)
+    dist.init_process_group("hcomm")  # joins hcomm's job: binds this thread (HCOMM_BIND)
+    bound = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, unbound)
+    gloo = dist.new_group(backend="gloo")  # gloo's threads start unbound
+    os.sched_setaffinity(0, bound)
     hc = dist.group.WORLD
     comm = hcomm.init()
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -108,14 +127,19 @@ def main() -> None:
             "hcomm native torch": lambda: comm.all_reduce(t),
         }
         n = calls_for(nbytes)
-        for m in methods:  # warm up: connections, pages, caches
-            timed(calls[m], max(1, n // 10), gloo)
+        cores = {"gloo": unbound}
+        # Warm up: connections, pages, caches; the torch tensor, lent twice
+        # to hcomm, gets huge pages here (hcomm.torch's large tensors), so
+        # gloo's rounds and hcomm's read the same memory.
+        for m in methods:
+            timed(calls[m], max(2, n // 10), gloo, cores.get(m))
         for _ in range(args.rounds):
             for m in methods:
-                times.setdefault((size, m), []).append(timed(calls[m], n, gloo))
+                times.setdefault((size, m), []).append(timed(calls[m], n, gloo, cores.get(m)))
     if rank == 0:
         rows = []
-        print(f"all_reduce float32, {world} processes, {args.rounds} rounds, load {os.getloadavg()[0]:.1f}")
+        print(f"all_reduce float32, {world} processes, {args.rounds} rounds, load {os.getloadavg()[0]:.1f}, "
+              f"HCOMM_BIND={os.environ.get('HCOMM_BIND', 'core')}, hcomm's thread on cores {sorted(bound)}")
         print(f"{'size':>6} {'method':<20} {'median us':>10} {'p10 us':>9} {'p90 us':>9} {'gloo/this':>9}")
         for size in args.sizes.split(","):
             base = statistics.median(times[(size, "gloo")])
