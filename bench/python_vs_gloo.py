@@ -21,7 +21,9 @@ inherit that binding. gloo's group is therefore created with the thread
 unbound (gloo's threads start on every core the process may use, as in a job
 without hcomm), and gloo's batches run with the calling thread unbound too:
 gloo runs as in a gloo-only job, hcomm as in an hcomm-only job.
-``HCOMM_BIND=none`` leaves every method to the scheduler.
+``HCOMM_BIND=none`` leaves every method to the scheduler. ``--gloo-only``
+times gloo alone in a job that never joins hcomm, the reference that gloo's
+figures beside hcomm's should match.
 
 ``--cost`` instead times ``comm.all_reduce`` of 4 KiB (float32, numpy and torch)
 call by call, as ``hcomm-bench all_reduce -b 4K -e 4K`` times the Rust call
@@ -95,15 +97,36 @@ def call_cost(calls: int = 3000) -> None:
                   f"({comm.size()} processes, {calls} calls)")
 
 
+def gloo_only(args) -> None:
+    """gloo's all_reduce in a job that never joins hcomm (nothing bound)."""
+    dist.init_process_group("gloo")
+    times = {}
+    for size in args.sizes.split(","):
+        t = torch.ones(parse_size(size) // 4, dtype=torch.float32)
+        n = calls_for(parse_size(size))
+        timed(lambda: dist.all_reduce(t), max(2, n // 10), None)
+        times[size] = sorted(timed(lambda: dist.all_reduce(t), n, None) for _ in range(args.rounds))
+    if dist.get_rank() == 0:
+        print(f"gloo alone, all_reduce float32, {dist.get_world_size()} processes, {args.rounds} rounds, "
+              f"load {os.getloadavg()[0]:.1f}")
+        for size, xs in times.items():
+            print(f"{size:>6} gloo alone median {statistics.median(xs) * 1e6:10.1f} us")
+    dist.destroy_process_group()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="4K,64M")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", default=None)
     ap.add_argument("--cost", action="store_true")
+    ap.add_argument("--gloo-only", action="store_true")
     args = ap.parse_args()
     if args.cost:
         call_cost()
+        return
+    if args.gloo_only:
+        gloo_only(args)
         return
     unbound = os.sched_getaffinity(0)
     dist.init_process_group("hcomm")  # joins hcomm's job: binds this thread (HCOMM_BIND)
