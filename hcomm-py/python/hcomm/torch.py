@@ -106,8 +106,8 @@ def _done(result: Any) -> _Work:
 
 # What a blocking collective returns: torch.distributed's functions wait on
 # the handle of a call made with ``async_op=False`` and drop it, so one
-# completed handle serves them all (a new ``Work`` costs about a microsecond,
-# a third of a 4 KiB all_reduce's Python time).
+# completed handle serves them all (a new ``Work`` cost about 1 us of the
+# 4.7 us of CPU a 4 KiB dist.all_reduce spent in Python on one rank).
 _DONE = _done(None)
 
 
