@@ -9,6 +9,7 @@ mod dlpack;
 mod errors;
 mod exec;
 mod executor;
+mod hugepages;
 mod interrupt;
 mod lent;
 mod moe;

@@ -3,6 +3,8 @@
 //! fast path before `DLPack`'s `__dlpack__` (several microseconds a call in
 //! torch 2.15). torch is never imported here: the tensor class is taken from
 //! `sys.modules` once a caller passes something that is not a numpy array.
+//! Large tensors lent again and again get huge pages (see
+//! [`crate::hugepages`]).
 
 use hcomm::DataType;
 use pyo3::prelude::*;
@@ -99,8 +101,10 @@ pub(crate) fn lend(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Lent>>
             dtype.name()
         )));
     }
+    let raw = Raw { addr, len, dtype };
+    crate::hugepages::collapse_if_reused(py, raw);
     Ok(Some(Lent {
-        raw: Raw { addr, len, dtype },
+        raw,
         shape,
         owner: obj.clone().unbind(),
     }))

@@ -117,3 +117,43 @@ def test_ctrl_c_during_a_blocking_call(tmp_path):
     assert time.monotonic() - sent < 10
     print(text)
     assert p.returncode != 0
+
+
+@needs_launcher
+@pytest.mark.parametrize("n", [2, 4])
+def test_a_killed_rank_is_peer_failed_on_every_other_rank(tmp_path, n):
+    # Rank 1 dies by SIGKILL (no chance to say goodbye) while the others are
+    # in an all_reduce with it: each of them must get hcomm.PeerFailed naming
+    # rank 1 (its `rank` and its message) within seconds, far from the job's
+    # timeout (60 s): not a hang, not a timeout. They ignore the
+    # launcher's SIGTERM so that each can report what it got.
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent("""
+        import os, signal, sys, time, numpy as np, hcomm
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        c = hcomm.init()
+        c.barrier()
+        if c.rank() == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        t = time.monotonic()
+        try:
+            for _ in range(1000):
+                c.all_reduce(np.ones(1 << 16, dtype=np.float32))
+            print("no error", flush=True)
+        except hcomm.PeerFailed as e:
+            print("peer failed", c.rank(), e.rank, round(time.monotonic() - t, 3), str(e), flush=True)
+            sys.exit(4)
+    """))
+    env = dict(os.environ, HCOMM_TIMEOUT="60")
+    out = subprocess.run([sys.executable, "-m", "hcomm.run", "-n", str(n), str(script)],
+                         capture_output=True, text=True, timeout=60, env=env)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0, text
+    got = [l.split("] ", 1)[1].split() for l in out.stdout.splitlines() if "peer failed" in l]
+    survivors = sorted(int(g[2]) for g in got)
+    assert survivors == [r for r in range(n) if r != 1], text
+    for g in got:
+        failed, took, message = int(g[3]), float(g[4]), " ".join(g[5:])
+        assert failed == 1 and message.startswith("peer failed: rank 1:"), text
+        assert took < 10, text
+    assert "rank 1 was killed by signal SIGKILL" in out.stderr, text

@@ -1,6 +1,8 @@
 """torch tensors through the native API: read and written in place (no copy),
 bfloat16 included, new tensors of the input's kind, clear errors otherwise."""
 
+import os
+
 import pytest
 import torch
 
@@ -68,3 +70,45 @@ def test_pp_recv_returns_a_torch_tensor_of_the_senders_shape(comm):
         assert isinstance(t, torch.Tensor) and t.dtype == torch.bfloat16 and t.shape == (2, 3)
         assert t.flatten().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
     comm.barrier()
+
+
+def huge_pages_of(t):
+    """KiB of transparent huge pages in the mapping that holds ``t``'s elements."""
+    addr = t.data_ptr()
+    with open("/proc/self/smaps") as f:
+        inside = False
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= addr < hi
+            elif inside and head == "AnonHugePages:":
+                return int(line.split()[1])
+    return 0
+
+
+def thp_collapse_available():
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            enabled = "[never]" not in f.read()
+    except OSError:
+        return False
+    major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    return enabled and (major, minor) >= (6, 1)
+
+
+def test_a_large_tensor_lent_again_gets_huge_pages_and_keeps_its_data(comm):
+    # torch's allocator leaves large tensors on 4 KiB pages; hcomm collapses
+    # one into huge pages the second time it is lent (MADV_COLLAPSE, once):
+    # the data must be exactly what it was, before and after.
+    w, r = comm.size(), comm.rank()
+    n = (16 << 20) // 4
+    base = torch.arange(n, dtype=torch.float32) % 1000
+    t = base + r
+    before = huge_pages_of(t)
+    comm.all_reduce(t)
+    comm.all_reduce(t)
+    want = w * (w * base + sum(range(w)))
+    assert torch.equal(t, want)
+    if thp_collapse_available() and before < (8 << 10):
+        assert huge_pages_of(t) >= (14 << 10), "the 16 MiB tensor's aligned 14 MiB were not collapsed"
