@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Device check of the Python package: CUDA tensors (torch, and cupy where it is
 # installed) used in place on the NCCL backend at world 1, and their refusal on
-# the host backend (hcomm-py/tests/device_cuda.py). Prints one summary line last:
+# the host backend (hcomm-py/tests/device_cuda.py); then hcomm-candle's
+# stream-contract test (hcomm-candle/tests/device.rs) when it was packed.
+# Prints one summary line last:
 #   device-python: PASS|FAIL ...
 #
 # Usage:
@@ -54,6 +56,24 @@ pack() {
         return 1
     }
     cp -f "$root/hcomm-py/tests/device_cuda.py" "$0" "$out/"
+    local exe
+    exe=$(cd "$root" && cargo test -p hcomm-candle --test device --no-run --message-format=json 2>/dev/null |
+        python3 -c '
+import json, sys
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+        print(m["executable"])
+')
+    if [ -n "$exe" ] && [ -x "$exe" ]; then
+        cp -f "$exe" "$out/candle_device" && strip "$out/candle_device"
+    else
+        say "FAIL the hcomm-candle device test did not build. hint: cargo test -p hcomm-candle --test device --no-run"
+        return 1
+    fi
     say "packed $(basename "$out"/hcomm-*.whl) into $out ($(du -sh "$out" | cut -f1)); run: bash $out/device-python.sh --from-dir $out"
 }
 
@@ -86,9 +106,16 @@ EOF
     # One rank, two rendezvous ports on the loopback (NCCL, then the host refusal).
     RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=${DEVICE_PYTHON_PORT:-29580} \
         PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" timeout "${DEVICE_PYTHON_TIMEOUT:-120}" \
-        "$py" "$dir/device_cuda.py"
+        "$py" "$dir/device_cuda.py" | tee "$site/python.log"
     local rc=$?
     [ $rc -eq 124 ] && echo "device-python: FAIL timed out after ${DEVICE_PYTHON_TIMEOUT:-120} s"
+    if [ -x "$dir/candle_device" ]; then
+        say "hcomm-candle: a busy producer stream is awaited before NCCL reads"
+        HCOMM_DEVICE_CHECK=1 timeout 60 "$dir/candle_device" --test-threads=1 --nocapture 2>&1 | tail -4 >&2 ||
+            rc=1
+        [ $rc -eq 0 ] || echo "device-python: FAIL (see the output above)"
+        [ $rc -eq 0 ] && grep '^device-python: PASS' "$site/python.log" | sed 's/$/; hcomm-candle stream contract ok/'
+    fi
     exit $rc
 }
 

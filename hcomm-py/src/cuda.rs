@@ -55,9 +55,9 @@ pub(crate) fn lend(comm: &hcomm::Comm, obj: &Bound<'_, PyAny>, write: bool, what
                 .ok();
             let named = device.map_or_else(|| "a CUDA device".to_owned(), |d| format!("cuda:{d}"));
             admit(comm, what, &named)?;
-            let cai = cai.cast_into::<PyDict>().map_err(|_| {
-                precondition(format!("`{what}`.__cuda_array_interface__ is not a dict"))
-            })?;
+            let cai = cai
+                .cast_into::<PyDict>()
+                .map_err(|_| precondition(format!("`{what}`.__cuda_array_interface__ is not a dict")))?;
             let lent = interface(obj, &cai, write, what)?;
             synchronize(&cai, what)?;
             return Ok((lent, Place::Cuda(device)));
@@ -122,7 +122,10 @@ fn interface(obj: &Bound<'_, PyAny>, cai: &Bound<'_, PyDict>, write: bool, what:
     if let Some(strides) = cai.get_item("strides")?.filter(|s| !s.is_none()) {
         let bytes: Vec<i64> = strides.extract()?;
         let size = dtype.size() as i64;
-        let elements: Vec<i64> = bytes.iter().map(|&b| if b % size == 0 { b / size } else { -1 }).collect();
+        let elements: Vec<i64> = bytes
+            .iter()
+            .map(|&b| if b % size == 0 { b / size } else { -1 })
+            .collect();
         if !crate::dlpack::row_major(&shape, &elements) {
             return Err(precondition(format!(
                 "`{what}` is not contiguous (shape {shape:?}, strides {bytes:?} bytes); hint: pass a contiguous copy, \
@@ -168,7 +171,8 @@ fn synchronize(cai: &Bound<'_, PyDict>, what: &str) -> PyResult<()> {
     }
     Err(precondition(format!(
         "synchronising the stream {handle:#x} of `{what}` failed: {}",
-        cuda.error_string(code).unwrap_or_else(|| format!("cuda error {}", code.0))
+        cuda.error_string(code)
+            .unwrap_or_else(|| format!("cuda error {}", code.0))
     )))
 }
 
@@ -181,7 +185,11 @@ fn synchronize(cai: &Bound<'_, PyDict>, what: &str) -> PyResult<()> {
 /// alone: `raw.len` elements of `T` in device memory that stay allocated
 /// and untouched (the stream contract of the module docs) until the
 /// buffer is dropped.
-pub(crate) unsafe fn buffer<T: Element>(comm: &hcomm::Comm, raw: Raw, place: Place) -> hcomm::Result<ExternalDeviceBuffer<T>> {
+pub(crate) unsafe fn buffer<T: Element>(
+    comm: &hcomm::Comm,
+    raw: Raw,
+    place: Place,
+) -> hcomm::Result<ExternalDeviceBuffer<T>> {
     // SAFETY: forwarded from the caller.
     let buf = unsafe { ExternalDeviceBuffer::from_raw_parts(comm, raw.addr as *mut T, raw.len)? };
     match place {
