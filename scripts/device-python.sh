@@ -79,9 +79,10 @@ for line in sys.stdin:
 
 # Installs the wheel of $1 into $1/site and runs the check.
 run_from() {
-    local dir=$1 site py=${PYTHON:-python3}
-    site=$(mktemp -d -t device-python.XXXXXX)
-    trap 'rm -rf "$site"' EXIT
+    local dir=$1 py=${PYTHON:-python3}
+    SITE=$(mktemp -d -t device-python.XXXXXX)
+    local site=$SITE
+    trap 'rm -rf "$SITE"' EXIT
     if ! timeout 120 "$py" -m pip install --quiet --disable-pip-version-check --no-deps --target "$site" \
         "$dir"/hcomm-*.whl >&2; then
         echo "device-python: FAIL the wheel did not install on $("$py" --version 2>&1) ($(ldd --version 2>&1 | head -1))"
@@ -99,7 +100,7 @@ for p in site.getsitepackages() + [site.getusersitepackages()]:
 EOF
         ) && [ -n "$HCOMM_CUDART_LIB" ] && export HCOMM_CUDART_LIB
     fi
-    say "cuda runtime: ${HCOMM_CUDART_LIB:-hcomm's own search}; nccl: ${HCOMM_NCCL_LIB:-hcomm's own search}"
+    say "cuda runtime: ${HCOMM_CUDART_LIB:-searched by hcomm}; nccl: ${HCOMM_NCCL_LIB:-searched by hcomm}"
     if command -v nvidia-smi >/dev/null 2>&1; then
         say "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
     fi

@@ -11,7 +11,11 @@ import os
 import sys
 import time
 
-import torch
+try:
+    import torch
+except ImportError as missing:
+    print(f"device-python: FAIL torch is not installed ({missing}); hint: run on a machine with torch (CUDA)")
+    sys.exit(1)
 
 import hcomm
 import hcomm._native as native
