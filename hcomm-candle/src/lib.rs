@@ -27,17 +27,23 @@
 //!
 //! # CUDA tensors and the NCCL backend (the contract)
 //!
-//! A CUDA tensor's memory can be an hcomm buffer through
-//! [`hcomm::ExternalDeviceBuffer::from_raw_parts`] on a communicator of the
-//! `nccl` backend bound to the tensor's device. The stream contract: hcomm
-//! enqueues its collective on the communicator's own stream and returns
-//! only after that stream drained, so (1) before the call, every kernel
-//! that writes the tensor must have finished — call candle's
-//! `Device::synchronize` (candle runs a device's kernels on one stream) —
-//! and (2) after the call returns, candle's later kernels see the result
-//! with no further synchronisation. This crate implements the CPU path; on
-//! a CUDA tensor its operations return candle's error for a missing CUDA
-//! implementation, never wrong data.
+//! A CUDA tensor's memory is an hcomm buffer on a communicator of the
+//! `nccl` backend bound to the tensor's device. The stream contract, which
+//! hcomm keeps itself (the caller synchronises nothing):
+//! 1. before the collective reads the tensor, the producer's stream (candle
+//!    runs a device's kernels on one stream, `CudaDevice::cuda_stream`) is
+//!    synchronised, so every kernel enqueued before the call has written it;
+//! 2. the collective runs on the communicator's own stream, and the call
+//!    returns only after that stream drained, so candle's later kernels see
+//!    the result with no further synchronisation.
+//!
+//! [`device::device_buffer`] does this for any framework, given a device
+//! pointer and the producer's stream handle (for candle: the storage's
+//! `CudaSlice` pointer and `CudaDevice::cuda_stream().cu_stream()`). This
+//! crate builds candle without its `cuda` feature (that build needs `nvcc`
+//! and the CUDA libraries at build time), so on a CUDA tensor
+//! [`all_reduce_in_place`] and the mappings return candle's error for a
+//! missing CUDA implementation, never wrong data.
 //!
 //! # Other frameworks
 //!
@@ -47,6 +53,8 @@
 //! `ndarray` view) of the tensor's storage, held for the call under the
 //! framework's own lock, and device memory through
 //! `ExternalDeviceBuffer::from_raw_parts` with the contract above.
+
+pub mod device;
 
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp1, InplaceOp1, Layout, Shape, Tensor, WithDType};

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use crate::array::{lend, typed, zeros_like};
+use crate::cuda::Place;
 use crate::errors::precondition;
 use crate::exec::{run, start, start_request};
 use crate::executor::{Lane, Req};
@@ -332,11 +333,19 @@ impl Comm {
     /// divided by the number of ranks).
     #[pyo3(signature = (tensor, op="sum", async_op=false))]
     fn all_reduce(&self, py: Python<'_>, tensor: &Bound<'_, PyAny>, op: &str, async_op: bool) -> PyResult<Py<PyAny>> {
-        let lent = lend(tensor, true, "tensor")?;
+        let (lent, place) = crate::cuda::lend(&self.inner, tensor, true, "tensor")?;
         let red = Reduction::parse(op, lent.raw.dtype)?;
         let result = Some(tensor.clone().unbind());
         self.run_or_post(py, async_op, vec![(lent, true)], result, "all_reduce", move |c, r| {
             let raw = r[0];
+            if place != Place::Host {
+                let op = if red.average { hcomm::ReduceOp::Avg } else { red.op };
+                return typed!(raw.dtype, T => {
+                    // SAFETY: lent from a CUDA tensor to this operation alone.
+                    let mut buf = unsafe { crate::cuda::buffer::<T>(c, raw, place)? };
+                    c.all_reduce_in_place(&mut buf, op)
+                });
+            }
             typed!(raw.dtype, T => {
                 // SAFETY: lent for writing to this operation alone.
                 let buf: &mut [T] = unsafe { raw.slice_mut() };
@@ -351,12 +360,21 @@ impl Comm {
     /// Every rank's `tensor`, concatenated along dimension 0 in rank order.
     #[pyo3(signature = (tensor, async_op=false))]
     fn all_gather(&self, py: Python<'_>, tensor: &Bound<'_, PyAny>, async_op: bool) -> PyResult<Py<PyAny>> {
-        let lent = lend(tensor, false, "tensor")?;
+        let (lent, place) = crate::cuda::lend(&self.inner, tensor, false, "tensor")?;
         let rows = Self::dim0(&lent, "all_gather")?;
         let out = Self::with_rows(tensor, &lent, rows * self.inner.world())?;
-        let out_lent = lend(&out, true, "output")?;
+        let (out_lent, out_place) = crate::cuda::lend(&self.inner, &out, true, "output")?;
         let lends = vec![(lent, false), (out_lent, true)];
-        self.run_or_post(py, async_op, lends, Some(out.unbind()), "all_gather", |c, r| {
+        self.run_or_post(py, async_op, lends, Some(out.unbind()), "all_gather", move |c, r| {
+            if place != Place::Host {
+                return typed!(r[0].dtype, T => {
+                    // SAFETY: both lent from CUDA tensors to this operation; the output alone written.
+                    let (send, mut recv) = unsafe {
+                        (crate::cuda::buffer::<T>(c, r[0], place)?, crate::cuda::buffer::<T>(c, r[1], out_place)?)
+                    };
+                    c.all_gather(&send, &mut recv)
+                });
+            }
             typed!(r[0].dtype, T => {
                 // SAFETY: both lent to this operation; the output alone written.
                 let (send, recv): (&[T], &mut [T]) = unsafe { (r[0].slice(), r[1].slice_mut()) };
@@ -462,9 +480,14 @@ impl Comm {
     /// Copies `root`'s `tensor` into every rank's `tensor`.
     fn broadcast(&self, py: Python<'_>, tensor: &Bound<'_, PyAny>, root: i64) -> PyResult<()> {
         let root = peer(root, self.inner.world(), "broadcast")?;
-        let lent = lend(tensor, true, "tensor")?;
+        let (lent, place) = crate::cuda::lend(&self.inner, tensor, true, "tensor")?;
         self.run(py, vec![(lent, true)], move |c, r| {
             typed!(r[0].dtype, T => {
+                if place != Place::Host {
+                    // SAFETY: lent from a CUDA tensor to this operation alone.
+                    let mut buf = unsafe { crate::cuda::buffer::<T>(c, r[0], place)? };
+                    return c.broadcast(&mut buf, root);
+                }
                 // SAFETY: lent for writing to this operation alone.
                 let buf: &mut [T] = unsafe { r[0].slice_mut() };
                 c.broadcast(buf, root)

@@ -158,7 +158,7 @@ pub(crate) fn lend(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Lent> {
 
 /// Whether `strides` (in elements) are those of a compact row-major array of
 /// `shape` (dimensions of length 1 may have any stride).
-fn row_major(shape: &[usize], strides: &[i64]) -> bool {
+pub(crate) fn row_major(shape: &[usize], strides: &[i64]) -> bool {
     let mut expected: i64 = 1;
     for (&n, &s) in shape.iter().zip(strides).rev() {
         if n != 1 && s != expected {

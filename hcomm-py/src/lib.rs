@@ -5,6 +5,7 @@
 
 mod array;
 mod comm;
+mod cuda;
 mod dlpack;
 mod errors;
 mod exec;

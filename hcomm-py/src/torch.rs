@@ -56,9 +56,24 @@ fn torch(py: Python<'_>) -> Option<&Torch> {
         .ok()
 }
 
-/// Lends `obj` when it is a torch tensor (`None` otherwise: another kind of
-/// object). `what` names the argument in errors.
+/// Lends `obj` when it is a torch tensor on the CPU (`None` otherwise:
+/// another kind of object). `what` names the argument in errors.
 pub(crate) fn lend(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Lent>> {
+    match lend_any(obj, what)? {
+        Some((_, Some(_))) => Err(precondition(format!(
+            "`{what}` is on device {}, not the CPU; hint: the host backend communicates CPU tensors: pass `tensor.cpu()`",
+            obj.getattr("device")?.str()?
+        ))),
+        Some((lent, None)) => Ok(Some(lent)),
+        None => Ok(None),
+    }
+}
+
+/// Lends `obj` when it is a torch tensor, on the CPU or on a CUDA device
+/// (`None` otherwise: another kind of object), with the CUDA device's
+/// index (`None`: the CPU). The caller decides whether device memory may
+/// be used (see [`crate::cuda`]).
+pub(crate) fn lend_any(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<(Lent, Option<i32>)>> {
     let py = obj.py();
     let Some(torch) = torch(py) else {
         return Ok(None);
@@ -66,12 +81,17 @@ pub(crate) fn lend(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Lent>>
     if !obj.is_instance(torch.tensor.bind(py))? {
         return Ok(None);
     }
-    if !obj.getattr(pyo3::intern!(py, "is_cpu"))?.is_truthy()? {
+    let device = if obj.getattr(pyo3::intern!(py, "is_cpu"))?.is_truthy()? {
+        None
+    } else if obj.getattr(pyo3::intern!(py, "is_cuda"))?.is_truthy()? {
+        let index: Option<i32> = obj.getattr("device")?.getattr("index")?.extract()?;
+        Some(index.unwrap_or(0))
+    } else {
         return Err(precondition(format!(
-            "`{what}` is on device {}, not the CPU; hint: the host backend communicates CPU tensors: pass `tensor.cpu()`",
+            "`{what}` is on device {}, neither the CPU nor a CUDA device; hint: pass `tensor.cpu()`",
             obj.getattr("device")?.str()?
         )));
-    }
+    };
     let shape: Vec<usize> = obj.getattr(pyo3::intern!(py, "shape"))?.extract()?;
     if !obj.call_method0(pyo3::intern!(py, "is_contiguous"))?.is_truthy()? {
         let strides: Vec<i64> = obj.call_method0("stride")?.extract()?;
@@ -102,10 +122,15 @@ pub(crate) fn lend(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Lent>>
         )));
     }
     let raw = Raw { addr, len, dtype };
-    crate::hugepages::collapse_if_reused(py, raw);
-    Ok(Some(Lent {
-        raw,
-        shape,
-        owner: obj.clone().unbind(),
-    }))
+    if device.is_none() {
+        crate::hugepages::collapse_if_reused(py, raw);
+    }
+    Ok(Some((
+        Lent {
+            raw,
+            shape,
+            owner: obj.clone().unbind(),
+        },
+        device,
+    )))
 }
