@@ -134,14 +134,9 @@ fn interface(obj: &Bound<'_, PyAny>, cai: &Bound<'_, PyDict>, write: bool, what:
         }
     }
     let len: usize = shape.iter().product();
-    if len > 0 && !addr.is_multiple_of(dtype.size()) {
-        return Err(precondition(format!(
-            "`{what}` is not aligned for its element type {}",
-            dtype.name()
-        )));
-    }
+    let raw = Raw::aligned(what, addr, len, dtype)?;
     Ok(Lent {
-        raw: Raw { addr, len, dtype },
+        raw,
         shape,
         owner: PyTuple::new(py, [obj.clone()])?.into_any().unbind(),
     })

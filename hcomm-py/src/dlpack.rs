@@ -141,14 +141,9 @@ pub(crate) fn lend(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Lent> {
         }
     }
     let addr = (t.data as usize).wrapping_add(usize::try_from(t.byte_offset).unwrap_or(0));
-    if len > 0 && !addr.is_multiple_of(dtype.size()) {
-        return Err(precondition(format!(
-            "`{what}` is not aligned for its element type {}",
-            dtype.name()
-        )));
-    }
+    let raw = Raw::aligned(what, addr, len, dtype)?;
     Ok(Lent {
-        raw: Raw { addr, len, dtype },
+        raw,
         shape,
         owner: PyTuple::new(py, [obj.clone(), cap.clone().into_any()])?
             .into_any()

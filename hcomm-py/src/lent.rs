@@ -5,6 +5,8 @@
 use hcomm::DataType;
 use pyo3::prelude::*;
 
+use crate::errors::precondition;
+
 /// Where an operation may read or write an array's elements.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Raw {
@@ -16,6 +18,19 @@ pub(crate) struct Raw {
 }
 
 impl Raw {
+    /// `len` elements of `dtype` at `addr`, which must be aligned for
+    /// `dtype` (an empty array may sit anywhere): otherwise
+    /// `hcomm.Precondition` naming `what`.
+    pub(crate) fn aligned(what: &str, addr: usize, len: usize, dtype: DataType) -> PyResult<Raw> {
+        if len > 0 && !addr.is_multiple_of(dtype.size()) {
+            return Err(precondition(format!(
+                "`{what}` is not aligned for its element type {}",
+                dtype.name()
+            )));
+        }
+        Ok(Raw { addr, len, dtype })
+    }
+
     /// The elements as a slice.
     ///
     /// # Safety

@@ -115,13 +115,7 @@ pub(crate) fn lend_any(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<(L
     };
     let addr: usize = obj.call_method0(pyo3::intern!(py, "data_ptr"))?.extract()?;
     let len = shape.iter().product();
-    if len > 0 && !addr.is_multiple_of(dtype.size()) {
-        return Err(precondition(format!(
-            "`{what}` is not aligned for its element type {}",
-            dtype.name()
-        )));
-    }
-    let raw = Raw { addr, len, dtype };
+    let raw = Raw::aligned(what, addr, len, dtype)?;
     if device.is_none() {
         crate::hugepages::collapse_if_reused(py, raw);
     }
