@@ -11,6 +11,7 @@ pub mod compare;
 pub mod data;
 pub mod op;
 pub mod plot;
+pub mod predicted;
 pub mod report;
 pub mod run;
 pub mod scaling;

@@ -21,6 +21,17 @@ pub enum CostError {
         /// What is wrong, naming the field.
         message: String,
     },
+    /// A file of `hcomm-bench --json` rows that cannot be read (`line` 0)
+    /// or has a bad row.
+    #[error("benchmark rows `{file}`, line {line}: {message}")]
+    Rows {
+        /// The file.
+        file: String,
+        /// The line (from 1; 0: the file as a whole).
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
     /// A schedule, algorithm or world size the model cannot cost.
     #[error("cannot predict `{what}`: {message}")]
     Unsupported {

@@ -21,13 +21,15 @@ mod error;
 mod fit;
 mod preset;
 mod round;
+mod rows;
 mod schedule;
 mod topology;
 
 pub use builtin::{Builtin, Coll};
 pub use error::{CostError, Result};
 pub use fit::{fit, Sample};
-pub use preset::{preset, PRESETS};
+pub use preset::{machine, preset, PRESETS};
+pub use rows::measured;
 pub use schedule::{predict_schedule, Prediction};
 pub use topology::{Level, Link, Machine};
 

@@ -13,6 +13,17 @@ pub const PRESETS: [(&str, &str); 5] = [
     ("host-processes", include_str!("../presets/host-processes.toml")),
 ];
 
+/// The machine `arg` names: a TOML topology file (a path ending in
+/// `.toml`) or a preset name ([`PRESETS`]).
+pub fn machine(arg: &str) -> Result<Machine> {
+    let path = std::path::Path::new(arg);
+    if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("toml")) {
+        Machine::from_file(path)
+    } else {
+        preset(arg)
+    }
+}
+
 /// The preset `name`.
 pub fn preset(name: &str) -> Result<Machine> {
     let (_, text) = PRESETS

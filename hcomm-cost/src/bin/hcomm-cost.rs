@@ -1,73 +1,22 @@
-//! `hcomm-cost`: fit a machine to hcomm-bench runs, check a machine against
-//! them, and print predicted tables.
+//! `hcomm-cost`: fit a machine to hcomm-bench runs and print predicted
+//! tables (`hcomm-bench-predicted` compares a machine with runs, per cell,
+//! and plots it).
 //!
 //! ```text
 //! hcomm-cost fit NAME CACHED RUN.jsonl...  # TOML of the fitted machine
-//! hcomm-cost check MACHINE RUN.jsonl...    # measured against predicted, per cell
 //! hcomm-cost table MACHINE [RANKS,..] [BYTES]  # predicted time per algorithm
 //! ```
 //!
 //! MACHINE is a preset name or a TOML file. RUN files hold `hcomm-bench
 //! --json` rows; cells are the median of their runs.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use hcomm_cost::{argmin, fit, preset, Builtin, Coll, Machine, Sample};
+use hcomm_cost::{argmin, fit, measured, Builtin, Coll, Machine};
 
 fn machine(arg: &str) -> Result<Machine, String> {
-    if std::path::Path::new(arg)
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("toml"))
-    {
-        Machine::from_file(std::path::Path::new(arg)).map_err(|e| e.to_string())
-    } else {
-        preset(arg).map_err(|e| e.to_string())
-    }
-}
-
-/// Cells `(op, algorithm, ranks, bytes)` with the median measured time.
-type Cells = BTreeMap<(String, String, usize, usize), f64>;
-
-fn read_cells(files: &[String]) -> Result<Cells, String> {
-    let mut all: BTreeMap<(String, String, usize, usize), Vec<f64>> = BTreeMap::new();
-    for f in files {
-        let text = std::fs::read_to_string(f).map_err(|e| format!("cannot read {f}: {e}"))?;
-        for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-            let v: serde_json::Value =
-                serde_json::from_str(line).map_err(|e| format!("{f}:{}: not a JSON row: {e}", i + 1))?;
-            let field = |k: &str| v.get(k).ok_or_else(|| format!("{f}:{}: no field `{k}`", i + 1));
-            let op = field("op")?.as_str().unwrap_or_default().to_owned();
-            let algo = field("algorithm")?.as_str().unwrap_or_default().to_owned();
-            let ranks = field("ranks")?.as_u64().unwrap_or(0) as usize;
-            let bytes = field("bytes")?.as_u64().unwrap_or(0) as usize;
-            let us = field("time_us")?.as_f64().unwrap_or(0.0);
-            all.entry((op, algo, ranks, bytes)).or_default().push(us);
-        }
-    }
-    Ok(all
-        .into_iter()
-        .map(|(k, mut v)| {
-            v.sort_by(f64::total_cmp);
-            (k, v[v.len() / 2])
-        })
-        .collect())
-}
-
-fn samples(cells: &Cells) -> Vec<Sample> {
-    cells
-        .iter()
-        .filter_map(|((op, algo, ranks, bytes), &us)| {
-            let algorithm = Builtin::from_names(op, algo)?;
-            (*ranks >= 2 && us > 0.0).then_some(Sample {
-                algorithm,
-                world: *ranks,
-                bytes: *bytes,
-                us,
-            })
-        })
-        .collect()
+    hcomm_cost::machine(arg).map_err(|e| e.to_string())
 }
 
 fn to_toml(m: &Machine, command: &str) -> String {
@@ -89,32 +38,6 @@ fn to_toml(m: &Machine, command: &str) -> String {
         }
     }
     s
-}
-
-fn check(m: &Machine, cells: &Cells) -> Result<(), String> {
-    println!("| op | algorithm | ranks | bytes | measured us | predicted us | error |");
-    println!("|---|---|---|---|---|---|---|");
-    let (mut within, mut total) = (0, 0);
-    for s in samples(cells) {
-        let p = s.algorithm.predict(m, s.world, s.bytes).map_err(|e| e.to_string())?;
-        let err = (p.us - s.us) / s.us;
-        total += 1;
-        if err.abs() <= 0.25 {
-            within += 1;
-        }
-        println!(
-            "| {:?} | {} | {} | {} | {:.1} | {:.1} | {:+.0} % |",
-            s.algorithm.collective(),
-            s.algorithm.schedule_name(),
-            s.world,
-            s.bytes,
-            s.us,
-            p.us,
-            err * 100.0
-        );
-    }
-    println!("\n{within} of {total} cells within +-25 %");
-    Ok(())
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {
@@ -186,15 +109,14 @@ fn size_text(b: usize) -> String {
 }
 
 fn run(args: &[String]) -> Result<(), String> {
-    let usage = "usage: hcomm-cost fit NAME CACHED_BYTES RUN.jsonl.. | check MACHINE RUN.jsonl.. | table MACHINE [RANKS,..] [BYTES]";
+    let usage = "usage: hcomm-cost fit NAME CACHED_BYTES RUN.jsonl.. | table MACHINE [RANKS,..] [BYTES]";
     match args {
         [cmd, name, cached, files @ ..] if cmd == "fit" && !files.is_empty() => {
             let cached = parse_size(cached)? as f64;
-            let m = fit(name, &samples(&read_cells(files)?), cached).map_err(|e| e.to_string())?;
+            let m = fit(name, &measured(files).map_err(|e| e.to_string())?, cached).map_err(|e| e.to_string())?;
             print!("{}", to_toml(&m, &format!("hcomm-cost {}", args.join(" "))));
             Ok(())
         }
-        [cmd, m, files @ ..] if cmd == "check" && !files.is_empty() => check(&machine(m)?, &read_cells(files)?),
         [cmd, m, rest @ ..] if cmd == "table" && rest.len() <= 2 => {
             let ranks = match rest.first() {
                 Some(r) => r
