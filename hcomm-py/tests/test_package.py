@@ -142,6 +142,10 @@ def test_a_killed_rank_is_peer_failed_on_every_other_rank(tmp_path, n):
             print("no error", flush=True)
         except hcomm.PeerFailed as e:
             print("peer failed", c.rank(), e.rank, round(time.monotonic() - t, 3), str(e), flush=True)
+            # Stay a while: a survivor that exited at once would be a second
+            # failed peer, and a slower survivor could name it instead of
+            # rank 1 (truthfully, but that is not what is tested here).
+            time.sleep(3)
             sys.exit(4)
     """))
     env = dict(os.environ, HCOMM_TIMEOUT="60")

@@ -795,6 +795,11 @@ impl Engine {
                     self.liveness.finish(from);
                     return Ok(());
                 }
+                Msg::Learned { known } => {
+                    drop(st);
+                    self.learn(known);
+                    return Ok(());
+                }
             }
             self.signal.notify();
         }
@@ -1041,6 +1046,14 @@ impl Engine {
             if let Some(e) = group.and_then(|g| g.coll_failure.clone()) {
                 return Some(e);
             }
+            // A member that failed never takes its part, and the members
+            // that saw it leave the collective: a step waiting on one of
+            // them (alive, but gone from this collective) would wait until
+            // the timeout. Every collective step of the group fails at
+            // once, naming the member that failed.
+            if let Some(root) = group.and_then(|g| self.liveness.root_failure(&g.members)) {
+                return Some(root);
+            }
         }
         if !matches!(
             slot.state,
@@ -1092,6 +1105,11 @@ impl Engine {
                     return Some(Error::Aborted { reason: reason.clone() });
                 }
             }
+        }
+        // A failed member ends the group's collectives, even where the
+        // member waited for is alive (see `blocking_failure`).
+        if let Some(root) = self.liveness.root_failure(members) {
+            return Some(root);
         }
         let state = self.liveness.state(members[peer]);
         let e = state.blocking_error(peer, || {
@@ -1427,6 +1445,21 @@ impl Watcher for Engine {
             };
             if let Some(msg) = msg {
                 for link in self.links.iter().flatten() {
+                    link.send(msg.clone());
+                }
+            }
+        } else if let RankState::Failed {
+            reason,
+            secondary: false,
+        } = state
+        {
+            // Pass a root-cause failure on once (a rank's state leaves
+            // `Running` once), to every peer but the failed one.
+            let msg = Msg::Learned {
+                known: vec![(rank as u32, reason.clone())],
+            };
+            for (peer, link) in self.links.iter().enumerate() {
+                if let Some(link) = link.as_ref().filter(|_| peer != rank) {
                     link.send(msg.clone());
                 }
             }

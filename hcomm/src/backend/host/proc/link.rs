@@ -168,6 +168,11 @@ pub(super) enum Msg {
     /// The sender's rank finished (its communicators are gone); `known` as
     /// for `Failed`.
     Finished { known: Vec<(u32, String)> },
+    /// The sender learned that these ranks failed as root causes (it is
+    /// running): a rank that never talks to them learns it too, so its
+    /// collectives with them fail at once rather than wait on a member
+    /// that left the collective when it saw the failure.
+    Learned { known: Vec<(u32, String)> },
     /// Messages wait in the ring (for a receiver that may sleep).
     Wake,
 }
