@@ -179,32 +179,24 @@ fn a_length_variable_is_run_past_the_crossings_of_the_bounds() {
     // n = 2, the middle of the block is lost from n = 3 on
     let out = || p(1, "output");
     let blk = |k: Expr| out().chunk(k);
-    let s = S::new("ends")
-        .input("input", n())
-        .output("output", n() * world())
-        .worlds(2, 4)
-        .post(PostKind::AllGather {
-            input: bref(0, "input"),
-            output: bref(1, "output"),
-        })
-        .body(vec![
-            copy(p(0, "input"), out().chunk(rank())),
-            for_(
-                "s",
-                0,
-                world() - 1,
-                vec![
-                    batch(vec![
-                        send(blk((rank() - var("s")) % world()).slice(0, 1), right()),
-                        recv(blk((rank() - var("s") - 1) % world()).slice(0, 1), left()),
-                    ]),
-                    batch(vec![
-                        send(blk((rank() - var("s")) % world()).slice(n() - 1, n()), right()),
-                        recv(blk((rank() - var("s") - 1) % world()).slice(n() - 1, n()), left()),
-                    ]),
-                ],
-            ),
-        ]);
+    let s = all_gather_claim("ends").worlds(2, 4).body(vec![
+        copy(p(0, "input"), out().chunk(rank())),
+        for_(
+            "s",
+            0,
+            world() - 1,
+            vec![
+                batch(vec![
+                    send(blk((rank() - var("s")) % world()).slice(0, 1), right()),
+                    recv(blk((rank() - var("s") - 1) % world()).slice(0, 1), left()),
+                ]),
+                batch(vec![
+                    send(blk((rank() - var("s")) % world()).slice(n() - 1, n()), right()),
+                    recv(blk((rank() - var("s") - 1) % world()).slice(n() - 1, n()), left()),
+                ]),
+            ],
+        ),
+    ]);
     let d = verify(&s);
     let d = one(&d, DiagKind::PostconditionViolated);
     assert_eq!(
@@ -395,26 +387,18 @@ fn a_postcondition_over_two_length_variables_is_reported_not_sampled() {
 /// A ring all-gather whose loop runs `world - 1 - short` steps.
 fn ring_short_by(short: i64) -> Schedule {
     let out = || p(1, "output");
-    S::new("ring")
-        .input("input", n())
-        .output("output", n() * world())
-        .worlds(1, 8)
-        .post(PostKind::AllGather {
-            input: bref(0, "input"),
-            output: bref(1, "output"),
-        })
-        .body(vec![
-            copy(p(0, "input"), out().chunk(rank())),
-            for_(
-                "s",
-                0,
-                world() - 1 - short,
-                vec![batch(vec![
-                    send(out().chunk((rank() - var("s")) % world()), right()),
-                    recv(out().chunk((rank() - var("s") - 1) % world()), left()),
-                ])],
-            ),
-        ])
+    all_gather_claim("ring").worlds(1, 8).body(vec![
+        copy(p(0, "input"), out().chunk(rank())),
+        for_(
+            "s",
+            0,
+            world() - 1 - short,
+            vec![batch(vec![
+                send(out().chunk((rank() - var("s")) % world()), right()),
+                recv(out().chunk((rank() - var("s") - 1) % world()), left()),
+            ])],
+        ),
+    ])
 }
 
 #[test]

@@ -5,10 +5,6 @@ use super::pass::ring_all_gather;
 use super::*;
 use crate::{check_static, check_world, verify, DiagKind};
 
-fn gather_bufs(name: &str) -> S {
-    S::new(name).input("input", n()).output("output", n() * world())
-}
-
 fn span_of(s: &Schedule, f: &dyn Fn(&Stmt) -> bool) -> SpanId {
     find_stmt(&s.body, f).expect("statement").span
 }

@@ -357,6 +357,20 @@ pub(crate) fn bref(index: usize, text: &str) -> BufRef {
 
 // ---- schedules ----
 
+/// `input: [T; n]` and `output: [T; n * world]`, the buffers of an
+/// all-gather.
+pub(crate) fn gather_bufs(name: &str) -> S {
+    S::new(name).input("input", n()).output("output", n() * world())
+}
+
+/// [`gather_bufs`] claiming `all_gather(input -> output)`.
+pub(crate) fn all_gather_claim(name: &str) -> S {
+    gather_bufs(name).post(PostKind::AllGather {
+        input: bref(0, "input"),
+        output: bref(1, "output"),
+    })
+}
+
 /// A schedule builder.
 pub(crate) struct S(pub(crate) Schedule);
 

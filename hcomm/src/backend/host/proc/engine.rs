@@ -1111,11 +1111,9 @@ impl Engine {
         if let Some(root) = self.liveness.root_failure(members) {
             return Some(root);
         }
-        let state = self.liveness.state(members[peer]);
-        let e = state.blocking_error(peer, || {
+        self.liveness.state(members[peer]).blocking_error(peer, || {
             format!("it finished without calling collective #{} ({header})", header.seq)
-        })?;
-        Some(self.liveness.root_failure(members).unwrap_or(e))
+        })
     }
 
     /// Fails the later collectives of `group` with `e` (found on the board).
