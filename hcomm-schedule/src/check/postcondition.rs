@@ -9,9 +9,8 @@
 //! fingerprints (and a tree used only to describe a wrong value), so
 //! combining is O(1) and comparing with the expected reduction is exact up to
 //! a 2^-128 collision chance. Lengths are linear, so the data flow is
-//! checked at concrete values of the one length variable that together
-//! decide every value (see [`points`]); over several length variables the
-//! postcondition is reported as not decided.
+//! checked at concrete values of the length variables that together
+//! decide every value (see [`points`]).
 //!
 //! One symbol stands for a group of elements that share their history:
 //! the lengths' common factor, or a run (see `check::runs`) when the
@@ -231,9 +230,13 @@ pub(crate) fn check_located(un: &Unrolled<'_, '_>, order: &[u32]) -> (Vec<Diagno
     (cut.into_iter().collect(), None)
 }
 
-/// At most this many values of a length variable are run (the crossing
-/// points of the forms decide how many are needed).
+/// At most this many values of each length variable are run (the
+/// crossing points of the forms decide how many are needed).
 const MAX_POINTS: i64 = 64;
+
+/// At most this many points in all are run over several length variables
+/// (64 values of each of two; 16 of each of three).
+const MAX_RUNS: i64 = 4096;
 
 /// The values of the length variables the symbolic execution runs at.
 ///
@@ -241,81 +244,115 @@ const MAX_POINTS: i64 = 64;
 /// * One variable `n` that scales every length and bound (no constant
 ///   terms): `n = 1` alone, since the run at `n = k` is the run at `n = 1`
 ///   with every element split in `k`.
-/// * Otherwise, for one variable, every `n` up to [`one_var_bound`], which
-///   decides every `n`.
-/// * Several variables: no finite set of values is known to cover every
-///   case, so the postcondition is reported as not decided (never
-///   sampled).
+/// * Otherwise every point of the box `1..=K` in each variable, `K` from
+///   [`covering_bound`], which decides every value; a `K` past
+///   [`MAX_POINTS`] or a box past [`MAX_RUNS`] points is an error naming
+///   it (never a sample).
 fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
     let names = &un.prog.len_names;
     let span = un.prog.post.as_ref().map_or(un.prog.s.span, |p| p.span);
     let sit = || crate::situation::Situation::plain(un.prog, un.world, &un.scalars);
-    if names.len() > 1 {
-        let listed: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
-        return Err(Diagnostic::new(
-            DiagKind::EvaluationError,
-            span,
-            format!(
-                "{}, the postcondition is not decided for every value of the length variables {}: \
-                 the checker decides postconditions over one length variable, and knows no finite set \
-                 of values of several that covers every case",
-                sit(),
-                listed.join(" and ")
-            ),
-        )
-        .with_hint(
-            "write every length with one length variable (a second block length as a multiple of the first, \
-             for example); bounds and overlaps over several are decided exactly, only the postcondition is not",
-        ));
-    }
     let points = vec![vec![1_i64; names.len()]];
-    if names.is_empty() || homogeneous(un) {
+    if names.is_empty() || (names.len() == 1 && homogeneous(un)) {
         return Ok(points);
     }
-    let last = one_var_bound(un);
-    if last > MAX_POINTS {
-        let name = &names[0];
+    let last = covering_bound(un);
+    let vars = u32::try_from(names.len()).unwrap_or(u32::MAX);
+    let runs = last.checked_pow(vars).unwrap_or(i64::MAX);
+    if last > MAX_POINTS || runs > MAX_RUNS {
+        let listed: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+        let (what, limit) = if let [name] = names.as_slice() {
+            (
+                format!("`{name}` takes a run at each `{name}` up to {last}"),
+                format!("at most {MAX_POINTS}"),
+            )
+        } else {
+            let listed = listed.join(" and ");
+            (
+                format!("the length variables takes a run at every point up to {last} in each of {listed}"),
+                format!("at most {MAX_POINTS} values of each and {MAX_RUNS} points in all"),
+            )
+        };
         return Err(Diagnostic::new(
             DiagKind::EvaluationError,
             span,
             format!(
-                "{}, the postcondition is not decided: deciding every value of `{name}` takes a run at \
-                 each `{name}` up to {last}, and the checker runs at most {MAX_POINTS}",
+                "{}, the postcondition is not decided: deciding every value of {what}, and the checker runs {limit}",
                 sit()
             ),
         )
-        .with_hint(
-            "keep the constants in lengths and region bounds small next to the length variable's coefficients",
-        ));
+        .with_hint(if names.len() == 1 {
+            "keep the constants in lengths and region bounds small next to the length variable's coefficients"
+        } else {
+            "keep the constants and coefficients in lengths and region bounds small, or write the lengths with \
+             fewer length variables"
+        }));
     }
-    Ok((1..=last).map(|x| vec![x]).collect())
+    let mut all = points;
+    for _ in 0..runs - 1 {
+        let mut next = all.last().cloned().unwrap_or_default();
+        // the next point of the box, the first variable turning slowest
+        for x in next.iter_mut().rev() {
+            if *x < last {
+                *x += 1;
+                break;
+            }
+            *x = 1;
+        }
+        all.push(next);
+    }
+    Ok(all)
 }
 
-/// For one length variable `n`: a value up to which running every `n`
-/// decides every `n` (see the reference, section 7, "For every length").
+/// A bound `K` such that running every point of the box `1..=K` in each
+/// of the `k` length variables decides every value (the reference,
+/// section 7, "For every length").
 ///
 /// An output element's final value comes through a chain of data moves
-/// (copies, messages, collectives); for a fixed chain, the values of `n` at
-/// which some element takes it and ends wrong form intervals whose ends are
-/// where two linear forms cross: region bounds and buffer lengths shifted
-/// by the chain's partial sum of shifts (destination start minus source
-/// start), and the expected layout's block bounds. With `C` the largest
-/// constant term of a bound or length, `D` the sum of the constant terms
-/// of every move's shift (a bound on any partial sum) and `E` the largest
-/// constant term of an expected block bound (the world size times the
-/// block length's for `all_gather` and `reduce_scatter`, the length's for
-/// `all_to_all` and `all_gather` in place, the longer length's for a
-/// block-wise `shift`, 0 for the element-wise postconditions), every such crossing lies at or below `2 max(C + D, E) + 1`,
-/// so running every `n` up to two past it meets every wrong interval.
-fn one_var_bound(un: &Unrolled<'_, '_>) -> i64 {
-    let k = |l: &Lin| i128::from(l.eval_at(&[0]).unwrap_or(i64::MAX).unsigned_abs().min(1 << 62));
-    let mut c: i128 = 0;
-    let mut d: i128 = 0;
+/// (copies, messages, collectives); for a fixed chain, the values at which
+/// some element takes it and ends wrong form a union of sets
+/// `{v >= 1 : G_j(v) >= 0}`, each `G_j` the difference of two forms:
+/// region bounds and buffer lengths shifted by the chain's partial sum of
+/// shifts (destination start minus source start), and the expected
+/// layout's block bounds. With `C` the largest constant term of a bound or
+/// length, `D` the sum of the constant terms of every move's shift (a bound
+/// on any partial sum) and `E` the largest constant term of an expected
+/// block bound (the world size times the block length's for `all_gather`
+/// and `reduce_scatter`, the length's for `all_to_all` and `all_gather` in
+/// place, the longer length's for a block-wise `shift`, 0 for the
+/// element-wise postconditions), every `G_j` has a constant of at most
+/// `B = 2 max(C + D, E) + 1`; with `C'`, `D'`, `E'` the same sums of the
+/// largest coefficient of a variable instead, every coefficient is at most
+/// `A = 2 max(C' + D', E')`. A non-empty such set has an integer point
+/// with every value at most `k! A^(k-1) (B + 1)` (a vertex by Cramer's
+/// rule, plus the fractional part of at most `k` extreme rays), and `K =
+/// k! A^(k-1) (B + 2)`: for one variable, `2 max(C + D, E) + 3`.
+fn covering_bound(un: &Unrolled<'_, '_>) -> i64 {
+    // (|constant term|, largest |coefficient| of a variable)
+    let k = |l: &Lin| -> (i128, i128) {
+        let Some(c) = l.coefficients() else {
+            // count entries: their constant at every entry 1
+            let v = l.eval_at(&[0; MAX_LEN_VARS]).unwrap_or(i64::MAX);
+            return (i128::from(v.unsigned_abs().min(1 << 62)), 0);
+        };
+        let coef = c[1..].iter().map(|x| i128::from(x.unsigned_abs())).max().unwrap_or(0);
+        (i128::from(c[0].unsigned_abs()), coef)
+    };
+    let far = (1_i128 << 62, 1_i128 << 62);
+    let add = |acc: &mut (i128, i128), x: (i128, i128)| {
+        acc.0 += x.0;
+        acc.1 += x.1;
+    };
+    let mut c = (0_i128, 0_i128);
+    let mut d = (0_i128, 0_i128);
     let w = i128::from(un.world);
-    for_each_form(un, |l| c = c.max(k(l)));
+    for_each_form(un, |l| {
+        let x = k(l);
+        c = (c.0.max(x.0), c.1.max(x.1));
+    });
     for t in &un.ranks {
         for cp in &t.copies {
-            d += cp.dst.start.sub(&cp.src.start).map_or(1 << 62, |x| k(&x));
+            add(&mut d, cp.dst.start.sub(&cp.src.start).map_or(far, |x| k(&x)));
         }
         for o in t.ops.iter().filter(|o| !o.send) {
             let (q, j) = o.partner;
@@ -324,7 +361,7 @@ fn one_var_bound(un: &Unrolled<'_, '_>) -> i64 {
                 un.regs.get(o.reg as usize),
                 sent.and_then(|x| un.regs.get(x.reg as usize)),
             ) {
-                d += a.start.sub(&b.start).map_or(1 << 62, |x| k(&x));
+                add(&mut d, a.start.sub(&b.start).map_or(far, |x| k(&x)));
             }
         }
         for cl in &t.colls {
@@ -334,30 +371,44 @@ fn one_var_bound(un: &Unrolled<'_, '_>) -> i64 {
                 continue;
             };
             let to = dst.unwrap_or(src);
-            d += to.start.sub(&src.start).map_or(1 << 62, |x| k(&x));
-            d += match cl.kind {
-                CollKind::AllGather | CollKind::AllGatherV => w * k(&src.len()),
-                CollKind::ReduceScatter => w * k(&to.len()),
-                CollKind::AllToAll | CollKind::AllToAllV => k(&src.len()) + k(&to.len()),
-                _ => 0,
-            };
+            add(&mut d, to.start.sub(&src.start).map_or(far, |x| k(&x)));
+            let (s, o) = (k(&src.len()), k(&to.len()));
+            add(
+                &mut d,
+                match cl.kind {
+                    CollKind::AllGather | CollKind::AllGatherV => (w * s.0, w * s.1),
+                    CollKind::ReduceScatter => (w * o.0, w * o.1),
+                    CollKind::AllToAll | CollKind::AllToAllV => (s.0 + o.0, s.1 + o.1),
+                    _ => (0, 0),
+                },
+            );
         }
     }
-    let mut e: i128 = 0;
+    let mut e = (0_i128, 0_i128);
     if let (Some(post), Some(t0)) = (un.prog.post.as_ref(), un.ranks.first()) {
         // the expected blocks start at multiples of a block length
-        let len = |b: u32| t0.bufs.get(b as usize).map_or(0, |x| k(&x.len));
+        let len = |b: u32| t0.bufs.get(b as usize).map_or((0, 0), |x| k(&x.len));
+        let (i, o) = (len(post.input), len(post.output));
         e = match post.kind {
-            PostKind::AllGather { .. } if post.input == post.output => len(post.output),
-            PostKind::AllGather { .. } => w * len(post.input),
-            PostKind::ReduceScatter { .. } => w * len(post.output),
-            PostKind::AllToAll { .. } => len(post.output),
+            PostKind::AllGather { .. } if post.input == post.output => o,
+            PostKind::AllGather { .. } => (w * i.0, w * i.1),
+            PostKind::ReduceScatter { .. } => (w * o.0, w * o.1),
+            PostKind::AllToAll { .. } => o,
             // block bounds `j * len / K` of both sides
-            PostKind::Shift { .. } if post.shift_blocks.is_some() => len(post.output).max(len(post.input)),
-            _ => 0,
+            PostKind::Shift { .. } if post.shift_blocks.is_some() => (o.0.max(i.0), o.1.max(i.1)),
+            _ => (0, 0),
         };
     }
-    let bound = 2 * (c + d).max(e) + 3;
+    let b = 2 * (c.0 + d.0).max(e.0) + 1;
+    let a = (2 * (c.1 + d.1).max(e.1)).max(1);
+    let vars = un.prog.len_names.len().max(1);
+    let mut bound = b + 2;
+    for i in 2..=vars {
+        // k! A^(k-1): one more factor i and A per variable
+        bound = bound
+            .saturating_mul(a)
+            .saturating_mul(i128::try_from(i).unwrap_or(i128::MAX));
+    }
     i64::try_from(bound.max(3)).unwrap_or(i64::MAX)
 }
 

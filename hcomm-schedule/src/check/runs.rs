@@ -5,7 +5,8 @@
 //! region a statement of that rank names in it, and (for the
 //! postcondition's output) at the bounds of the blocks the postcondition
 //! expects. A move of `src[a..b]` to `dst[c..d]` (a copy, an `accumulate`,
-//! a message from the send's region to the receive's) then carries each
+//! a message from the send's region to the receive's, a collective's
+//! blocks; see [`collective_moves`]) then carries each
 //! cut strictly inside one region to the same offset in the other, both
 //! ways, until no move adds a cut. At that fixed point every move maps the
 //! intervals of its source onto the intervals of its destination one to
@@ -14,7 +15,7 @@
 //! every move, and the symbolic run can move one symbol per interval: its
 //! verdict is the element-by-element run's, whatever the block size.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use crate::compile::CollKind;
 use crate::ir::PostKind;
@@ -26,19 +27,15 @@ use crate::trace::{Reg, Unrolled};
 /// intervals start, then its length.
 pub(crate) type Cuts = Vec<Vec<usize>>;
 
+/// A region at a point: (buffer slot, first element, end).
+type Span = (usize, usize, usize);
+
 /// The cuts at `point`, or `Err(count)` when they pass `limit` in all
 /// (`count` then counts them so far). `None` when the schedule has
-/// collectives other than barriers, whose block layouts this cutting does
-/// not follow, or a buffer of 2^32 elements or more (the caller keeps one
-/// symbol per element group then).
+/// `all_gatherv` or `all_to_allv` (their parts follow the counts), or a
+/// buffer of 2^32 elements or more (the caller keeps one symbol per
+/// element group then).
 pub(crate) fn cuts(un: &Unrolled<'_, '_>, point: &[i64], limit: usize) -> Option<Result<Cuts, usize>> {
-    if un
-        .ranks
-        .iter()
-        .any(|t| t.colls.iter().any(|c| !matches!(c.kind, CollKind::Barrier)))
-    {
-        return None;
-    }
     let at = |l: &Lin| usize::try_from(l.eval_at(point)?).ok();
     let mut first = Vec::with_capacity(un.ranks.len() + 1);
     let mut sets: Vec<BTreeSet<usize>> = Vec::new();
@@ -57,13 +54,13 @@ pub(crate) fn cuts(un: &Unrolled<'_, '_>, point: &[i64], limit: usize) -> Option
         let s = first.get(r)? + b as usize;
         (s < *first.get(r + 1)?).then_some(s)
     };
-    let span = |r: usize, reg: &Reg| -> Option<(usize, usize, usize)> {
+    let span = |r: usize, reg: &Reg| -> Option<Span> {
         let s = slot(r, reg.buf)?;
         let (a, e) = (at(&reg.start)?, at(&reg.end)?);
         (a <= e && e <= lens[s]).then_some((s, a, e))
     };
     // every move, as (slot, start, end) of its source and of its destination
-    let mut moves: Vec<[(usize, usize, usize); 2]> = Vec::new();
+    let mut moves: Vec<[Span; 2]> = Vec::new();
     for (r, t) in un.ranks.iter().enumerate() {
         for c in &t.copies {
             moves.push([span(r, &c.src)?, span(r, &c.dst)?]);
@@ -75,12 +72,16 @@ pub(crate) fn cuts(un: &Unrolled<'_, '_>, point: &[i64], limit: usize) -> Option
             moves.push([src, span(r, un.regs.get(o.reg as usize)?)?]);
         }
     }
+    collective_moves(un, &span, &mut moves)?;
     for [(s1, a1, e1), (s2, a2, e2)] in &moves {
         sets[*s1].extend([*a1, *e1]);
         sets[*s2].extend([*a2, *e2]);
     }
     expected_blocks(un, point, &first, &lens, &mut sets)?;
     let mut total: usize = sets.iter().map(BTreeSet::len).sum();
+    if total > limit {
+        return Some(Err(total));
+    }
     loop {
         let mut changed = false;
         for &[src, dst] in &moves {
@@ -107,6 +108,55 @@ pub(crate) fn cuts(un: &Unrolled<'_, '_>, point: &[i64], limit: usize) -> Option
         }
     }
     Some(Ok(sets.into_iter().map(|s| s.into_iter().collect()).collect()))
+}
+
+/// A collective as moves: every block of every member's regions (the
+/// blocks the collective reads and writes whole: an `all_gather`'s input
+/// and each of its output's group-size blocks, a `reduce_scatter`'s input
+/// blocks and output, both sides' blocks of an `all_to_all`, the whole
+/// regions of the others) is linked to the first block of the call, so
+/// that at the fixed point they are all cut alike, each block into the
+/// same runs: the collective then maps runs one to one, a reduction
+/// combining runs at the same offsets. `None` for `all_gatherv` and
+/// `all_to_allv`, or a region that does not evaluate or split evenly
+/// (steps 2-3 rule that out).
+fn collective_moves(
+    un: &Unrolled<'_, '_>,
+    span: &dyn Fn(usize, &Reg) -> Option<Span>,
+    moves: &mut Vec<[Span; 2]>,
+) -> Option<()> {
+    let mut hubs: HashMap<(u32, u32), Span> = HashMap::new();
+    for (r, t) in un.ranks.iter().enumerate() {
+        for c in &t.colls {
+            let g = un.groups.get(c.group as usize)?.len();
+            let (src_parts, dst_parts) = match c.kind {
+                CollKind::Barrier => continue,
+                CollKind::AllGather => (1, g),
+                CollKind::ReduceScatter => (g, 1),
+                CollKind::AllToAll => (g, g),
+                CollKind::AllReduce | CollKind::Broadcast | CollKind::Reduce => (1, 1),
+                CollKind::AllGatherV | CollKind::AllToAllV => return None,
+            };
+            let sides = [(c.src.as_ref(), src_parts), (c.dst.as_ref(), dst_parts)];
+            for (reg, parts) in sides {
+                let Some(reg) = reg else { continue };
+                let (s, a, e) = span(r, reg)?;
+                let len = e - a;
+                if parts == 0 || len % parts != 0 {
+                    return None;
+                }
+                let b = len / parts;
+                for k in 0..parts {
+                    let block = (s, a + k * b, a + (k + 1) * b);
+                    let hub = *hubs.entry((c.group, c.seq)).or_insert(block);
+                    if hub != block {
+                        moves.push([hub, block]);
+                    }
+                }
+            }
+        }
+    }
+    Some(())
 }
 
 /// Cuts the postcondition's output (and a `reduce_scatter`'s input) at

@@ -129,48 +129,71 @@ fn blocks_without_a_common_factor_move_as_runs() {
     );
 }
 
-#[test]
-fn a_run_past_the_element_limit_is_an_error_naming_it() {
-    // a collective gathers into the scratch buffer, one element longer
-    // than the blocks: collectives keep one symbol per group of elements,
-    // and no common factor leaves 64 * (16384 * 129 + 1) of them
+/// An `all_gather` statement of 16384-element blocks into a scratch
+/// buffer one element longer (no common factor), then copied to the
+/// output with its blocks turned by `turn`.
+fn gather_through_scratch(turn: i64) -> Schedule {
     let tmp = || scr("tmp");
-    let s = S::new("gather")
-        .input("input", int(16384))
-        .output("output", int(16384) * world())
+    let b = int(16384);
+    let mut s = S::new("gather")
+        .input("input", b.clone())
+        .output("output", b.clone() * world())
         .world_list(&[64])
         .post(PostKind::AllGather {
             input: bref(0, "input"),
             output: bref(1, "output"),
         })
         .body(vec![
-            scratch("tmp", int(16384) * world() + 1),
+            scratch("tmp", b.clone() * world() + 1),
             coll(Collective::AllGather {
                 src: p(0, "input"),
-                dst: tmp().slice(0, int(16384) * world()),
+                dst: tmp().slice(0, b.clone() * world()),
             }),
-            copy(tmp().slice(0, int(16384) * world()), p(1, "output")),
+            copy(
+                tmp().slice(b.clone() * turn, b.clone() * world()),
+                p(1, "output").slice(0, b.clone() * (world() - turn)),
+            ),
+            copy(
+                tmp().slice(0, b.clone() * turn),
+                p(1, "output").slice(b.clone() * (world() - turn), b * world()),
+            ),
         ]);
-    let mut s = s;
     s.len_vars.clear();
-    let all = verify(&s);
-    let d = one(&all, DiagKind::EvaluationError);
+    s
+}
+
+#[test]
+fn a_collective_statement_over_large_blocks_moves_as_runs() {
+    // 64 * (16384 * 129 + 1) elements share no common factor, once past
+    // the limit; the collective's blocks are cut into runs alike, 2 runs
+    // per block
+    let s = gather_through_scratch(0);
+    assert_eq!(verify(&s), Vec::new());
+    assert_eq!(check_world(&s, 64, &[]), Vec::new());
+    assert!(crate::VerifyCache::new().check(&s, 64, &[]).is_ok());
+    // the blocks turned by one: rank 0's block 0 holds rank 1's input
+    let d = verify(&gather_through_scratch(1));
+    let d = one(&d, DiagKind::PostconditionViolated);
     assert_eq!(
         d.message,
-        "with world = 64, the postcondition is not decided: its symbolic run needs 135266368 elements in all \
-         (every rank's buffers, after dividing out the lengths' common factor), more than the checker's limit \
-         of 67108864 (2^26)"
+        "with world = 64, rank 0 ends with output block 0 element 0 = rank 1's input block 0 element 0, \
+         expected rank 0's input block 0 element 0"
     );
-    assert!(d.hint.as_deref().is_some_and(|h| h.contains("#[verify(world in ..)]")));
-    // the same at run time, for a size outside the verify set
-    let at_run_time = check_world(&s, 64, &[]);
-    assert_eq!(one(&at_run_time, DiagKind::EvaluationError).message, d.message);
-    let cache = crate::VerifyCache::new();
-    let e = cache.check(&s, 64, &[]).unwrap_err();
-    assert!(
-        e.starts_with("evaluation error: with world = 64, the postcondition is not decided"),
-        "{e}"
-    );
+}
+
+#[test]
+fn runs_past_their_limit_are_counted_not_cut() {
+    let s = gather_through_scratch(0);
+    let (prog, diags) = crate::compile::compile(&s);
+    assert!(diags.is_empty(), "{diags:?}");
+    let un = crate::unroll::unroll(&prog, 4, &[]).unwrap();
+    // 4 ranks: input 2 cuts, tmp 6, output 5 (blocks); cut further by the
+    // copies' bounds at 0 and 4 * 16384 only
+    let Some(Ok(cuts)) = crate::check::runs::cuts(&un, &[], 1000) else {
+        panic!("no cuts")
+    };
+    assert_eq!(cuts.iter().map(Vec::len).sum::<usize>(), 4 * (2 + 6 + 5));
+    assert_eq!(crate::check::runs::cuts(&un, &[], 20), Some(Err(52)));
 }
 
 #[test]
@@ -347,41 +370,81 @@ fn a_peer_out_of_range_gets_the_hint_its_shape_calls_for() {
     );
 }
 
-#[test]
-fn a_postcondition_over_two_length_variables_is_reported_not_sampled() {
-    // right for every n and m, but no finite set of (n, m) is known to
-    // decide it: an error saying so, never a verdict from samples
-    let m = || {
-        ex(ExprKind::Name(Name {
-            kind: NameKind::LenVar(1),
-            text: "m".to_owned(),
-        }))
-    };
-    let mut b = S::new("two")
-        .input("a", n())
-        .input("b", m())
-        .output("c", n() + m())
-        .worlds(1, 1)
-        .post(PostKind::AllReduce {
-            input: bref(2, "c"),
-            output: bref(2, "c"),
-            op: Op::Sum.into(),
+/// The second length variable, `m`.
+fn m() -> Expr {
+    ex(ExprKind::Name(Name {
+        kind: NameKind::LenVar(1),
+        text: "m".to_owned(),
+    }))
+}
+
+/// A ring all-gather of blocks of `n + m` elements that forwards each
+/// block in two pieces, `[0..n + 1]` and then `[from..m + n]` (a third
+/// buffer, `tail`, of `m` elements, fixes `m`).
+fn two_piece_ring(worlds: (i64, i64), from: &dyn Fn() -> Expr) -> Schedule {
+    let out = || p(1, "output");
+    let mut b = S::new("pieces")
+        .input("input", n() + m())
+        .output("output", (n() + m()) * world())
+        .input("tail", m())
+        .worlds(worlds.0, worlds.1)
+        .post(PostKind::AllGather {
+            input: bref(0, "input"),
+            output: bref(1, "output"),
         });
     b.0.len_vars.push(ident("m"));
-    // an all-reduce in place over one rank: nothing to do
-    let s = b.body(vec![]);
+    let mine = || (rank() - var("s")) % world();
+    let theirs = || (rank() - var("s") - 1) % world();
+    b.body(vec![
+        copy(p(0, "input"), out().chunk(rank())),
+        for_(
+            "s",
+            0,
+            world() - 1,
+            vec![
+                batch(vec![
+                    send(out().chunk(mine()).slice(0, n() + 1), right()),
+                    recv(out().chunk(theirs()).slice(0, n() + 1), left()),
+                ]),
+                batch(vec![
+                    send(out().chunk(mine()).slice(from(), m() + n()), right()),
+                    recv(out().chunk(theirs()).slice(from(), m() + n()), left()),
+                ]),
+            ],
+        ),
+    ])
+}
+
+#[test]
+fn a_postcondition_over_two_length_variables_is_decided_at_every_point() {
+    // pieces [0..n + 1] and [m - 1..m + n] cover a block exactly when
+    // m <= n + 2, which holds at every point of 1..=2 in each: wrong first
+    // at n = 1, m = 4, inside the box the crossing points give
+    let d = verify(&two_piece_ring((2, 2), &|| m() - 1));
+    let d = one(&d, DiagKind::PostconditionViolated);
+    assert_eq!(
+        d.message,
+        "with world = 2, n = 1, m = 4, rank 0 ends with output block 1 element 2 = rank 0's initial output \
+         block 1 element 2, expected rank 1's input block 0 element 2"
+    );
+    // [0..n + 1] and [n..n + m] cover every block for every (n, m)
+    assert_eq!(verify(&two_piece_ring((1, 2), &n)), Vec::new());
+}
+
+#[test]
+fn a_box_past_the_limit_over_two_length_variables_is_an_error_naming_it() {
+    // a scratch buffer of n + m + 40 elements: the box the crossing points
+    // give passes 64 values of each variable
+    let mut s = two_piece_ring((2, 2), &n);
+    s.body.insert(0, scratch("tmp", n() + m() + 40));
     let d = verify(&s);
     let d = one(&d, DiagKind::EvaluationError);
     assert_eq!(
         d.message,
-        "with world = 1, the postcondition is not decided for every value of the length variables `n` and `m`: \
-         the checker decides postconditions over one length variable, and knows no finite set of values of \
-         several that covers every case"
+        "with world = 2, the postcondition is not decided: deciding every value of the length variables takes a \
+         run at every point up to 996 in each of `n` and `m`, and the checker runs at most 64 values of each and \
+         4096 points in all"
     );
-    assert!(d
-        .hint
-        .as_deref()
-        .is_some_and(|h| h.starts_with("write every length with one length variable")));
 }
 
 /// A ring all-gather whose loop runs `world - 1 - short` steps.
