@@ -358,8 +358,8 @@ pub(crate) fn full_checks(prog: &Prog<'_>, world: i64, scalars: &[i64], blame: b
 }
 
 /// `d`, a failing postcondition's diagnostics, with a note at the loop
-/// bound to blame when `blame` and the wrong element was never written
-/// (see `check::blame`).
+/// bound to blame when `blame` and the wrong element was never written,
+/// or at the operator to blame when it was (see `check::blame`).
 fn blamed(
     prog: &Prog<'_>,
     world: i64,
@@ -368,9 +368,18 @@ fn blamed(
     wrong: Option<&postcondition::Wrong>,
     blame: bool,
 ) -> Vec<Diagnostic> {
-    if blame && wrong.is_some_and(|w| w.writer == crate::trace::NONE) {
-        let passes = |v: &Schedule| variant_passes(v, world, scalars);
-        if let (Some((span, note)), Some(first)) = (blame::loop_bound(prog.s, world, &passes), d.first_mut()) {
+    let passes = |v: &Schedule| variant_passes(v, world, scalars);
+    let note = match wrong {
+        Some(w) if blame && w.writer == crate::trace::NONE => blame::loop_bound(prog.s, world, &passes),
+        Some(_) if blame => blame::operator(prog.s, world, scalars, &passes),
+        _ => None,
+    };
+    if let (Some((span, note)), Some(first)) = (note, d.first_mut()) {
+        if span == first.span && first.hint.is_none() {
+            // the statement at fault wrote the element: a note there would
+            // repeat the error's place, so it is the hint
+            first.hint = Some(note);
+        } else {
             first.notes.push((span, note));
         }
     }

@@ -9,8 +9,14 @@
 //! passes steps 1 to 7 at the same world size and scalars is the one
 //! reported. The variant is checked in full, so the note is a fact about
 //! the schedule, never a guess: no loop is named when none passes.
+//!
+//! Likewise for a hard-coded operator: when a wrong element was written
+//! and the postcondition claims a reduction, each operator written as a
+//! keyword in a statement (`accumulate`, `recv .. reduce`, a reducing
+//! collective) that differs from the claimed one is tried, in source
+//! order, replaced by it; the first whose variant passes is named.
 
-use crate::ir::{BinOp, Expr, ExprKind, Schedule, SpanId, Stmt, StmtKind};
+use crate::ir::{BinOp, Collective, Expr, ExprKind, OpExpr, PostKind, Schedule, SpanId, Stmt, StmtKind};
 
 /// The worlds up to which the loops are tried (each try is a full check
 /// at that size; above it the diagnostic keeps its other notes).
@@ -121,4 +127,86 @@ fn lengthen(body: &mut [Stmt], k: &mut usize) -> Option<(SpanId, String, bool)> 
         }
     }
     None
+}
+
+/// The note for the first operator keyword of a statement that, replaced
+/// by the operator the postcondition claims, makes `s` pass at `world`
+/// (`passes` runs steps 1 to 7 on a variant).
+pub(crate) fn operator(
+    s: &Schedule,
+    world: i64,
+    scalars: &[i64],
+    passes: &dyn Fn(&Schedule) -> bool,
+) -> Option<(SpanId, String)> {
+    if world > MAX_WORLD {
+        return None;
+    }
+    let claimed = match &s.postcondition.as_ref()?.kind {
+        PostKind::AllReduce { op, .. } | PostKind::ReduceScatter { op, .. } | PostKind::Reduce { op, .. } => {
+            op.resolve(scalars)?
+        }
+        _ => return None,
+    };
+    let total = {
+        let mut counted = s.body.clone();
+        let mut k = 0;
+        for_each_op(&mut counted, &mut |op, _| k += usize::from(*op != OpExpr::Lit(claimed)));
+        k
+    };
+    for i in 0..total {
+        let mut variant = s.clone();
+        let mut k = 0;
+        let mut found = None;
+        for_each_op(&mut variant.body, &mut |op, span| {
+            if let OpExpr::Lit(was) = *op {
+                if was != claimed {
+                    if k == i {
+                        *op = OpExpr::Lit(claimed);
+                        found = Some((span, was));
+                    }
+                    k += 1;
+                }
+            }
+        });
+        let Some((span, was)) = found else { continue };
+        if passes(&variant) {
+            let (was, claimed) = (was.as_str(), claimed.as_str());
+            return Some((
+                span,
+                format!(
+                    "this statement reduces with `{was}` where the postcondition claims `{claimed}`: with \
+                     `{claimed}` here the schedule passes every check at world = {world}"
+                ),
+            ));
+        }
+    }
+    None
+}
+
+/// Calls `f` on every operator keyword of a statement of `body`, in
+/// source order, with the statement's span.
+fn for_each_op(body: &mut [Stmt], f: &mut dyn FnMut(&mut OpExpr, SpanId)) {
+    for st in body {
+        let span = st.span;
+        match &mut st.kind {
+            StmtKind::Recv { reduce: Some(op), .. }
+            | StmtKind::Irecv { reduce: Some(op), .. }
+            | StmtKind::Accumulate { op, .. }
+            | StmtKind::Collective {
+                kind:
+                    Collective::AllReduce { op, .. } | Collective::ReduceScatter { op, .. } | Collective::Reduce { op, .. },
+                ..
+            } if matches!(op, OpExpr::Lit(_)) => f(op, span),
+            StmtKind::For { body, .. } | StmtKind::Batch { body, .. } => for_each_op(body, f),
+            StmtKind::If { branches, else_body } => {
+                for (_, b) in branches.iter_mut() {
+                    for_each_op(b, f);
+                }
+                if let Some(b) = else_body.as_deref_mut() {
+                    for_each_op(b, f);
+                }
+            }
+            _ => {}
+        }
+    }
 }

@@ -490,3 +490,53 @@ fn a_loop_one_step_short_is_blamed_at_its_bound() {
         ["no statement wrote it; the nearest element written, output block 0, was written here"]
     );
 }
+
+#[test]
+fn a_hard_coded_operator_is_blamed_where_it_is_written() {
+    // a dissemination all-reduce claimed `max` that accumulates with `sum`:
+    // wrong from world 2 on
+    let tmp = || scr("tmp");
+    let s = S::new("dissemination")
+        .output("buf", n())
+        .worlds(1, 4)
+        .post(PostKind::AllReduce {
+            input: bref(0, "buf"),
+            output: bref(0, "buf"),
+            op: Op::Max.into(),
+        })
+        .body(vec![
+            scratch("tmp", n()),
+            for_(
+                "k",
+                0,
+                call(Func::CeilLog2, vec![world()]),
+                vec![
+                    batch(vec![
+                        send(p(0, "buf"), (rank() + pow2(var("k"))) % world()),
+                        recv(tmp(), (rank() - pow2(var("k"))) % world()),
+                    ]),
+                    accumulate(tmp(), p(0, "buf"), Op::Sum),
+                ],
+            ),
+        ]);
+    let d = verify(&s);
+    let d = one(&d, DiagKind::PostconditionViolated);
+    assert_eq!(
+        d.message,
+        "with world = 2, rank 0 ends with buf element 0 = a `sum` of 2 contributions (rank 0's initial buf \
+         element 0, rank 1's initial buf element 0), expected the `max` of every rank's buf element 0, each once"
+    );
+    // the accumulate wrote it: the error stands there, and the operator
+    // replaced is its hint
+    let StmtKind::For { body, .. } = &s.body[1].kind else {
+        panic!("not a loop")
+    };
+    assert_eq!(d.span, body[1].span);
+    assert_eq!(
+        d.hint.as_deref(),
+        Some(
+            "this statement reduces with `sum` where the postcondition claims `max`: with `max` here the schedule \
+             passes every check at world = 2"
+        )
+    );
+}
