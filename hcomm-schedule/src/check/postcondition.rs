@@ -29,7 +29,7 @@ use crate::compile::{CPost, CollKind};
 use crate::contents::{Contents, Reduction, Value};
 use crate::counts;
 use crate::diag::{DiagKind, Diagnostic};
-use crate::ir::{Op, PostKind, SpanId};
+use crate::ir::{Op, PostKind, SpanId, StmtKind};
 use crate::lin::{Lin, MAX_LEN_VARS};
 use crate::trace::{EvKind, Reg, Unrolled, NONE};
 
@@ -410,6 +410,15 @@ fn covering_bound(un: &Unrolled<'_, '_>) -> i64 {
             .saturating_mul(i128::try_from(i).unwrap_or(i128::MAX));
     }
     i64::try_from(bound.max(3)).unwrap_or(i64::MAX)
+}
+
+/// Where the data of send statement `stmt` came from: its region
+/// expression (the statement's span for anything else).
+fn sent_from(un: &Unrolled<'_, '_>, stmt: u32) -> SpanId {
+    match un.prog.stmts.get(stmt as usize).map(|i| &i.stmt.kind) {
+        Some(StmtKind::Send { region, .. } | StmtKind::Isend { region, .. }) => region.span,
+        _ => un.span(stmt),
+    }
 }
 
 /// Why a symbolic run was not carried out.
@@ -1905,7 +1914,7 @@ impl Exec<'_, '_, '_> {
             }
         }
         if let Some((q, stmt)) = self.sender(r, post.output as usize, writer_at) {
-            d = d.with_note(un.span(stmt), format!("rank {q} sent it from here"));
+            d = d.with_note(sent_from(un, stmt), format!("rank {q} sent it from here"));
         }
         if writer != NONE {
             d = d.with_note(post.span, "the postcondition is declared here");
