@@ -677,12 +677,12 @@ fn postcondition_violated_with_expected_shape() {
         "with world = 3, rank 0 ends with output block 1 = rank 2's input block 0, expected rank 1's input"
     );
     assert_eq!(d.span, span_of(&s, &is_recv));
-    // the send that brought the wrong block, then the attribute
+    // the region the send forwarded, then the attribute
     assert_eq!(d.notes.len(), 2);
-    assert_eq!(
-        d.notes[0],
-        (span_of(&s, &is_send), "rank 1 sent it from here".to_owned())
-    );
+    let Some(StmtKind::Send { region, .. }) = find_stmt(&s.body, &is_send).map(|st| &st.kind) else {
+        panic!("no send")
+    };
+    assert_eq!(d.notes[0], (region.span, "rank 1 sent it from here".to_owned()));
 }
 
 #[test]
