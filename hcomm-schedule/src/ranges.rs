@@ -2,9 +2,10 @@
 //! message to self, regions inside their buffers, chunks that divide evenly.
 //! The unroller calls these as it evaluates each statement.
 
+use crate::check::peer_hint::peer_hint;
 use crate::compile::{CRegion, P2pStmt};
 use crate::diag::{DiagKind, Diagnostic};
-use crate::ir::{BinOp, Expr, ExprKind, Func, NameKind, SpanId};
+use crate::ir::{Expr, SpanId};
 use crate::lin::Lin;
 use crate::situation::Situation;
 
@@ -23,76 +24,7 @@ pub(crate) fn peer_out_of_range(
         p.peer.span,
         format!("{sit}, rank {rank} {verb} {peer}, which is not in `0..world`"),
     );
-    d.with_hint(peer_hint(sit, rank, written))
-}
-
-/// How a peer is formed, for the hint of [`peer_out_of_range`].
-#[derive(PartialEq)]
-enum PeerShape {
-    /// `rank ± k` and the like: a ring's neighbour, which `% world` wraps.
-    Ring,
-    /// `rank ^ d`, `rank + pow2(k)`, `.. % m`: a partner that only some
-    /// world sizes have (or one already wrapped).
-    Partner,
-    /// A name: either.
-    Unknown,
-}
-
-fn peer_shape(e: &Expr) -> PeerShape {
-    fn doubling(e: &Expr) -> bool {
-        match &e.kind {
-            ExprKind::Binary(op, a, b) => {
-                matches!(op, BinOp::BitXor | BinOp::Shl | BinOp::Mul | BinOp::Rem) || doubling(a) || doubling(b)
-            }
-            ExprKind::Unary(_, a) => doubling(a),
-            ExprKind::Call(f, args) => matches!(f, Func::Pow2) || args.iter().any(doubling),
-            ExprKind::Int(_) | ExprKind::Name(_) | ExprKind::Count(_) => false,
-        }
-    }
-    fn reads_rank(e: &Expr) -> bool {
-        match &e.kind {
-            ExprKind::Binary(_, a, b) => reads_rank(a) || reads_rank(b),
-            ExprKind::Unary(_, a) => reads_rank(a),
-            ExprKind::Call(_, args) => args.iter().any(reads_rank),
-            ExprKind::Name(n) => n.kind == NameKind::Rank,
-            ExprKind::Int(_) | ExprKind::Count(_) => false,
-        }
-    }
-    if doubling(e) {
-        PeerShape::Partner
-    } else if reads_rank(e) {
-        PeerShape::Ring
-    } else {
-        PeerShape::Unknown
-    }
-}
-
-/// `% world` for a ring's neighbour; a guard or a `#[requires]` for a
-/// partner that the world size does not provide (the schedule's own
-/// `#[requires]` named when it lets this size through).
-fn peer_hint(sit: &Situation<'_>, rank: u32, written: Option<&Expr>) -> String {
-    const WRAP: &str = "wrap the peer with `% world` (`%` is Euclidean, so `(rank - 1) % world` wraps too)";
-    let w = sit.world;
-    let requires = if sit.prog.s.requires.is_empty() {
-        "limit the world sizes with `#[requires(..)]` (e.g. `#[requires(is_pow2(world))]`)".to_owned()
-    } else {
-        format!("tighten the schedule's `#[requires]`, which lets world = {w} through")
-    };
-    match written.map(peer_shape) {
-        Some(PeerShape::Ring) | None => WRAP.to_owned(),
-        Some(PeerShape::Partner) => {
-            let e = written.map(ToString::to_string).unwrap_or_default();
-            format!(
-                "rank {rank} has no partner `{e}` at world = {w}: guard the statement (`if {e} < world {{ .. }}`), or {requires}"
-            )
-        }
-        Some(PeerShape::Unknown) => {
-            let e = written.map(ToString::to_string).unwrap_or_default();
-            format!(
-                "{WRAP}; if rank {rank} has no partner at world = {w}, guard the statement (`if {e} < world {{ .. }}`), or {requires}"
-            )
-        }
-    }
+    d.with_hint(peer_hint(sit, rank, p.send, peer, written))
 }
 
 /// A blocking `send` to (or `recv` from) the caller itself whose matching

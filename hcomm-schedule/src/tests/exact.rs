@@ -370,6 +370,56 @@ fn a_peer_out_of_range_gets_the_hint_its_shape_calls_for() {
     );
 }
 
+/// A pipeline: rank r passes its input to rank r + 1, `guard` deciding
+/// which ranks send.
+fn pipeline(guard: Option<Expr>) -> Schedule {
+    let send_it = send(p(0, "input"), rank() + 1);
+    S::new("pipeline")
+        .input("input", n())
+        .output("output", n())
+        .world_list(&[3])
+        .body(vec![
+            match guard {
+                Some(g) => if_(g, vec![send_it]),
+                None => send_it,
+            },
+            if_(ge(rank(), 1), vec![recv(p(1, "output"), rank() - 1)]),
+        ])
+}
+
+#[test]
+fn a_peer_out_of_range_under_a_guard_or_in_a_chain_gets_a_guard_not_a_wrap() {
+    // the guard lets the last rank through: the guard is at fault, and
+    // `% world` would add a message from rank world - 1 to rank 0 that no
+    // rank receives
+    let d = verify(&pipeline(Some(lt(rank(), world()))));
+    assert_eq!(d[0].kind, DiagKind::RankOutOfRange);
+    assert_eq!(
+        d[0].message,
+        "with world = 3, rank 2 sends to 3, which is not in `0..world`"
+    );
+    assert_eq!(
+        d[0].hint.as_deref(),
+        Some(
+            "rank world - 1 sends to rank world, which the guard `if rank < world` lets through: \
+             exclude it with `rank + 1 < world` in the guard"
+        )
+    );
+    // no guard and no peer wrapped anywhere: a chain is as likely as a ring
+    let d = verify(&pipeline(None));
+    assert_eq!(d[0].kind, DiagKind::RankOutOfRange);
+    assert_eq!(
+        d[0].hint.as_deref(),
+        Some(
+            "rank world - 1 sends to rank world: for a chain or pipeline, guard the statement \
+             (`if rank + 1 < world { .. }`); for a ring, wrap the peer with `% world` \
+             (`%` is Euclidean, so `(rank - 1) % world` wraps too)"
+        )
+    );
+    // the right guard passes
+    assert!(verify(&pipeline(Some(lt(rank() + 1, world())))).is_empty());
+}
+
 /// The second length variable, `m`.
 fn m() -> Expr {
     ex(ExprKind::Name(Name {

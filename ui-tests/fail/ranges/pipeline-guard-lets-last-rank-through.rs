@@ -1,0 +1,15 @@
+use hcomm::comm_schedule;
+
+comm_schedule! {
+    #[verify(world in 2..=4)]
+    pub fn f(a: &[T; n], b: &mut [T; n]) {
+        if rank < world {
+            send a to rank + 1;
+        }
+        if rank > 0 {
+            recv b from rank - 1;
+        }
+    }
+}
+
+fn main() {}
