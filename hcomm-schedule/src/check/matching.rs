@@ -35,22 +35,38 @@ pub(crate) fn check(un: &mut Unrolled<'_, '_>) -> Vec<Diagnostic> {
 /// Marks, in a channel's word, that its queued operations are sends.
 const SENDS: u32 = 1 << 31;
 
+/// An operation waiting in a channel's queue, with what its partner needs
+/// of it and, once paired, its partner.
+#[derive(Clone, Copy)]
+struct Node {
+    rank: u32,
+    index: u32,
+    /// The next node of the queue plus one (0: none).
+    next: u32,
+    reg: u32,
+    ev: u32,
+    partner: (u32, u32),
+    partner_ev: u32,
+}
+
 /// Sets every op's `partner`; whether any op is unmatched or any pair has
 /// unequal lengths.
 ///
 /// A channel is one `u64`: the first queued node plus one in the low half
 /// (0: nothing queued), the last plus one in the high half with [`SENDS`]
 /// when the queued operations are sends. Zero is an empty channel, so the
-/// dense table is zeroed memory that the system hands out lazily, and a
-/// message costs one access to its channel (this pass is a quarter of
-/// checking a direct all-gatherv, whose `world^2` channels each carry one
-/// message).
+/// dense table is zeroed memory that the system hands out lazily. A queued
+/// node keeps what its partner needs (region, event), and the partner it
+/// gets is written back to the operations at the end, in rank order: the
+/// pass then reads each operation once, in order, instead of touching the
+/// partner's operation on another rank's trace at each pairing (a cache
+/// miss each; this pass was a fifth of checking a direct all-gatherv, whose
+/// `world^2` channels each carry one message).
 fn pair(un: &mut Unrolled<'_, '_>) -> bool {
     let w = un.ranks.len();
     let mut dense: Vec<u64> = if w <= DENSE_LIMIT { vec![0; w * w] } else { Vec::new() };
     let mut sparse: FxHashMap<(u32, u32, i64), u64> = FxHashMap::default();
-    // queued operations: (rank, index, next node plus one)
-    let mut nodes: Vec<(u32, u32, u32)> = Vec::new();
+    let mut nodes: Vec<Node> = Vec::new();
     let reg_len: Vec<crate::lin::Lin> = un.regs.iter().map(crate::trace::Reg::len).collect();
     let mut bad = false;
     // operations queued and not yet paired
@@ -71,36 +87,49 @@ fn pair(un: &mut Unrolled<'_, '_>) -> bool {
             };
             let (head, tail) = (*slot as u32, (*slot >> 32) as u32);
             if head != 0 && (tail & SENDS != 0) != send {
-                let (qr, qi, next) = nodes[head as usize - 1];
-                *slot = if next == 0 {
+                let other = &mut nodes[head as usize - 1];
+                *slot = if other.next == 0 {
                     0
                 } else {
-                    u64::from(next) | (u64::from(tail) << 32)
+                    u64::from(other.next) | (u64::from(tail) << 32)
                 };
                 waiting -= 1;
-                let other = &mut un.ranks[qr as usize].ops[qi as usize];
                 other.partner = (ru, i as u32);
                 other.partner_ev = ev;
-                let (oreg, oev) = (other.reg, other.ev);
-                if oreg != reg && reg_len.get(oreg as usize) != reg_len.get(reg as usize) {
+                if other.reg != reg && reg_len.get(other.reg as usize) != reg_len.get(reg as usize) {
                     bad = true;
                 }
+                let (qr, qi, oev) = (other.rank, other.index, other.ev);
                 let op = &mut un.ranks[r].ops[i];
                 op.partner = (qr, qi);
                 op.partner_ev = oev;
             } else {
-                nodes.push((ru, i as u32, 0));
+                nodes.push(Node {
+                    rank: ru,
+                    index: i as u32,
+                    next: 0,
+                    reg,
+                    ev,
+                    partner: (NONE, NONE),
+                    partner_ev: 0,
+                });
                 let node = nodes.len() as u32;
                 let last = u64::from(node | if send { SENDS } else { 0 }) << 32;
                 if head == 0 {
                     *slot = u64::from(node) | last;
                 } else {
-                    nodes[(tail & !SENDS) as usize - 1].2 = node;
+                    nodes[(tail & !SENDS) as usize - 1].next = node;
                     *slot = u64::from(head) | last;
                 }
                 waiting += 1;
             }
         }
+    }
+    // nodes were queued in rank order, operation by operation
+    for n in nodes.iter().filter(|n| n.partner.0 != NONE) {
+        let op = &mut un.ranks[n.rank as usize].ops[n.index as usize];
+        op.partner = n.partner;
+        op.partner_ev = n.partner_ev;
     }
     bad || waiting != 0
 }
