@@ -4,20 +4,7 @@
 //! sizes; bugs that show only at large sizes or on some ranks get the
 //! exact message.
 
-use crate::syntax;
-
-/// The first error of the only item of `src`, `None` when it checks.
-fn first_error(src: &str) -> Option<String> {
-    let input = match syntax::parse_str(src) {
-        Ok(input) => input,
-        Err(e) => return Some(e.to_string()),
-    };
-    let rejection = match syntax::front(&input.items[0]) {
-        Ok(front) => syntax::check(&front).err()?,
-        Err(r) => r,
-    };
-    rejection.errors.first().map(|(_, text)| text.clone())
-}
+use super::forms::first_error;
 
 /// A direct all-gatherv whose batches go `1..steps` ranks around.
 fn all_gatherv(worlds: &str, steps: &str) -> String {
