@@ -300,22 +300,24 @@ pub(crate) fn nonneg(a: u32) -> bool {
 
 /// Whether `bound` is a prefix sum of `line`: `line` is a sum of distinct
 /// cells with coefficient 1 (in cell order: a vector, a row, a column),
-/// and `bound` the sum of its first few.
+/// and `bound` the sum of its first few. Decided on the runs (both are
+/// canonical: touching runs of one coefficient are merged), so it costs
+/// the number of runs, not of cells: the postcondition asks it for every
+/// region of every rank.
 pub(crate) fn is_prefix(line: u32, bound: u32) -> bool {
-    let cells = |id: u32| -> Option<Vec<u64>> {
-        let mut v = Vec::new();
-        for r in runs(id).iter() {
-            if r.k != 1 {
-                return None;
-            }
-            v.extend(r.lo..r.hi);
-        }
-        Some(v)
-    };
-    match (cells(line), cells(bound)) {
-        (Some(l), Some(b)) => l.starts_with(&b),
-        _ => false,
+    let (l, b) = (runs(line), runs(bound));
+    if l.iter().chain(b.iter()).any(|r| r.k != 1) || b.len() > l.len() {
+        return false;
     }
+    // every run of `bound` but the last is the line's run of that rank; the
+    // last starts where the line's does and ends within it
+    b.iter().zip(l.iter()).enumerate().all(|(i, (rb, rl))| {
+        if i + 1 == b.len() {
+            rb.lo == rl.lo && rb.hi <= rl.hi
+        } else {
+            rb == rl
+        }
+    })
 }
 
 /// The values of the counts a symbolic run uses: every entry 1, or a
@@ -460,6 +462,30 @@ mod tests {
             }
             proptest::prop_assert_eq!(nonneg(d), always);
             proptest::prop_assert_eq!(ta == tb, a == b);
+        }
+    }
+
+    proptest::proptest! {
+        /// Deciding prefixes on runs agrees with comparing the lists of
+        /// cells.
+        #[test]
+        fn prefix_on_runs_agrees_with_cells(
+            line in proptest::collection::btree_set(0_u64..12, 0..8),
+            bound in proptest::collection::btree_set(0_u64..12, 0..8),
+            take in 0_usize..9,
+            twice in proptest::bool::ANY,
+        ) {
+            let line: Vec<u64> = line.into_iter().collect();
+            let prefix: Vec<u64> = line.iter().copied().take(take).collect();
+            let other: Vec<u64> = bound.into_iter().collect();
+            let l = of_cells(line.iter().copied());
+            let doubled = if twice { scale(l, 2).unwrap() } else { l };
+            for cells in [&prefix, &other] {
+                let b = of_cells(cells.iter().copied());
+                // twice an empty line is the empty line
+                let ones = !twice || line.is_empty();
+                proptest::prop_assert_eq!(is_prefix(doubled, b), ones && line.starts_with(cells));
+            }
         }
     }
 

@@ -40,6 +40,9 @@ struct Regs {
     /// not computed yet; empty for other nodes. The base and the count are
     /// the same for the whole unrolling, so the index alone is the key.
     simple: Vec<Vec<u32>>,
+    /// (region node, base id, line, index) → id of a part that passed its
+    /// checks.
+    parts: FxHashMap<(u32, u32, crate::counts::Line, i64), u32>,
 }
 
 /// Chunk ids of one region node for one base region and count.
@@ -62,6 +65,7 @@ impl Regs {
             chunks: (0..nodes).map(|_| None).collect(),
             whole: vec![NONE; nodes],
             simple: vec![Vec::new(); nodes],
+            parts: FxHashMap::default(),
         }
     }
 
@@ -923,13 +927,13 @@ impl<'s> RankUnroller<'_, '_, 's> {
             }
             CRKind::Part { base, line, index } => {
                 let b = self.region(id, base)?;
-                self.part_of(id, r, &b, line, index)
+                Ok(self.part_of(id, r, &b, line, index)?.0)
             }
         }
     }
 
     /// Part `index` of region `b` laid out by `line`, with the checks of
-    /// step 2.
+    /// step 2, and whether they passed.
     fn part_of(
         &mut self,
         id: u32,
@@ -937,13 +941,13 @@ impl<'s> RankUnroller<'_, '_, 's> {
         b: &Reg,
         line: &crate::cexpr::CLine,
         index: &CExpr,
-    ) -> Result<Reg, Abort> {
+    ) -> Result<(Reg, bool), Abort> {
         let i = self.eval(id, index)?;
         let (sel, w) = crate::cexpr::line_of(line, &self.env, r.ir.span).map_err(|f| self.fail(id, f))?;
         if !(0..w).contains(&i) {
             let d = ranges::part_out_of_range(&self.situation(id), self.rank, r, i, w, index.span);
             self.range_error(id, d);
-            return Ok(b.clone());
+            return Ok((b.clone(), false));
         }
         let i = i.unsigned_abs();
         let before = Lin::count(crate::counts::line_part(line.param, sel, 0, i));
@@ -951,12 +955,13 @@ impl<'s> RankUnroller<'_, '_, 's> {
         let at = |err| Fail::Eval(r.ir.span, err);
         let start = b.start.add(&before).map_err(|x| self.fail(id, at(x)))?;
         let end = start.add(&entry).map_err(|x| self.fail(id, at(x)))?;
-        if !end.le_always(&b.end) {
+        let inside = end.le_always(&b.end);
+        if !inside {
             let (s, e, blen) = (before, before.add(&entry).map_err(|x| self.fail(id, at(x)))?, b.len());
             let d = ranges::slice_out_of_bounds(&self.situation(id), self.rank, r, &s, &e, &blen);
             self.range_error(id, d);
         }
-        Ok(Reg { buf: b.buf, start, end })
+        Ok((Reg { buf: b.buf, start, end }, inside))
     }
 
     /// Part `idx` of `k` of region `b`, with the checks of step 2.
@@ -1072,6 +1077,25 @@ impl<'s> RankUnroller<'_, '_, 's> {
                 let rid = self.regs.intern(reg);
                 if let Some(slot) = self.regs.whole.get_mut(r.id as usize) {
                     *slot = rid;
+                }
+                Ok(rid)
+            }
+            CRKind::Part { base, line, index } => {
+                // memoized on (node, base, line, index): the part's bounds
+                // and their checks depend on nothing else, and an
+                // all-gatherv names each part on every rank
+                let b = self.region_id(id, base)?;
+                let i = self.eval(id, index)?;
+                let (sel, _) = crate::cexpr::line_of(line, &self.env, r.ir.span).map_err(|f| self.fail(id, f))?;
+                let key = (r.id, b, sel, i);
+                if let Some(&rid) = self.regs.parts.get(&key) {
+                    return Ok(rid);
+                }
+                let base_reg = self.regs.list.get(b as usize).cloned().ok_or(Abort)?;
+                let (reg, clean) = self.part_of(id, r, &base_reg, line, index)?;
+                let rid = self.regs.intern(reg);
+                if clean {
+                    self.regs.parts.insert(key, rid);
                 }
                 Ok(rid)
             }

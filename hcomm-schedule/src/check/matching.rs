@@ -10,7 +10,8 @@ use crate::trace::{Mode, Unrolled, NONE};
 use rustc_hash::FxHashMap;
 
 /// Above this world size channels are found by hashing only (the dense
-/// table has `world^2` entries, 64 MiB at 4096: less than the unrolled
+/// table has `world^2` entries of 8 bytes, 128 MiB at 4096, of which only
+/// the pages of channels in use are ever touched: less than the unrolled
 /// schedule itself, and far less than a hash table of that many channels).
 const DENSE_LIMIT: usize = 4096;
 
@@ -31,91 +32,106 @@ pub(crate) fn check(un: &mut Unrolled<'_, '_>) -> Vec<Diagnostic> {
     collective_shapes(un)
 }
 
-/// A channel's queue of operations waiting for a partner (all sends or all
-/// receives).
+/// Marks, in a channel's word, that its queued operations are sends.
+const SENDS: u32 = 1 << 31;
+
+/// An operation waiting in a channel's queue, with what its partner needs
+/// of it and, once paired, its partner.
 #[derive(Clone, Copy)]
-struct Chan {
-    /// First and last queued node, [`NONE`] when empty.
-    head: u32,
-    tail: u32,
-    /// Whether the queued operations are sends.
-    sends: bool,
+struct Node {
+    rank: u32,
+    index: u32,
+    /// The next node of the queue plus one (0: none).
+    next: u32,
+    reg: u32,
+    ev: u32,
+    partner: (u32, u32),
+    partner_ev: u32,
 }
 
 /// Sets every op's `partner`; whether any op is unmatched or any pair has
 /// unequal lengths.
+///
+/// A channel is one `u64`: the first queued node plus one in the low half
+/// (0: nothing queued), the last plus one in the high half with [`SENDS`]
+/// when the queued operations are sends. Zero is an empty channel, so the
+/// dense table is zeroed memory that the system hands out lazily. A queued
+/// node keeps what its partner needs (region, event), and the partner it
+/// gets is written back to the operations at the end, in rank order: the
+/// pass then reads each operation once, in order, instead of touching the
+/// partner's operation on another rank's trace at each pairing (a cache
+/// miss each; this pass was a fifth of checking a direct all-gatherv, whose
+/// `world^2` channels each carry one message).
 fn pair(un: &mut Unrolled<'_, '_>) -> bool {
     let w = un.ranks.len();
-    let mut dense: Vec<u32> = if w <= DENSE_LIMIT {
-        vec![NONE; w * w]
-    } else {
-        Vec::new()
-    };
-    let mut sparse: FxHashMap<(u32, u32, i64), u32> = FxHashMap::default();
-    let mut chans: Vec<Chan> = Vec::new();
-    // queued operations: (rank, index, next node)
-    let mut nodes: Vec<(u32, u32, u32)> = Vec::new();
+    let mut dense: Vec<u64> = if w <= DENSE_LIMIT { vec![0; w * w] } else { Vec::new() };
+    let mut sparse: FxHashMap<(u32, u32, i64), u64> = FxHashMap::default();
+    let mut nodes: Vec<Node> = Vec::new();
     let reg_len: Vec<crate::lin::Lin> = un.regs.iter().map(crate::trace::Reg::len).collect();
     let mut bad = false;
+    // operations queued and not yet paired
+    let mut waiting = 0_usize;
     for r in 0..w {
         let ru = r as u32;
         for i in 0..un.ranks[r].ops.len() {
             let op = &un.ranks[r].ops[i];
             let (send, peer, tag, reg, ev) = (op.send, op.peer, op.tag, op.reg, op.ev);
             let key = if send { (ru, peer, tag) } else { (peer, ru, tag) };
-            let slot = if tag == 0 && !dense.is_empty() {
-                dense.get_mut(key.0 as usize * w + key.1 as usize)
-            } else {
-                None
+            let slot = match (tag, (key.0 as usize).checked_mul(w)) {
+                (0, Some(row)) if (key.1 as usize) < w => dense.get_mut(row + key.1 as usize),
+                _ => None,
             };
-            let mut fresh = || {
-                chans.push(Chan {
-                    head: NONE,
-                    tail: NONE,
-                    sends: send,
-                });
-                chans.len() as u32 - 1
+            let slot = match slot {
+                Some(s) => s,
+                None => sparse.entry(key).or_insert(0),
             };
-            let c = match slot {
-                Some(s) => {
-                    if *s == NONE {
-                        *s = fresh();
-                    }
-                    *s
-                }
-                None => *sparse.entry(key).or_insert_with(fresh),
-            } as usize;
-            let ch = chans[c];
-            if ch.head != NONE && ch.sends != send {
-                let (qr, qi, next) = nodes[ch.head as usize];
-                chans[c].head = next;
-                let other = &mut un.ranks[qr as usize].ops[qi as usize];
+            let (head, tail) = (*slot as u32, (*slot >> 32) as u32);
+            if head != 0 && (tail & SENDS != 0) != send {
+                let other = &mut nodes[head as usize - 1];
+                *slot = if other.next == 0 {
+                    0
+                } else {
+                    u64::from(other.next) | (u64::from(tail) << 32)
+                };
+                waiting -= 1;
                 other.partner = (ru, i as u32);
                 other.partner_ev = ev;
-                let (oreg, oev) = (other.reg, other.ev);
-                if oreg != reg && reg_len.get(oreg as usize) != reg_len.get(reg as usize) {
+                if other.reg != reg && reg_len.get(other.reg as usize) != reg_len.get(reg as usize) {
                     bad = true;
                 }
+                let (qr, qi, oev) = (other.rank, other.index, other.ev);
                 let op = &mut un.ranks[r].ops[i];
                 op.partner = (qr, qi);
                 op.partner_ev = oev;
             } else {
+                nodes.push(Node {
+                    rank: ru,
+                    index: i as u32,
+                    next: 0,
+                    reg,
+                    ev,
+                    partner: (NONE, NONE),
+                    partner_ev: 0,
+                });
                 let node = nodes.len() as u32;
-                nodes.push((ru, i as u32, NONE));
-                if ch.head == NONE {
-                    chans[c] = Chan {
-                        head: node,
-                        tail: node,
-                        sends: send,
-                    };
+                let last = u64::from(node | if send { SENDS } else { 0 }) << 32;
+                if head == 0 {
+                    *slot = u64::from(node) | last;
                 } else {
-                    nodes[ch.tail as usize].2 = node;
-                    chans[c].tail = node;
+                    nodes[(tail & !SENDS) as usize - 1].next = node;
+                    *slot = u64::from(head) | last;
                 }
+                waiting += 1;
             }
         }
     }
-    bad || chans.iter().any(|c| c.head != NONE)
+    // nodes were queued in rank order, operation by operation
+    for n in nodes.iter().filter(|n| n.partner.0 != NONE) {
+        let op = &mut un.ranks[n.rank as usize].ops[n.index as usize];
+        op.partner = n.partner;
+        op.partner_ev = n.partner_ev;
+    }
+    bad || waiting != 0
 }
 
 /// The diagnostics of unmatched operations and unequal lengths (the ops'

@@ -521,17 +521,35 @@ fn first_cut(un: &Unrolled<'_, '_>) -> Option<(usize, u32, Lin, Lin)> {
         }
     };
     let zero = Lin::constant(0);
+    // per interned region: the buffer length it was found to fit (a
+    // buffer's length may differ between ranks), so that each is decided
+    // once and not once per operation
+    let mut fitted: Vec<Option<Lin>> = vec![None; un.regs.len()];
     for (i, t) in un.ranks.iter().enumerate() {
         for (k, b) in t.bufs.iter().enumerate() {
             if !(b.len.count_free() || zero.prefix_of(&b.len) && b.len.prefix_of(&b.len)) {
                 return Some((i, k as u32, zero, b.len));
             }
         }
+        for o in &t.ops {
+            let Some(r) = un.regs.get(o.reg as usize) else {
+                continue;
+            };
+            let len = t.bufs.get(r.buf as usize).map(|b| b.len);
+            if len.is_some() && fitted.get(o.reg as usize) == Some(&len) {
+                continue;
+            }
+            if !fits(t, r) {
+                return Some((i, r.buf, r.start, r.end));
+            }
+            if let Some(slot) = fitted.get_mut(o.reg as usize) {
+                *slot = len;
+            }
+        }
         let regs = t
-            .ops
+            .copies
             .iter()
-            .filter_map(|o| un.regs.get(o.reg as usize))
-            .chain(t.copies.iter().flat_map(|c| [&c.src, &c.dst]))
+            .flat_map(|c| [&c.src, &c.dst])
             .chain(t.colls.iter().flat_map(|c| c.src.iter().chain(c.dst.iter())));
         for r in regs {
             if !fits(t, r) {
@@ -561,17 +579,24 @@ fn count_values(un: &Unrolled<'_, '_>, point: &[i64], p: u32) -> Vec<usize> {
         .collect()
 }
 
-/// Where element `e` of a buffer laid out by `parts` (entry lengths) lies:
-/// (part, offset in it).
-fn part_of(parts: impl Iterator<Item = usize>, e: usize) -> Option<(usize, usize)> {
-    let mut start = 0;
-    for (j, n) in parts.enumerate() {
-        if e < start + n {
-            return Some((j, e - start));
-        }
-        start += n;
-    }
-    None
+/// The ends of consecutive parts of the given lengths (prefix sums), for
+/// [`part_at`].
+fn part_ends(parts: impl Iterator<Item = usize>) -> Vec<usize> {
+    parts
+        .scan(0_usize, |end, n| {
+            *end += n;
+            Some(*end)
+        })
+        .collect()
+}
+
+/// Where element `e` of a buffer laid out by parts ending at `ends` lies:
+/// (part, offset in it); a binary search, since the postcondition asks it
+/// for every element of every rank.
+fn part_at(ends: &[usize], e: usize) -> Option<(usize, usize)> {
+    let j = ends.partition_point(|&end| end <= e);
+    let start = if j == 0 { 0 } else { *ends.get(j - 1)? };
+    ends.get(j).map(|_| (j, e - start))
 }
 
 /// Whether every length and region bound is a multiple of the one length
@@ -1581,12 +1606,29 @@ impl Exec<'_, '_, '_> {
             PostKind::Shift { .. } => Some(shift_sources(un, post).ok()?),
             _ => None,
         };
+        // part ends: of the count vector, and per row of the matrix
+        // (`w + 1` prefix sums each)
+        let gv_ends = match (post.kind, &vcounts) {
+            (PostKind::AllGatherV { .. }, Some(c)) => part_ends(c.iter().copied()),
+            _ => Vec::new(),
+        };
+        let row_before: Vec<usize> = match (post.kind, &vcounts) {
+            (PostKind::AllToAllV { .. }, Some(sizes)) => sizes
+                .chunks(w.max(1))
+                .flat_map(|row| std::iter::once(0).chain(part_ends(row.iter().copied())))
+                .collect(),
+            _ => Vec::new(),
+        };
         for r in 0..un.ranks.len() as u32 {
             if let (PostKind::Reduce { .. }, Some(root)) = (post.kind, root) {
                 if r != root {
                     continue;
                 }
             }
+            let col_ends = match (post.kind, &vcounts) {
+                (PostKind::AllToAllV { .. }, Some(sizes)) => part_ends((0..w).map(|k| sizes[k * w + r as usize])),
+                _ => Vec::new(),
+            };
             let out = self.buf_slice(r, outp as usize)?;
             for (k, v) in out.iter().enumerate() {
                 let e = self.index_of(r, outp as usize, k);
@@ -1612,7 +1654,7 @@ impl Exec<'_, '_, '_> {
                     PostKind::AllReduce { .. } | PostKind::Reduce { .. } => red_at(e)?,
                     PostKind::ReduceScatter { .. } => red_at(r as usize * len_out + e)?,
                     PostKind::AllGatherV { .. } => {
-                        let (j, o) = part_of(vcounts.as_ref()?.iter().copied(), e)?;
+                        let (j, o) = part_at(&gv_ends, e)?;
                         Expected::Sym {
                             rank: j as u32,
                             buf: inp,
@@ -1621,9 +1663,8 @@ impl Exec<'_, '_, '_> {
                     }
                     PostKind::AllToAllV { .. } => {
                         // column r: part j comes from rank j's part r of its row
-                        let sizes = vcounts.as_ref()?;
-                        let (j, o) = part_of((0..w).map(|k| sizes[k * w + r as usize]), e)?;
-                        let before: usize = sizes[j * w..j * w + r as usize].iter().sum();
+                        let (j, o) = part_at(&col_ends, e)?;
+                        let before = *row_before.get(j * (w + 1) + r as usize)?;
                         Expected::Sym {
                             rank: j as u32,
                             buf: inp,

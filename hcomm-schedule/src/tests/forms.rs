@@ -5,7 +5,7 @@
 use crate::syntax;
 
 /// The first error of the only item of `src`, `None` when it checks.
-fn first_error(src: &str) -> Option<String> {
+pub(super) fn first_error(src: &str) -> Option<String> {
     let input = match syntax::parse_str(src) {
         Ok(input) => input,
         Err(e) => return Some(e.to_string()),
