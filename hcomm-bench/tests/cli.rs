@@ -102,8 +102,9 @@ fn nccl_tests_flags_keep_their_meanings() {
         assert_eq!(form["iters"], 5, "{row}");
         assert_eq!(form["check"], "unchecked", "{row}");
     }
-    // the operator reaches the reduction: max and prod check out too
-    for redop in ["max", "prod", "min"] {
+    // the operator reaches the reduction: max, prod, min and the mean
+    // (the sum divided once, integers truncated) check out too
+    for redop in ["max", "prod", "min", "avg"] {
         let rows = json_rows(&[
             "reduce_scatter",
             "-o",
@@ -120,6 +121,24 @@ fn nccl_tests_flags_keep_their_meanings() {
         assert_eq!(rows[0]["redop"], redop);
         assert_eq!(rows[0]["out_of_place"]["check"], "ok", "{}", rows[0]);
         assert!(rows[0]["in_place"].is_null(), "{}", rows[0]);
+    }
+    for dtype in ["f32", "i32", "bf16"] {
+        let rows = json_rows(&[
+            "all_reduce",
+            "-o",
+            "avg",
+            "-b",
+            "96",
+            "-e",
+            "96",
+            "--ranks",
+            "3",
+            "-d",
+            dtype,
+        ]);
+        for form in ["out_of_place", "in_place"] {
+            assert_eq!(rows[0][form]["check"], "ok", "avg of {dtype}, {form}: {}", rows[0]);
+        }
     }
 }
 
@@ -292,6 +311,8 @@ fn bad_arguments_are_errors_that_name_them() {
             "unknown reduction operator `mean`; expected one of sum, prod, max, min",
         ),
         (&["-c", "2"], "2 is not in 0..=1"),
+        (&["-n", "0"], "a row needs at least 1 timed iteration"),
+        (&["-n", "many"], "`many` is not a number of iterations"),
         (&["--ranks", "0"], "--ranks must be at least 1"),
         (&["--schedule", "nope"], "unknown schedule `nope`"),
         (
