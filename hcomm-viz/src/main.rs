@@ -87,7 +87,7 @@ fn parse_scalar(s: &str) -> Result<(String, String), String> {
 
 fn run(args: &Args) -> Result<(), String> {
     if args.list {
-        let mut lines = String::new();
+        let mut lines = Vec::new();
         for e in catalog::ALL {
             let s = (e.schedule)();
             let scalars: Vec<String> = s
@@ -101,8 +101,8 @@ fn run(args: &Args) -> Result<(), String> {
                     }
                 })
                 .collect();
-            lines.push_str(&format!(
-                "{:<32} {:<9} scalars: {}\n",
+            lines.push(format!(
+                "{:<32} {:<9} scalars: {}",
                 e.name,
                 e.origin.as_str(),
                 if scalars.is_empty() {
@@ -112,7 +112,7 @@ fn run(args: &Args) -> Result<(), String> {
                 }
             ));
         }
-        return print(&lines);
+        return print(&format!("{}\n", lines.join("\n")));
     }
     let from_file;
     let s: &Schedule = if let Some(path) = &args.file {
