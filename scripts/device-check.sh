@@ -9,9 +9,14 @@
 #   scripts/device-check.sh --dry           build and check everything but the device: the
 #                                           test binaries, the cases on the HCCL stand-in,
 #                                           the library search, a clean skip without a GPU
-#   scripts/device-check.sh --pack DIR      build, strip and copy the binaries and this script
-#                                           into DIR, for a GPU machine without a Rust toolchain
+#   scripts/device-check.sh --pack DIR      build, strip and copy the binaries, this script and
+#                                           device-common.sh into DIR, for a GPU machine
+#                                           without a Rust toolchain
 #   scripts/device-check.sh --from-dir DIR  run the binaries packed in DIR (no cargo)
+#   scripts/device-check.sh --from-dir DIR --dry
+#                                           check a pack without the device: the binaries
+#                                           start and list their tests, the library search,
+#                                           a clean skip without a GPU (no stand-in cases)
 #
 # Libraries: HCOMM_NCCL_LIB and HCOMM_CUDART_LIB when set; otherwise the script looks in
 # the system search path, /usr/local/cuda*/ and the nvidia-* pip wheels of python3, and
@@ -19,28 +24,10 @@
 # 5 minutes on one GPU (debug binaries).
 set -u -o pipefail
 
-MODE=run
-DIR=
-case "${1:-}" in
---dry) MODE=dry ;;
---pack)
-    MODE=pack
-    DIR=${2:?--pack needs a directory}
-    ;;
---from-dir)
-    MODE=from-dir
-    DIR=${2:?--from-dir needs a directory}
-    ;;
-"") ;;
--h | --help)
-    sed -n '2,20p' "$0"
-    exit 0
-    ;;
-*)
-    echo "device-check: unknown argument '$1'. hint: --dry, --pack DIR or --from-dir DIR." >&2
-    exit 2
-    ;;
-esac
+PROG=device-check
+# shellcheck source=scripts/device-common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/device-common.sh"
+parse_device_args "$@"
 
 TESTS=(nccl_device nccl_smoke)
 PER_BINARY_TIMEOUT=${DEVICE_CHECK_TIMEOUT:-200}
@@ -48,77 +35,24 @@ START=$(date +%s)
 LOG=$(mktemp -t device-check.XXXXXX)
 trap 'rm -f "$LOG"' EXIT
 
-say() { echo "device-check: $*" >&2; }
-
 # Builds the test binaries with cargo and prints "name path" per test.
 build() {
-    local root
-    root=$(cd "$(dirname "$0")/.." && pwd)
-    local args=()
+    local args=() t
     for t in "${TESTS[@]}"; do args+=(--test "$t"); done
-    (cd "$root" && cargo test -p hcomm "${args[@]}" --no-run --message-format=json 2>/dev/null) |
-        python3 -c '
-import json, sys
-for line in sys.stdin:
-    try:
-        m = json.loads(line)
-    except ValueError:
-        continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
-        print(m["target"]["name"], m["executable"])
-'
-}
-
-# First file matching one of the patterns, searched where the libraries usually are.
-find_lib() {
-    local names=("$@") dirs=() d n
-    while IFS= read -r d; do dirs+=("$d"); done < <(
-        ldconfig -p 2>/dev/null | awk '{print $NF}' | xargs -r -n1 dirname 2>/dev/null | sort -u
-        for d in /usr/local/cuda*/targets/*/lib /usr/local/cuda*/lib64 /usr/lib/x86_64-linux-gnu /usr/lib64; do
-            [ -d "$d" ] && echo "$d"
-        done
-        for py in python3 "${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/python}"; do
-            [ -n "$py" ] && command -v "$py" >/dev/null 2>&1 || continue
-            "$py" - <<'EOF' 2>/dev/null
-import site, sys, os
-for p in site.getsitepackages() + [site.getusersitepackages()]:
-    for sub in ("nvidia/nccl/lib", "nvidia/cuda_runtime/lib", "nvidia/cu13/lib"):
-        d = os.path.join(p, sub)
-        if os.path.isdir(d):
-            print(d)
-EOF
-        done
-    )
-    for n in "${names[@]}"; do
-        for d in "${dirs[@]}"; do
-            for f in "$d"/$n; do
-                [ -e "$f" ] && {
-                    echo "$f"
-                    return 0
-                }
-            done
-        done
-    done
-    return 1
+    cargo_test_binaries -p hcomm "${args[@]}"
 }
 
 locate_libraries() {
+    local dirs
+    dirs="$(system_lib_dirs; wheel_lib_dirs python3 "${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/python}")"
     if [ -z "${HCOMM_NCCL_LIB:-}" ]; then
-        HCOMM_NCCL_LIB=$(find_lib 'libnccl.so.2' 'libnccl.so') && export HCOMM_NCCL_LIB
+        HCOMM_NCCL_LIB=$(find_lib "$dirs" 'libnccl.so.2' 'libnccl.so') && export HCOMM_NCCL_LIB
     fi
     if [ -z "${HCOMM_CUDART_LIB:-}" ]; then
-        HCOMM_CUDART_LIB=$(find_lib 'libcudart.so.13' 'libcudart.so.12' 'libcudart.so' 'libcudart.so.1[0-9]*') &&
+        HCOMM_CUDART_LIB=$(find_lib "$dirs" 'libcudart.so.13' 'libcudart.so.12' 'libcudart.so' 'libcudart.so.1[0-9]*') &&
             export HCOMM_CUDART_LIB
     fi
     say "nccl library: ${HCOMM_NCCL_LIB:-not found}; cuda runtime: ${HCOMM_CUDART_LIB:-not found}"
-}
-
-gpu_name() {
-    if command -v nvidia-smi >/dev/null 2>&1; then
-        nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1
-    else
-        echo "no nvidia-smi"
-    fi
 }
 
 # Runs one test binary on the device; appends to the log; returns its status.
@@ -164,7 +98,7 @@ pack)
     for t in "${TESTS[@]}"; do
         cp -f "${EXE[$t]}" "$DIR/$t" && strip "$DIR/$t"
     done
-    cp -f "$0" "$DIR/device-check.sh"
+    pack_scripts "$DIR"
     say "packed ${TESTS[*]} into $DIR ($(du -sh "$DIR" | cut -f1)); run: bash $DIR/device-check.sh --from-dir $DIR"
     exit 0
     ;;
@@ -177,23 +111,33 @@ from-dir)
 esac
 
 locate_libraries
-if [ "$MODE" = dry ]; then
-    # everything but the device: the cases on the HCCL stand-in, the binaries without a GPU
+if [ $DRY -eq 1 ]; then
+    # everything but the device: the cases on the HCCL stand-in (built here
+    # only: a pack carries no stand-in library), the binaries without a GPU
     failed=0
-    say "cases on the HCCL stand-in"
-    timeout "$PER_BINARY_TIMEOUT" "${EXE[nccl_device]}" the_hccl_standin --nocapture 2>&1 |
-        tee -a "$LOG" || failed=1
+    standin=(--skip the_cases_hold)
+    if [ "$MODE" = run ]; then
+        say "cases on the HCCL stand-in"
+        timeout "$PER_BINARY_TIMEOUT" "${EXE[nccl_device]}" the_hccl_standin --nocapture 2>&1 |
+            tee -a "$LOG" || failed=1
+    else
+        standin=(--skip hccl_standin)
+    fi
     say "listing the device tests"
     for t in "${TESTS[@]}"; do
         "${EXE[$t]}" --list 2>/dev/null | grep ': test$' | sed "s/^/  $t::/" >&2 || failed=1
     done
     say "without a GPU the NCCL tests skip and say why"
     for t in "${TESTS[@]}"; do
-        env -u HCOMM_DEVICE_CHECK timeout 60 "${EXE[$t]}" --test-threads=1 --nocapture --skip the_cases_hold 2>&1 |
+        env -u HCOMM_DEVICE_CHECK timeout 60 "${EXE[$t]}" --test-threads=1 --nocapture "${standin[@]}" 2>&1 |
             grep -E 'skipped|test result|panicked' >&2 || failed=1
     done
     if [ $failed -eq 0 ]; then
-        summary DRY "binaries built and listed, stand-in cases pass; the device was not used"
+        if [ "$MODE" = run ]; then
+            summary DRY "binaries built and listed, stand-in cases pass; the device was not used"
+        else
+            summary DRY "packed binaries listed; the device was not used"
+        fi
         exit 0
     fi
     summary FAIL "dry run"

@@ -8,45 +8,31 @@
 #
 # Usage:
 #   scripts/device-python.sh                 build the wheel here and run on this machine's GPU
-#   scripts/device-python.sh --pack DIR      build the abi3 wheel (maturin, debug profile: a quick build) and copy it,
-#                                            the check and this script into DIR, for a GPU machine
-#                                            without a Rust toolchain
+#   scripts/device-python.sh --pack DIR      build the abi3 wheel (maturin, debug profile: a quick
+#                                            build) and copy it, the check, this script and
+#                                            device-common.sh into DIR, for a GPU machine without
+#                                            a Rust toolchain
 #   scripts/device-python.sh --from-dir DIR  install the wheel packed in DIR (pip --no-deps
 #                                            --target, beside the machine's torch) and run the check
+#   scripts/device-python.sh --from-dir DIR --dry
+#                                            install the packed wheel, import it, list the packed
+#                                            candle test; stop before the device
+#   scripts/device-python.sh --dry           the same on a pack built here
 #
 # The GPU machine needs python3 with torch (CUDA) and libnccl.so.2 where hcomm looks for it
 # (HCOMM_NCCL_LIB, the system search path, or the nvidia-nccl wheel of python3). The
 # check takes a few seconds; every step is bounded (`timeout`).
 set -u -o pipefail
 
-MODE=run
-DIR=
-case "${1:-}" in
---pack)
-    MODE=pack
-    DIR=${2:?--pack needs a directory}
-    ;;
---from-dir)
-    MODE=from-dir
-    DIR=${2:?--from-dir needs a directory}
-    ;;
-"") ;;
--h | --help)
-    sed -n '2,17p' "$0"
-    exit 0
-    ;;
-*)
-    echo "device-python: unknown argument '$1'. hint: --pack DIR or --from-dir DIR." >&2
-    exit 2
-    ;;
-esac
-
-say() { echo "device-python: $*" >&2; }
+PROG=device-python
+# shellcheck source=scripts/device-common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/device-common.sh"
+parse_device_args "$@"
 
 # Builds the wheel into $1 with the project's Python environment.
 pack() {
     local out=$1 root venv
-    root=$(cd "$(dirname "$0")/.." && pwd)
+    root=$(repo_root)
     venv=$("$root/scripts/python-env.sh" "${HCOMM_PY_VENV:-$root/target/py-venv}") || return 1
     mkdir -p "$out"
     rm -f "$out"/hcomm-*.whl
@@ -55,19 +41,10 @@ pack() {
         say "FAIL the wheel did not build. hint: cd hcomm-py && maturin build --release"
         return 1
     }
-    cp -f "$root/hcomm-py/tests/device_cuda.py" "$0" "$out/"
+    cp -f "$root/hcomm-py/tests/device_cuda.py" "$out/"
+    pack_scripts "$out"
     local exe
-    exe=$(cd "$root" && cargo test -p hcomm-candle --test device --no-run --message-format=json 2>/dev/null |
-        python3 -c '
-import json, sys
-for line in sys.stdin:
-    try:
-        m = json.loads(line)
-    except ValueError:
-        continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
-        print(m["executable"])
-')
+    read -r _ exe < <(cargo_test_binaries -p hcomm-candle --test device)
     if [ -n "$exe" ] && [ -x "$exe" ]; then
         cp -f "$exe" "$out/candle_device" && strip "$out/candle_device"
     else
@@ -82,7 +59,7 @@ run_from() {
     local dir=$1 py=${PYTHON:-python3}
     SITE=$(mktemp -d -t device-python.XXXXXX)
     local site=$SITE
-    trap 'rm -rf "$SITE"' EXIT
+    trap 'rm -rf "$SITE" "${PACKED:-}"' EXIT
     if ! timeout 120 "$py" -m pip install --quiet --disable-pip-version-check --no-deps --target "$site" \
         "$dir"/hcomm-*.whl >&2; then
         echo "device-python: FAIL the wheel did not install on $("$py" --version 2>&1) ($(ldd --version 2>&1 | head -1))"
@@ -90,20 +67,15 @@ run_from() {
     fi
     # The CUDA runtime torch loads (its nvidia wheels), unless HCOMM_CUDART_LIB says otherwise.
     if [ -z "${HCOMM_CUDART_LIB:-}" ]; then
-        HCOMM_CUDART_LIB=$("$py" - <<'EOF' 2>/dev/null
-import glob, os, site
-for p in site.getsitepackages() + [site.getusersitepackages()]:
-    for sub in ("nvidia/cu13/lib/libcudart.so.13", "nvidia/cuda_runtime/lib/libcudart.so.1*"):
-        for f in sorted(glob.glob(os.path.join(p, sub))):
-            print(f)
-            raise SystemExit
-EOF
-        ) && [ -n "$HCOMM_CUDART_LIB" ] && export HCOMM_CUDART_LIB
+        HCOMM_CUDART_LIB=$(find_lib "$(wheel_lib_dirs "$py")" 'libcudart.so.13' 'libcudart.so.1[0-9]*') &&
+            export HCOMM_CUDART_LIB
     fi
     say "cuda runtime: ${HCOMM_CUDART_LIB:-searched by hcomm}; nccl: ${HCOMM_NCCL_LIB:-searched by hcomm}"
-    if command -v nvidia-smi >/dev/null 2>&1; then
-        say "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+    if [ $DRY -eq 1 ]; then
+        dry_check "$dir" "$py" "$site"
+        exit $?
     fi
+    say "gpu: $(gpu_name)"
     # One rank, two rendezvous ports on the loopback (NCCL, then the host refusal).
     RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=${DEVICE_PYTHON_PORT:-29580} \
         PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" timeout "${DEVICE_PYTHON_TIMEOUT:-120}" \
@@ -120,12 +92,28 @@ EOF
     exit $rc
 }
 
+# The pack without the device: the wheel imports beside this Python, the
+# candle test binary starts and lists its test.
+dry_check() {
+    local dir=$1 py=$2 site=$3 where
+    if ! where=$(PYTHONPATH="$site" timeout 60 "$py" -c 'import hcomm; print(hcomm.__file__)' 2>&1); then
+        echo "device-python: FAIL the packed wheel does not import: $where"
+        return 1
+    fi
+    say "hcomm imports from the packed wheel ($where)"
+    if ! timeout 60 "$dir/candle_device" --list 2>/dev/null | grep ': test$' | sed 's/^/  candle_device::/' >&2; then
+        echo "device-python: FAIL the packed candle test does not list its tests"
+        return 1
+    fi
+    echo "device-python: DRY wheel installed and imported, candle test listed; the device was not used"
+}
+
 case $MODE in
 pack) pack "$DIR" || exit 1 ;;
 from-dir) run_from "$DIR" ;;
 run)
-    tmp=$(mktemp -d -t device-python-pack.XXXXXX)
-    pack "$tmp" || exit 1
-    run_from "$tmp"
+    PACKED=$(mktemp -d -t device-python-pack.XXXXXX)
+    pack "$PACKED" || exit 1
+    run_from "$PACKED"
     ;;
 esac

@@ -61,9 +61,14 @@ fn move_input<T: BenchElem>(r: usize, i: usize) -> T {
     T::small(1 + ((r * 31 + i) % 97) as u8)
 }
 
-/// The reduction of element `i` over `world` ranks, in rank order.
+/// The reduction of element `i` over `world` ranks, in rank order (the
+/// mean: the sum, divided once at the end as `ReduceOp::Avg` rounds).
 fn reduced<T: BenchElem>(op: ReduceOp, world: usize, i: usize) -> T {
-    (1..world).fold(reduce_input(0, i), |acc, r| T::combine(op, acc, reduce_input(r, i)))
+    let mut v = [(1..world).fold(reduce_input(0, i), |acc, r| T::combine(op, acc, reduce_input(r, i)))];
+    if op == ReduceOp::Avg {
+        T::divide(&mut v, world);
+    }
+    v[0]
 }
 
 /// Rank `rank`'s buffers for one size: `send` (input, never written), and

@@ -7,6 +7,7 @@
 //! rank's result equals a serial reference. The `compare` module reads these
 //! rows beside the Open MPI and memcpy baselines for `bench/compare.sh`.
 
+mod chart;
 pub mod compare;
 pub mod data;
 pub mod op;

@@ -54,7 +54,7 @@ struct Cli {
           conflicts_with_all = ["min_bytes", "max_bytes", "factor"])]
     sizes: Vec<usize>,
     /// Timed iterations per size (default: about 256 MiB of traffic, 20 to 1000).
-    #[arg(short = 'n', long = "iters")]
+    #[arg(short = 'n', long = "iters", value_parser = parse_iters)]
     iters: Option<usize>,
     /// Warm-up iterations per size (default: a tenth of -n, at least 3).
     #[arg(short = 'w', long = "warmup_iters", visible_alias = "warmup")]
@@ -62,7 +62,8 @@ struct Cli {
     /// Check every rank's result against the serial reference: 1 (default) or 0.
     #[arg(short = 'c', long = "check", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
     check: u8,
-    /// Reduction operator of all_reduce and reduce_scatter: sum, prod, max or min.
+    /// Reduction operator of all_reduce and reduce_scatter: sum, prod, max,
+    /// min or avg.
     #[arg(short = 'o', long = "op", id = "redop", default_value = "sum")]
     redop: String,
     /// Element type: f32, f64, f16, bf16, i8, u8, i32, u32, i64, u64 (or
@@ -85,6 +86,15 @@ struct Cli {
     /// No progress lines on stderr.
     #[arg(short, long)]
     quiet: bool,
+}
+
+/// `-n`: a number of timed iterations, at least 1 (no row without a time).
+fn parse_iters(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("a row needs at least 1 timed iteration".to_owned()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a number of iterations")),
+    }
 }
 
 fn config(cli: &Cli) -> Result<Config, String> {

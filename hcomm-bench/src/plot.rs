@@ -6,6 +6,8 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
+use crate::chart::{canvas, draw_error, legend_and_present};
+
 use crate::compare::{Results, Source};
 use crate::size::format_size;
 
@@ -62,9 +64,8 @@ pub fn plot_op(results: &Results, op: &str, path: &Path) -> Result<(), String> {
         return Err(format!("no measurement of `{op}` to plot"));
     };
     let ymax = points().map(|p| p.1).fold(0.0, f64::max) * 1.1 + 1e-3;
-    let err = |e: DrawingAreaErrorKind<std::io::Error>| format!("{}: {e}", path.display());
-    let root = SVGBackend::new(path, (860, 520)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
+    let err = draw_error(path);
+    let root = canvas(path, (860, 520))?;
     let mut chart = ChartBuilder::on(&root)
         .caption(format!("{op}: bus bandwidth against size"), ("sans-serif", 22))
         .margin(14)
@@ -90,12 +91,5 @@ pub fn plot_op(results: &Results, op: &str, path: &Path) -> Result<(), String> {
             .draw_series(pts.iter().map(|&p| Circle::new(p, 3, style.filled())))
             .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)
+    legend_and_present(&mut chart, &root, path)
 }

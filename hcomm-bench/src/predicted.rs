@@ -8,6 +8,8 @@ use std::path::Path;
 use hcomm_cost::{Coll, Machine, Sample};
 use plotters::prelude::*;
 
+use crate::chart::{canvas, draw_error, legend_and_present};
+
 /// One cell: what was measured and what the model predicts for it.
 #[derive(Clone, Copy, Debug)]
 pub struct Cell {
@@ -60,9 +62,8 @@ pub fn plot(cells: &[Cell], machine: &str, path: &Path) -> Result<(), String> {
         return Err("no cell to plot: no measured row names an algorithm the model predicts".to_owned());
     };
     let (lo, hi) = (lo.max(1e-3) * 0.7, hi * 1.4);
-    let err = |e: DrawingAreaErrorKind<std::io::Error>| format!("{}: {e}", path.display());
-    let root = SVGBackend::new(path, (720, 640)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
+    let err = draw_error(path);
+    let root = canvas(path, (720, 640))?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
             format!(
@@ -107,12 +108,5 @@ pub fn plot(cells: &[Cell], machine: &str, path: &Path) -> Result<(), String> {
             .label(name)
             .legend(move |(x, y)| Circle::new((x + 11, y), 3, style));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)
+    legend_and_present(&mut chart, &root, path)
 }

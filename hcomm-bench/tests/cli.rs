@@ -102,24 +102,27 @@ fn nccl_tests_flags_keep_their_meanings() {
         assert_eq!(form["iters"], 5, "{row}");
         assert_eq!(form["check"], "unchecked", "{row}");
     }
-    // the operator reaches the reduction: max and prod check out too
-    for redop in ["max", "prod", "min"] {
-        let rows = json_rows(&[
-            "reduce_scatter",
-            "-o",
-            redop,
-            "-b",
-            "96",
-            "-e",
-            "96",
-            "--ranks",
-            "3",
-            "-d",
-            "i32",
-        ]);
-        assert_eq!(rows[0]["redop"], redop);
-        assert_eq!(rows[0]["out_of_place"]["check"], "ok", "{}", rows[0]);
-        assert!(rows[0]["in_place"].is_null(), "{}", rows[0]);
+    // the operator reaches the reduction: max, prod, min and the mean
+    // (the sum divided once, integers truncated) check out too
+    for (op, redop, dtype) in [
+        ("reduce_scatter", "max", "i32"),
+        ("reduce_scatter", "prod", "i32"),
+        ("reduce_scatter", "min", "i32"),
+        ("reduce_scatter", "avg", "i32"),
+        ("all_reduce", "avg", "f32"),
+        ("all_reduce", "avg", "i32"),
+        ("all_reduce", "avg", "bf16"),
+    ] {
+        let rows = json_rows(&[op, "-o", redop, "-b", "96", "-e", "96", "--ranks", "3", "-d", dtype]);
+        let row = &rows[0];
+        assert_eq!(row["redop"], redop);
+        assert_eq!(row["out_of_place"]["check"], "ok", "{row}");
+        // reduce-scatter has no in-place form
+        if op == "all_reduce" {
+            assert_eq!(row["in_place"]["check"], "ok", "{row}");
+        } else {
+            assert!(row["in_place"].is_null(), "{row}");
+        }
     }
 }
 
@@ -292,6 +295,8 @@ fn bad_arguments_are_errors_that_name_them() {
             "unknown reduction operator `mean`; expected one of sum, prod, max, min",
         ),
         (&["-c", "2"], "2 is not in 0..=1"),
+        (&["-n", "0"], "a row needs at least 1 timed iteration"),
+        (&["-n", "many"], "`many` is not a number of iterations"),
         (&["--ranks", "0"], "--ranks must be at least 1"),
         (&["--schedule", "nope"], "unknown schedule `nope`"),
         (

@@ -197,9 +197,12 @@ impl CustomOp1 for TpOp {
     }
 }
 
+/// A differentiable function per mapping, named as in Megatron-LM.
 macro_rules! named {
-    ($($(#[$doc:meta])* $name:ident => $mapping:expr;)*) => {$(
-        $(#[$doc])*
+    ($($name:ident => $mapping:expr;)*) => {$(
+        #[doc = concat!(
+            "[`hcomm::tp::", stringify!($name), "`] on a candle tensor; `backward` runs the paired operation."
+        )]
         pub fn $name(group: &Comm, x: &Tensor) -> candle_core::Result<Tensor> {
             apply(group, x, $mapping)
         }
@@ -207,18 +210,11 @@ macro_rules! named {
 }
 
 named! {
-    /// Identity; the backward sums the gradient over the group.
     copy_to_tensor_model_parallel_region => Mapping::CopyToTensorModelParallelRegion;
-    /// Sums over the group; the backward passes the gradient through.
     reduce_from_tensor_model_parallel_region => Mapping::ReduceFromTensorModelParallelRegion;
-    /// This rank's slice along the last dimension; the backward all-gathers.
     scatter_to_tensor_model_parallel_region => Mapping::ScatterToTensorModelParallelRegion;
-    /// All-gathers along the last dimension; the backward keeps this rank's slice.
     gather_from_tensor_model_parallel_region => Mapping::GatherFromTensorModelParallelRegion;
-    /// This rank's slice along the first dimension; the backward all-gathers.
     scatter_to_sequence_parallel_region => Mapping::ScatterToSequenceParallelRegion;
-    /// All-gathers along the first dimension; the backward reduce-scatters.
     gather_from_sequence_parallel_region => Mapping::GatherFromSequenceParallelRegion { tensor_parallel_output_grad: true };
-    /// Reduce-scatters along the first dimension; the backward all-gathers.
     reduce_scatter_to_sequence_parallel_region => Mapping::ReduceScatterToSequenceParallelRegion;
 }

@@ -1,8 +1,11 @@
-//! The candle custom ops on 1 to 4 threads: forward results and the
-//! gradients `backward()` produces through the paired operations, exact
-//! against serial references (small integers, exact in f32).
+//! The candle custom ops on 1 to 4 threads: every mapping's forward result
+//! and the gradient `backward()` produces through the paired operation,
+//! exact against serial references (small integers, exact in f32).
 
 use candle_core::{Device, Tensor, Var};
+use hcomm::ndarray::{self, Array2, Axis, Slice};
+use hcomm::tp::Mapping;
+use hcomm::Comm;
 
 fn c(e: candle_core::Error) -> hcomm::Error {
     hcomm_candle::to_hcomm(e)
@@ -30,104 +33,153 @@ fn weights(rows: usize, cols: usize) -> candle_core::Result<Tensor> {
     )
 }
 
+/// What one direction of a mapping does, as the serial reference computes it.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    Identity,
+    Sum,
+    Split(Axis),
+    Gather(Axis),
+    SumThenSplit(Axis),
+}
+
+const FIRST: Axis = Axis(0);
+const LAST: Axis = Axis(1);
+
+/// What `step` leaves rank `r` with when each rank `q` passes `xs[q]`.
+fn serial(step: Step, xs: &[Array2<f32>], r: usize) -> Array2<f32> {
+    let w = xs.len();
+    let sum = || xs.iter().fold(Array2::zeros(xs[0].dim()), |acc, x| acc + x);
+    let part = |a: &Array2<f32>, axis: Axis| {
+        let n = a.len_of(axis) / w;
+        a.slice_axis(axis, Slice::from(r * n..(r + 1) * n)).to_owned()
+    };
+    match step {
+        Step::Identity => xs[r].clone(),
+        Step::Sum => sum(),
+        Step::Split(axis) => part(&xs[r], axis),
+        Step::Gather(axis) => {
+            let views: Vec<_> = xs.iter().map(|x| x.view()).collect();
+            ndarray::concatenate(axis, &views).unwrap()
+        }
+        Step::SumThenSplit(axis) => part(&sum(), axis),
+    }
+}
+
+fn to_array(t: &Tensor) -> candle_core::Result<Array2<f32>> {
+    let (rows, cols) = t.dims2()?;
+    Array2::from_shape_vec((rows, cols), t.flatten_all()?.to_vec1::<f32>()?).map_err(candle_core::Error::wrap)
+}
+
+fn to_tensor(a: &Array2<f32>) -> candle_core::Result<Tensor> {
+    Tensor::from_vec(a.iter().copied().collect::<Vec<_>>(), a.dim(), &Device::Cpu)
+}
+
+type Forward = fn(&Comm, &Tensor) -> candle_core::Result<Tensor>;
+
+fn gather_from_sequence_without_tensor_parallel_output_grad(group: &Comm, x: &Tensor) -> candle_core::Result<Tensor> {
+    hcomm_candle::apply(
+        group,
+        x,
+        Mapping::GatherFromSequenceParallelRegion {
+            tensor_parallel_output_grad: false,
+        },
+    )
+}
+
+/// Each mapping (by the function of its name, and the sequence gather
+/// without a tensor-parallel output gradient through `apply`) with its
+/// forward and backward as Megatron-LM defines them.
+const TABLE: [(&str, Forward, Step, Step); 8] = [
+    (
+        "copy_to_tensor_model_parallel_region",
+        hcomm_candle::copy_to_tensor_model_parallel_region,
+        Step::Identity,
+        Step::Sum,
+    ),
+    (
+        "reduce_from_tensor_model_parallel_region",
+        hcomm_candle::reduce_from_tensor_model_parallel_region,
+        Step::Sum,
+        Step::Identity,
+    ),
+    (
+        "scatter_to_tensor_model_parallel_region",
+        hcomm_candle::scatter_to_tensor_model_parallel_region,
+        Step::Split(LAST),
+        Step::Gather(LAST),
+    ),
+    (
+        "gather_from_tensor_model_parallel_region",
+        hcomm_candle::gather_from_tensor_model_parallel_region,
+        Step::Gather(LAST),
+        Step::Split(LAST),
+    ),
+    (
+        "scatter_to_sequence_parallel_region",
+        hcomm_candle::scatter_to_sequence_parallel_region,
+        Step::Split(FIRST),
+        Step::Gather(FIRST),
+    ),
+    (
+        "gather_from_sequence_parallel_region",
+        hcomm_candle::gather_from_sequence_parallel_region,
+        Step::Gather(FIRST),
+        Step::SumThenSplit(FIRST),
+    ),
+    (
+        "reduce_scatter_to_sequence_parallel_region",
+        hcomm_candle::reduce_scatter_to_sequence_parallel_region,
+        Step::SumThenSplit(FIRST),
+        Step::Gather(FIRST),
+    ),
+    (
+        "gather_from_sequence_parallel_region, tensor_parallel_output_grad = false",
+        gather_from_sequence_without_tensor_parallel_output_grad,
+        Step::Gather(FIRST),
+        Step::Split(FIRST),
+    ),
+];
+
+/// Every mapping on 1 to 4 ranks: the forward's result, then the gradient
+/// of `sum(y * weights)` that `backward()` gives the input (the same
+/// weights on every rank, so the output's gradient is them).
 #[test]
 fn forwards_and_backwards_match_serial_references() {
     for w in 1..=4 {
         hcomm::host::run(w, |comm| {
             let r = comm.rank();
-            let (rows, cols) = (2 * w, 2 * w);
-            let x = Var::from_tensor(&tensor(r, rows, cols).map_err(c)?).map_err(c)?;
-            let sum_of = |f: &dyn Fn(usize) -> f32| (0..w).map(f).sum::<f32>();
-
-            // copy_to: identity forward; backward sums the gradient.
-            let y = hcomm_candle::copy_to_tensor_model_parallel_region(comm, x.as_tensor()).map_err(c)?;
-            assert_eq!(
-                y.flatten_all().and_then(|t| t.to_vec1::<f32>()).map_err(c)?,
-                (0..rows * cols).map(|i| val(r, i)).collect::<Vec<_>>()
-            );
-            let g = weights(rows, cols).map_err(c)?;
-            let loss = (&y * &g).and_then(|t| t.sum_all()).map_err(c)?;
-            let grads = loss.backward().map_err(c)?;
-            let gx = grads
-                .get(x.as_tensor())
-                .unwrap()
-                .flatten_all()
-                .and_then(|t| t.to_vec1::<f32>())
+            let xs: Vec<Array2<f32>> = (0..w)
+                .map(|q| to_array(&tensor(q, 2 * w, 2 * w)?))
+                .collect::<Result<_, _>>()
                 .map_err(c)?;
-            let gw = g.flatten_all().and_then(|t| t.to_vec1::<f32>()).map_err(c)?;
-            assert_eq!(
-                gx,
-                gw.iter().map(|v| v * w as f32).collect::<Vec<_>>(),
-                "copy_to backward on {w} ranks"
-            );
-
-            // reduce_from: sum forward; backward passes the gradient through.
-            let y = hcomm_candle::reduce_from_tensor_model_parallel_region(comm, x.as_tensor()).map_err(c)?;
-            let want: Vec<f32> = (0..rows * cols).map(|i| sum_of(&|q| val(q, i))).collect();
-            assert_eq!(
-                y.flatten_all().and_then(|t| t.to_vec1::<f32>()).map_err(c)?,
-                want,
-                "reduce_from on {w} ranks"
-            );
-            let loss = (&y * &g).and_then(|t| t.sum_all()).map_err(c)?;
-            let gx = loss
-                .backward()
-                .map_err(c)?
-                .get(x.as_tensor())
-                .unwrap()
-                .flatten_all()
-                .and_then(|t| t.to_vec1::<f32>())
-                .map_err(c)?;
-            assert_eq!(gx, gw, "reduce_from backward on {w} ranks");
-
-            // gather_from (last dim): backward keeps this rank's columns.
-            let y = hcomm_candle::gather_from_tensor_model_parallel_region(comm, x.as_tensor()).map_err(c)?;
-            assert_eq!(y.dims(), &[rows, cols * w]);
-            let gw_wide = weights(rows, cols * w).map_err(c)?;
-            let loss = (&y * &gw_wide).and_then(|t| t.sum_all()).map_err(c)?;
-            let gx = loss
-                .backward()
-                .map_err(c)?
-                .get(x.as_tensor())
-                .unwrap()
-                .flatten_all()
-                .and_then(|t| t.to_vec1::<f32>())
-                .map_err(c)?;
-            let wide = gw_wide.to_vec2::<f32>().map_err(c)?;
-            let want: Vec<f32> = wide
-                .iter()
-                .flat_map(|row| row[r * cols..(r + 1) * cols].to_vec())
-                .collect();
-            assert_eq!(gx, want, "gather_from backward on {w} ranks");
-
-            // reduce_scatter to the sequence region: backward all-gathers.
-            let y = hcomm_candle::reduce_scatter_to_sequence_parallel_region(comm, x.as_tensor()).map_err(c)?;
-            let part = rows / w;
-            let want: Vec<f32> = (r * part * cols..(r + 1) * part * cols)
-                .map(|i| sum_of(&|q| val(q, i)))
-                .collect();
-            assert_eq!(
-                y.flatten_all().and_then(|t| t.to_vec1::<f32>()).map_err(c)?,
-                want,
-                "reduce_scatter forward on {w} ranks"
-            );
-            let gs = weights(part, cols).map_err(c)?;
-            let loss = (&y * &gs).and_then(|t| t.sum_all()).map_err(c)?;
-            let gx = loss
-                .backward()
-                .map_err(c)?
-                .get(x.as_tensor())
-                .unwrap()
-                .flatten_all()
-                .and_then(|t| t.to_vec1::<f32>())
-                .map_err(c)?;
-            let one = gs.flatten_all().and_then(|t| t.to_vec1::<f32>()).map_err(c)?;
-            assert_eq!(gx, one.repeat(w), "reduce_scatter backward on {w} ranks");
+            for (name, forward, fwd, bwd) in TABLE {
+                let x = Var::from_tensor(&to_tensor(&xs[r]).map_err(c)?).map_err(c)?;
+                let y = forward(comm, x.as_tensor()).map_err(c)?;
+                assert_eq!(
+                    to_array(&y).map_err(c)?,
+                    serial(fwd, &xs, r),
+                    "{name} forward on rank {r} of {w}"
+                );
+                let (rows, cols) = y.dims2().map_err(c)?;
+                let g = weights(rows, cols).map_err(c)?;
+                let loss = (&y * &g).and_then(|t| t.sum_all()).map_err(c)?;
+                let grads = loss.backward().map_err(c)?;
+                let gx = grads.get(x.as_tensor()).expect("the input has a gradient");
+                let gs = vec![to_array(&g).map_err(c)?; w];
+                assert_eq!(
+                    to_array(gx).map_err(c)?,
+                    serial(bwd, &gs, r),
+                    "{name} backward on rank {r} of {w}"
+                );
+            }
 
             // In place, with the mean.
             let m = tensor(r, 1, 3).map_err(c)?;
             hcomm_candle::all_reduce_in_place(comm, &m, hcomm::ReduceOp::Avg).map_err(c)?;
-            let want: Vec<f32> = (0..3).map(|i| sum_of(&|q| val(q, i)) / w as f32).collect();
+            let want: Vec<f32> = (0..3)
+                .map(|i| (0..w).map(|q| val(q, i)).sum::<f32>() / w as f32)
+                .collect();
             assert_eq!(
                 m.flatten_all().and_then(|t| t.to_vec1::<f32>()).map_err(c)?,
                 want,

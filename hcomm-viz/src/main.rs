@@ -5,6 +5,7 @@
 //! (the language as between the braces of `comm_schedule! { .. }`); the
 //! name may be left out when the file holds one.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -61,11 +62,20 @@ fn parse_world(s: &str) -> Result<i64, String> {
     }
 }
 
-/// `", did you mean `x`?"` when a candidate is close to `name`, else nothing.
-fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
-    hcomm_schedule::resolve::suggest(name, candidates)
-        .map(|s| format!("; did you mean `{s}`?"))
-        .unwrap_or_default()
+/// The hint after a message about the unknown `name`, a sentence of its
+/// own: ". hint: did you mean `x`?" when a candidate is close to it, then
+/// `also`; nothing when there is neither.
+fn hint<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>, also: &str) -> String {
+    let close = hcomm_schedule::resolve::suggest(name, candidates).map(|s| format!("did you mean `{s}`?"));
+    let parts: Vec<String> = close
+        .into_iter()
+        .chain((!also.is_empty()).then(|| also.to_owned()))
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(". hint: {}", parts.join(" "))
+    }
 }
 
 fn parse_scalar(s: &str) -> Result<(String, String), String> {
@@ -77,6 +87,7 @@ fn parse_scalar(s: &str) -> Result<(String, String), String> {
 
 fn run(args: &Args) -> Result<(), String> {
     if args.list {
+        let mut lines = Vec::new();
         for e in catalog::ALL {
             let s = (e.schedule)();
             let scalars: Vec<String> = s
@@ -90,14 +101,18 @@ fn run(args: &Args) -> Result<(), String> {
                     }
                 })
                 .collect();
-            println!(
+            lines.push(format!(
                 "{:<32} {:<9} scalars: {}",
                 e.name,
                 e.origin.as_str(),
-                scalars.join(", ")
-            );
+                if scalars.is_empty() {
+                    "none".to_owned()
+                } else {
+                    scalars.join(", ")
+                }
+            ));
         }
-        return Ok(());
+        return print(&format!("{}\n", lines.join("\n")));
     }
     let from_file;
     let s: &Schedule = if let Some(path) = &args.file {
@@ -106,8 +121,12 @@ fn run(args: &Args) -> Result<(), String> {
     } else {
         let name = args.schedule.as_deref().unwrap_or_default();
         catalog::find(name).ok_or_else(|| {
-            let hint = did_you_mean(name, catalog::ALL.iter().map(|e| e.name));
-            format!("no schedule called `{name}`{hint}; hint: `hcomm-viz --list` names them")
+            let hint = hint(
+                name,
+                catalog::ALL.iter().map(|e| e.name),
+                "`hcomm-viz --list` names them",
+            );
+            format!("no schedule called `{name}`{hint}")
         })?
     };
     let name = s.name.as_str();
@@ -117,7 +136,7 @@ fn run(args: &Args) -> Result<(), String> {
         .iter()
         .find(|(n, _)| s.scalars.iter().all(|x| x.name != *n))
     {
-        let hint = did_you_mean(unknown, s.scalars.iter().map(|x| x.name.as_str()));
+        let hint = hint(unknown, s.scalars.iter().map(|x| x.name.as_str()), "");
         return Err(format!("`{name}` has no scalar parameter `{unknown}`{hint}"));
     }
     let mut values = Vec::new();
@@ -139,8 +158,17 @@ fn run(args: &Args) -> Result<(), String> {
     if let Some(p) = &args.output {
         std::fs::write(p, svg).map_err(|e| format!("cannot write {}: {e}", p.display()))
     } else {
-        println!("{svg}");
-        Ok(())
+        print(&format!("{svg}\n"))
+    }
+}
+
+/// Writes `text` to standard output; a reader that closed it (a pipe into
+/// `head`) ends the output quietly, as it does for other commands.
+fn print(text: &str) -> Result<(), String> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("cannot write to standard output: {e}")),
+        _ => Ok(()),
     }
 }
 
@@ -164,9 +192,9 @@ fn read_file(path: &Path, name: Option<&str>) -> Result<Schedule, String> {
     };
     match name {
         Some(name) => schedules.iter().find(|s| s.name == name).cloned().ok_or_else(|| {
-            let hint = did_you_mean(name, schedules.iter().map(|s| s.name.as_str()));
+            let hint = hint(name, schedules.iter().map(|s| s.name.as_str()), "");
             format!(
-                "{} has no schedule called `{name}`{hint}; it has {}",
+                "{} has no schedule called `{name}`; it has {}{hint}",
                 path.display(),
                 names()
             )

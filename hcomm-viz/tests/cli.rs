@@ -1,7 +1,7 @@
 //! The `hcomm-viz` binary: operator parameters by name on the command line
 //! and in the drawing.
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 fn viz(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_hcomm-viz"))
@@ -32,6 +32,26 @@ fn operator_parameter_by_number_is_refused() {
         err.trim(),
         "error: `op` is an operator parameter: its value is `sum`, `prod`, `max` or `min`, not `2`"
     );
+}
+
+/// Output into a pipe whose reader is gone (`hcomm-viz --list | head -0`):
+/// the output ends quietly, with success and no panic.
+#[test]
+fn a_closed_standard_output_ends_the_output_quietly() {
+    for args in [&["--list"][..], &["ring_all_gather", "--world", "64"]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hcomm-viz"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run hcomm-viz");
+        // the reading end closes before the tool writes
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("hcomm-viz ends");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {err}");
+        assert!(err.is_empty(), "{args:?}: {err}");
+    }
 }
 
 #[test]
@@ -92,8 +112,8 @@ fn draws_a_schedule_from_a_text_file() {
     assert_eq!(
         err.trim(),
         format!(
-            "error: {file} has no schedule called `blockng`; did you mean `blocking`?; it has `ring_all_gather`, \
-             `blocking`"
+            "error: {file} has no schedule called `blockng`; it has `ring_all_gather`, `blocking`. hint: did you \
+             mean `blocking`?"
         )
     );
     std::fs::remove_dir_all(path.parent().expect("a directory")).expect("clean up");
@@ -117,7 +137,7 @@ fn a_misspelt_name_gets_a_suggestion() {
     assert!(svg.is_empty());
     assert_eq!(
         err.trim(),
-        "error: no schedule called `ring_al_gather`; did you mean `ring_all_gather`?; hint: `hcomm-viz --list` names \
+        "error: no schedule called `ring_al_gather`. hint: did you mean `ring_all_gather`? `hcomm-viz --list` names \
          them"
     );
     // nothing close: no suggestion, only the hint
@@ -125,13 +145,13 @@ fn a_misspelt_name_gets_a_suggestion() {
     assert!(!ok);
     assert_eq!(
         err.trim(),
-        "error: no schedule called `zzz`; hint: `hcomm-viz --list` names them"
+        "error: no schedule called `zzz`. hint: `hcomm-viz --list` names them"
     );
     let (ok, _, err) = viz(&["ring_all_reduce", "--world", "3", "--scalar", "po=max"]);
     assert!(!ok);
     assert_eq!(
         err.trim(),
-        "error: `ring_all_reduce` has no scalar parameter `po`; did you mean `op`?"
+        "error: `ring_all_reduce` has no scalar parameter `po`. hint: did you mean `op`?"
     );
 }
 

@@ -114,11 +114,19 @@ fn free_port() -> u16 {
         .map_or(0, |a| a.port())
 }
 
-fn spawn_rank(rank: usize, port: u16, elements: usize, tcp: bool) -> Child {
-    spawn_rank_of(rank, 2, port, elements, tcp)
+/// Between the two processes: the default transport (shared memory and
+/// reading peers' memory) or `HCOMM_TRANSPORT=tcp`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Transport {
+    Default,
+    Tcp,
 }
 
-fn spawn_rank_of(rank: usize, world: usize, port: u16, elements: usize, tcp: bool) -> Child {
+fn spawn_rank(rank: usize, port: u16, elements: usize, transport: Transport) -> Child {
+    spawn_rank_of(rank, 2, port, elements, transport)
+}
+
+fn spawn_rank_of(rank: usize, world: usize, port: u16, elements: usize, transport: Transport) -> Child {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--ignored", "--exact", "freeze_rank", "--nocapture", "--test-threads=1"])
         .env(SIZE_VAR, elements.to_string())
@@ -145,7 +153,7 @@ fn spawn_rank_of(rank: usize, world: usize, port: u16, elements: usize, tcp: boo
     ] {
         cmd.env_remove(k);
     }
-    if tcp {
+    if transport == Transport::Tcp {
         cmd.env("HCOMM_TRANSPORT", "tcp");
     }
     cmd.spawn().unwrap()
@@ -153,6 +161,40 @@ fn spawn_rank_of(rank: usize, world: usize, port: u16, elements: usize, tcp: boo
 
 fn signal(child: &Child, sig: &str) {
     let _ = Command::new("kill").args([sig, &child.id().to_string()]).status();
+}
+
+/// The verdict lines (after `FREEZE `) of the ranks from `first` on, each
+/// with its rank, as they come.
+fn verdict_lines(ranks: &mut [Child], first: usize) -> mpsc::Receiver<(usize, String)> {
+    let (tx, rx) = mpsc::channel();
+    for (r, child) in ranks.iter_mut().enumerate().skip(first) {
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                // The harness may begin the line with the test's name.
+                if let Some((_, rest)) = line.split_once("FREEZE ") {
+                    let _ = tx.send((r, rest.to_owned()));
+                }
+            }
+        });
+    }
+    rx
+}
+
+/// An error line's time (ms since the epoch) and the rest (`<kind> <message>`).
+fn error_line(rest: &str) -> (String, u128) {
+    let (at, rest) = rest.split_once(' ').unwrap();
+    (rest.to_owned(), at.parse().unwrap())
+}
+
+/// Releases and kills every rank.
+fn stop(ranks: &mut [Child]) {
+    for child in ranks {
+        signal(child, "-CONT");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }
 
 /// What happens to the job once both ranks completed [`BEFORE`]
@@ -254,8 +296,8 @@ struct Endpoint {
 
 /// Starts rank 0, puts a relay in front of it, and gives rank 1 the
 /// relay's address.
-fn spawn_with_relay(port: u16, elements: usize, tcp: bool) -> (Vec<Child>, Relay) {
-    let zero = spawn_rank(0, port, elements, tcp);
+fn spawn_with_relay(port: u16, elements: usize, transport: Transport) -> (Vec<Child>, Relay) {
+    let zero = spawn_rank(0, port, elements, transport);
     let store = hcomm::store::Store::connect(&format!("127.0.0.1:{port}"), Duration::from_secs(10)).unwrap();
     let ep: Endpoint = postcard::from_bytes(&store.get("hcomm/peer/0", Duration::from_secs(10)).unwrap()).unwrap();
     let relay = Relay::start(SocketAddr::new(ep.ip, ep.port));
@@ -265,7 +307,7 @@ fn spawn_with_relay(port: u16, elements: usize, tcp: bool) -> (Vec<Child>, Relay
     };
     store.set("hcomm/peer/0", &postcard::to_stdvec(&via).unwrap()).unwrap();
     drop(store);
-    let one = spawn_rank(1, port, elements, tcp);
+    let one = spawn_rank(1, port, elements, transport);
     (vec![zero, one], relay)
 }
 
@@ -277,28 +319,16 @@ struct Outcome {
 
 /// Runs the all-reduces of `elements` f32 with `fault` after `before` of
 /// them.
-fn run(elements: usize, tcp: bool, fault: Fault, before: usize) -> Outcome {
+fn run(elements: usize, transport: Transport, fault: Fault, before: usize) -> Outcome {
     let port = free_port();
     let frozen = matches!(fault, Fault::Freeze | Fault::FreezeThenResume);
     let (mut ranks, relay) = if frozen {
-        ((0..2).map(|r| spawn_rank(r, port, elements, tcp)).collect(), None)
+        ((0..2).map(|r| spawn_rank(r, port, elements, transport)).collect(), None)
     } else {
-        let (ranks, relay) = spawn_with_relay(port, elements, tcp);
+        let (ranks, relay) = spawn_with_relay(port, elements, transport);
         (ranks, Some(relay))
     };
-    let (tx, rx) = mpsc::channel::<(usize, String)>();
-    for (r, child) in ranks.iter_mut().enumerate() {
-        let out = BufReader::new(child.stdout.take().unwrap());
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            for line in out.lines().map_while(Result::ok) {
-                // The harness may begin the line with the test's name.
-                if let Some((_, rest)) = line.split_once("FREEZE ") {
-                    let _ = tx.send((r, rest.to_owned()));
-                }
-            }
-        });
-    }
+    let rx = verdict_lines(&mut ranks, 0);
     let start = Instant::now();
     let mut done = [0usize; 2];
     let mut struck_ms = None;
@@ -329,17 +359,12 @@ fn run(elements: usize, tcp: bool, fault: Fault, before: usize) -> Outcome {
                 }
             }
         } else if let Some(rest) = line.strip_prefix("err ") {
-            let (at, rest) = rest.split_once(' ').unwrap();
-            verdicts[r] = Some((rest.to_owned(), at.parse().unwrap()));
+            verdicts[r] = Some(error_line(rest));
         } else {
             panic!("rank {r}: {line}");
         }
     }
-    for child in &mut ranks {
-        signal(child, "-CONT");
-        let _ = child.kill();
-        let _ = child.wait();
-    }
+    stop(&mut ranks);
     let struck_ms = struck_ms.expect("the ranks completed the all-reduces before the fault");
     let mut r = 0;
     Outcome {
@@ -361,20 +386,20 @@ fn run(elements: usize, tcp: bool, fault: Fault, before: usize) -> Outcome {
 /// Runs `fault` and checks that every rank that is not frozen fails
 /// naming the other or the timeout, within the timeout plus [`SLACK`] of
 /// the fault; the verdicts.
-fn check(elements: usize, tcp: bool, fault: Fault) -> Vec<String> {
-    check_after(elements, tcp, fault, BEFORE)
+fn check(elements: usize, transport: Transport, fault: Fault) -> Vec<String> {
+    check_after(elements, transport, fault, BEFORE)
 }
 
 /// [`check`] with the fault after `before` all-reduces.
-fn check_after(elements: usize, tcp: bool, fault: Fault, before: usize) -> Vec<String> {
-    let outcome = run(elements, tcp, fault, before);
+fn check_after(elements: usize, transport: Transport, fault: Fault, before: usize) -> Vec<String> {
+    let outcome = run(elements, transport, fault, before);
     let survivors = if fault == Fault::Freeze { 1 } else { 2 };
     let mut lines = Vec::new();
     for (r, verdict) in outcome.verdicts.iter().enumerate().take(survivors) {
         let (line, took) = verdict
             .as_ref()
             .unwrap_or_else(|| panic!("rank {r} returned no error within the watchdog ({fault:?})"));
-        eprintln!("{fault:?} elements {elements} tcp {tcp}: rank {r} failed {took:?} after the fault: {line}");
+        eprintln!("{fault:?} elements {elements} {transport:?}: rank {r} failed {took:?} after the fault: {line}");
         let other = 1 - r;
         // A released rank may find the communicator aborted by its peer's
         // timeout, which names it.
@@ -403,34 +428,29 @@ fn check_after(elements: usize, tcp: bool, fault: Fault, before: usize) -> Vec<S
 const LARGE: usize = 1 << 20;
 const SMALL: usize = 16;
 
-#[test]
-fn frozen_rank_during_a_large_all_reduce_over_tcp() {
-    check(LARGE, true, Fault::Freeze);
+/// One test per line: its name, then the fault, the message size and the
+/// transport that [`check`] runs.
+macro_rules! fault_tests {
+    ($($name:ident: $fault:ident, $elements:ident, $transport:ident;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                check($elements, Transport::$transport, Fault::$fault);
+            }
+        )*
+    };
 }
 
-#[test]
-fn frozen_rank_during_a_small_all_reduce_over_tcp() {
-    check(SMALL, true, Fault::Freeze);
-}
-
-#[test]
-fn frozen_rank_during_a_large_all_reduce_on_the_default_transport() {
-    check(LARGE, false, Fault::Freeze);
-}
-
-#[test]
-fn frozen_rank_during_a_small_all_reduce_on_the_default_transport() {
-    check(SMALL, false, Fault::Freeze);
-}
-
-#[test]
-fn a_frozen_rank_released_after_its_peer_failed_fails_too_on_the_default_transport() {
-    check(SMALL, false, Fault::FreezeThenResume);
-}
-
-#[test]
-fn a_frozen_rank_released_after_its_peer_failed_fails_too_over_tcp() {
-    check(LARGE, true, Fault::FreezeThenResume);
+fault_tests! {
+    frozen_rank_during_a_large_all_reduce_over_tcp: Freeze, LARGE, Tcp;
+    frozen_rank_during_a_small_all_reduce_over_tcp: Freeze, SMALL, Tcp;
+    frozen_rank_during_a_large_all_reduce_on_the_default_transport: Freeze, LARGE, Default;
+    frozen_rank_during_a_small_all_reduce_on_the_default_transport: Freeze, SMALL, Default;
+    a_frozen_rank_released_after_its_peer_failed_fails_too_on_the_default_transport: FreezeThenResume, SMALL, Default;
+    a_frozen_rank_released_after_its_peer_failed_fails_too_over_tcp: FreezeThenResume, LARGE, Tcp;
+    a_relay_that_stops_forwarding_is_a_timeout_or_a_failed_peer_over_tcp: Stall, LARGE, Tcp;
+    a_dropped_connection_fails_the_peer_over_tcp: Drop, SMALL, Tcp;
+    a_dropped_connection_fails_the_peer_on_the_default_transport: Drop, SMALL, Default;
 }
 
 /// Seeded faults on the default transport: the fault (a freeze, a freeze
@@ -453,7 +473,7 @@ fn seeded_faults_on_the_default_transport() {
         let elements = [SMALL, 4096, LARGE][draw(3)];
         let before = 1 + draw(4);
         eprintln!("seeded round {round}: {fault:?}, {elements} elements, after {before} all-reduces");
-        check_after(elements, false, fault, before);
+        check_after(elements, Transport::Default, fault, before);
     }
 }
 
@@ -464,8 +484,8 @@ fn seeded_faults_on_the_default_transport() {
 fn a_frozen_store_host_fails_the_joining_ranks_within_the_bound() {
     let port = free_port();
     let mut ranks = vec![
-        spawn_rank_of(0, 3, port, SMALL, false),
-        spawn_rank_of(1, 3, port, SMALL, false),
+        spawn_rank_of(0, 3, port, SMALL, Transport::Default),
+        spawn_rank_of(1, 3, port, SMALL, Transport::Default),
     ];
     // Rank 1 is in the rendezvous once its endpoint is in the store.
     let store = hcomm::store::Store::connect(&format!("127.0.0.1:{port}"), Duration::from_secs(10)).unwrap();
@@ -473,20 +493,8 @@ fn a_frozen_store_host_fails_the_joining_ranks_within_the_bound() {
     drop(store);
     signal(&ranks[0], "-STOP");
     let frozen_ms = now_ms();
-    ranks.push(spawn_rank_of(2, 3, port, SMALL, false));
-    let (tx, rx) = mpsc::channel::<(usize, String)>();
-    for (r, child) in ranks.iter_mut().enumerate().skip(1) {
-        let out = BufReader::new(child.stdout.take().unwrap());
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            for line in out.lines().map_while(Result::ok) {
-                // The harness may begin the line with the test's name.
-                if let Some((_, rest)) = line.split_once("FREEZE ") {
-                    let _ = tx.send((r, rest.to_owned()));
-                }
-            }
-        });
-    }
+    ranks.push(spawn_rank_of(2, 3, port, SMALL, Transport::Default));
+    let rx = verdict_lines(&mut ranks, 1);
     let start = Instant::now();
     let mut verdicts: [Option<(String, u128)>; 3] = [None, None, None];
     while start.elapsed() < WATCHDOG && verdicts.iter().flatten().count() < 2 {
@@ -496,14 +504,9 @@ fn a_frozen_store_host_fails_the_joining_ranks_within_the_bound() {
         let rest = line
             .strip_prefix("err ")
             .unwrap_or_else(|| panic!("rank {r} joined a job whose store host is frozen: {line}"));
-        let (at, rest) = rest.split_once(' ').unwrap();
-        verdicts[r] = Some((rest.to_owned(), at.parse().unwrap()));
+        verdicts[r] = Some(error_line(rest));
     }
-    for child in &mut ranks {
-        signal(child, "-CONT");
-        let _ = child.kill();
-        let _ = child.wait();
-    }
+    stop(&mut ranks);
     for (r, verdict) in verdicts.iter().enumerate().skip(1) {
         let (line, at) = verdict
             .as_ref()
@@ -523,26 +526,11 @@ fn a_frozen_store_host_fails_the_joining_ranks_within_the_bound() {
 
 #[test]
 fn a_relay_that_alters_one_byte_fails_the_integrity_check() {
-    let lines = check(LARGE, true, Fault::Alter);
+    let lines = check(LARGE, Transport::Tcp, Fault::Alter);
     assert!(
         lines
             .iter()
             .any(|l| l.starts_with("peer-failed 1 ") && l.contains("integrity check failed")),
         "rank 0 must name rank 1 and the failed integrity check: {lines:?}"
     );
-}
-
-#[test]
-fn a_relay_that_stops_forwarding_is_a_timeout_or_a_failed_peer_over_tcp() {
-    check(LARGE, true, Fault::Stall);
-}
-
-#[test]
-fn a_dropped_connection_fails_the_peer_over_tcp() {
-    check(SMALL, true, Fault::Drop);
-}
-
-#[test]
-fn a_dropped_connection_fails_the_peer_on_the_default_transport() {
-    check(SMALL, false, Fault::Drop);
 }

@@ -98,9 +98,9 @@ impl Binding {
 /// `r * cores / parts` (consecutive parts share a core, and the cores' loads
 /// differ by at most one part). `None` without cores or parts.
 ///
-/// Ranks that share cores are bound too: left to the scheduler, a 1 MiB
-/// reduce-scatter of 4 processes on 2 cores took 175 to 356 us from one run
-/// to the next, bound two to a core 170 to 227 us.
+/// Ranks that share cores are bound too: left to the scheduler, their times
+/// move with where it puts them from one run to the next (BENCHMARKS.md,
+/// "Latency and processes").
 fn split(cores: &[usize], parts: usize) -> Option<Placement> {
     let n = cores.len();
     if n == 0 || parts == 0 {

@@ -67,51 +67,57 @@ const LAST: isize = -1;
 const FIRST: isize = 0;
 
 impl Mapping {
-    /// Megatron-LM's name of the mapping.
-    pub fn name(self) -> &'static str {
+    /// The mapping's row of the table: Megatron-LM's name, the forward
+    /// step and the backward step.
+    fn row(self) -> (&'static str, Step, Step) {
+        use Step::{AllGather, AllReduce, Identity, ReduceScatter, Split};
         match self {
-            Mapping::CopyToTensorModelParallelRegion => "copy_to_tensor_model_parallel_region",
-            Mapping::ReduceFromTensorModelParallelRegion => "reduce_from_tensor_model_parallel_region",
-            Mapping::ScatterToTensorModelParallelRegion => "scatter_to_tensor_model_parallel_region",
-            Mapping::GatherFromTensorModelParallelRegion => "gather_from_tensor_model_parallel_region",
-            Mapping::ScatterToSequenceParallelRegion => "scatter_to_sequence_parallel_region",
-            Mapping::GatherFromSequenceParallelRegion { .. } => "gather_from_sequence_parallel_region",
-            Mapping::ReduceScatterToSequenceParallelRegion => "reduce_scatter_to_sequence_parallel_region",
+            Mapping::CopyToTensorModelParallelRegion => ("copy_to_tensor_model_parallel_region", Identity, AllReduce),
+            Mapping::ReduceFromTensorModelParallelRegion => {
+                ("reduce_from_tensor_model_parallel_region", AllReduce, Identity)
+            }
+            Mapping::ScatterToTensorModelParallelRegion => {
+                ("scatter_to_tensor_model_parallel_region", Split(LAST), AllGather(LAST))
+            }
+            Mapping::GatherFromTensorModelParallelRegion => {
+                ("gather_from_tensor_model_parallel_region", AllGather(LAST), Split(LAST))
+            }
+            Mapping::ScatterToSequenceParallelRegion => {
+                ("scatter_to_sequence_parallel_region", Split(FIRST), AllGather(FIRST))
+            }
+            Mapping::GatherFromSequenceParallelRegion {
+                tensor_parallel_output_grad: true,
+            } => (
+                "gather_from_sequence_parallel_region",
+                AllGather(FIRST),
+                ReduceScatter(FIRST),
+            ),
+            Mapping::GatherFromSequenceParallelRegion {
+                tensor_parallel_output_grad: false,
+            } => ("gather_from_sequence_parallel_region", AllGather(FIRST), Split(FIRST)),
+            Mapping::ReduceScatterToSequenceParallelRegion => (
+                "reduce_scatter_to_sequence_parallel_region",
+                ReduceScatter(FIRST),
+                AllGather(FIRST),
+            ),
         }
     }
 
-    /// The forward and backward steps.
-    fn steps(self) -> (Step, Step) {
-        match self {
-            Mapping::CopyToTensorModelParallelRegion => (Step::Identity, Step::AllReduce),
-            Mapping::ReduceFromTensorModelParallelRegion => (Step::AllReduce, Step::Identity),
-            Mapping::ScatterToTensorModelParallelRegion => (Step::Split(LAST), Step::AllGather(LAST)),
-            Mapping::GatherFromTensorModelParallelRegion => (Step::AllGather(LAST), Step::Split(LAST)),
-            Mapping::ScatterToSequenceParallelRegion => (Step::Split(FIRST), Step::AllGather(FIRST)),
-            Mapping::GatherFromSequenceParallelRegion {
-                tensor_parallel_output_grad,
-            } => (
-                Step::AllGather(FIRST),
-                if tensor_parallel_output_grad {
-                    Step::ReduceScatter(FIRST)
-                } else {
-                    Step::Split(FIRST)
-                },
-            ),
-            Mapping::ReduceScatterToSequenceParallelRegion => (Step::ReduceScatter(FIRST), Step::AllGather(FIRST)),
-        }
+    /// Megatron-LM's name of the mapping.
+    pub fn name(self) -> &'static str {
+        self.row().0
     }
 
     /// The forward operation on `x`, collective over `group` (every rank
     /// calls it) unless it is an identity or a split.
     pub fn forward<T: Element, D: Dimension>(self, group: &Comm, x: ArrayView<'_, T, D>) -> Result<Array<T, D>> {
-        apply(self.steps().0, group, x)
+        apply(self.row().1, group, x)
     }
 
     /// The backward operation on the gradient of the forward's output: the
     /// gradient of its input.
     pub fn backward<T: Element, D: Dimension>(self, group: &Comm, grad: ArrayView<'_, T, D>) -> Result<Array<T, D>> {
-        apply(self.steps().1, group, grad)
+        apply(self.row().2, group, grad)
     }
 }
 
@@ -135,65 +141,33 @@ fn apply<T: Element, D: Dimension>(step: Step, group: &Comm, x: ArrayView<'_, T,
     }
 }
 
-/// Identity forward; the backward sums the gradient over the group.
-pub fn copy_to_tensor_model_parallel_region<T: Element, D: Dimension>(
-    group: &Comm,
-    x: ArrayView<'_, T, D>,
-) -> Result<Array<T, D>> {
-    Mapping::CopyToTensorModelParallelRegion.forward(group, x)
+/// A function per mapping, named as in Megatron-LM: the mapping's forward.
+macro_rules! forwards {
+    ($($(#[$doc:meta])* $name:ident => $mapping:expr;)*) => {$(
+        $(#[$doc])*
+        pub fn $name<T: Element, D: Dimension>(group: &Comm, x: ArrayView<'_, T, D>) -> Result<Array<T, D>> {
+            $mapping.forward(group, x)
+        }
+    )*};
 }
 
-/// Sums over the group; the backward passes the gradient through.
-pub fn reduce_from_tensor_model_parallel_region<T: Element, D: Dimension>(
-    group: &Comm,
-    x: ArrayView<'_, T, D>,
-) -> Result<Array<T, D>> {
-    Mapping::ReduceFromTensorModelParallelRegion.forward(group, x)
-}
-
-/// This rank's slice along the last dimension; the backward all-gathers it.
-pub fn scatter_to_tensor_model_parallel_region<T: Element, D: Dimension>(
-    group: &Comm,
-    x: ArrayView<'_, T, D>,
-) -> Result<Array<T, D>> {
-    Mapping::ScatterToTensorModelParallelRegion.forward(group, x)
-}
-
-/// All-gathers along the last dimension; the backward keeps this rank's slice.
-pub fn gather_from_tensor_model_parallel_region<T: Element, D: Dimension>(
-    group: &Comm,
-    x: ArrayView<'_, T, D>,
-) -> Result<Array<T, D>> {
-    Mapping::GatherFromTensorModelParallelRegion.forward(group, x)
-}
-
-/// This rank's slice along the first (sequence) dimension; the backward
-/// all-gathers it.
-pub fn scatter_to_sequence_parallel_region<T: Element, D: Dimension>(
-    group: &Comm,
-    x: ArrayView<'_, T, D>,
-) -> Result<Array<T, D>> {
-    Mapping::ScatterToSequenceParallelRegion.forward(group, x)
-}
-
-/// All-gathers along the first (sequence) dimension; the backward
-/// reduce-scatters the gradient (Megatron-LM's default,
-/// `tensor_parallel_output_grad = true`).
-pub fn gather_from_sequence_parallel_region<T: Element, D: Dimension>(
-    group: &Comm,
-    x: ArrayView<'_, T, D>,
-) -> Result<Array<T, D>> {
-    Mapping::GatherFromSequenceParallelRegion {
-        tensor_parallel_output_grad: true,
-    }
-    .forward(group, x)
-}
-
-/// Sums over the group and keeps this rank's slice along the first
-/// (sequence) dimension; the backward all-gathers it.
-pub fn reduce_scatter_to_sequence_parallel_region<T: Element, D: Dimension>(
-    group: &Comm,
-    x: ArrayView<'_, T, D>,
-) -> Result<Array<T, D>> {
-    Mapping::ReduceScatterToSequenceParallelRegion.forward(group, x)
+forwards! {
+    /// Identity forward; the backward sums the gradient over the group.
+    copy_to_tensor_model_parallel_region => Mapping::CopyToTensorModelParallelRegion;
+    /// Sums over the group; the backward passes the gradient through.
+    reduce_from_tensor_model_parallel_region => Mapping::ReduceFromTensorModelParallelRegion;
+    /// This rank's slice along the last dimension; the backward all-gathers it.
+    scatter_to_tensor_model_parallel_region => Mapping::ScatterToTensorModelParallelRegion;
+    /// All-gathers along the last dimension; the backward keeps this rank's slice.
+    gather_from_tensor_model_parallel_region => Mapping::GatherFromTensorModelParallelRegion;
+    /// This rank's slice along the first (sequence) dimension; the backward
+    /// all-gathers it.
+    scatter_to_sequence_parallel_region => Mapping::ScatterToSequenceParallelRegion;
+    /// All-gathers along the first (sequence) dimension; the backward
+    /// reduce-scatters the gradient (Megatron-LM's default,
+    /// `tensor_parallel_output_grad = true`).
+    gather_from_sequence_parallel_region => Mapping::GatherFromSequenceParallelRegion { tensor_parallel_output_grad: true };
+    /// Sums over the group and keeps this rank's slice along the first
+    /// (sequence) dimension; the backward all-gathers it.
+    reduce_scatter_to_sequence_parallel_region => Mapping::ReduceScatterToSequenceParallelRegion;
 }
