@@ -507,10 +507,11 @@ impl Engine {
                     let r = &st.slots[recv];
                     (r.ptr, r.count, r.dtype, r.reduce)
                 };
-                let result = if reduce.is_none() {
+                let result = if reduce.is_none() && count > 0 {
                     // SAFETY: the receive is claimed by this thread; its
-                    // owner keeps its `count` elements valid and untouched
-                    // until released.
+                    // owner keeps its `count` elements (at least one: the
+                    // pointer is not dangling) valid and untouched until
+                    // released.
                     let out = unsafe { std::slice::from_raw_parts_mut(dst, count * dtype.size()) };
                     read_leased(link.pid, addr, out, lease)
                 } else {
@@ -1542,7 +1543,7 @@ fn read_leased(pid: i32, addr: u64, dst: &mut [u8], lease: (u64, u64)) -> io::Re
     }
     let len = dst.len();
     let mut word = [0u8; 8];
-    let got = read_remote_pair(pid, (addr, &mut *dst), (lease.0, &mut word))?;
+    let got = read_remote_pair(pid, addr, dst, lease.0, &mut word)?;
     if got == len + word.len() {
         return lease_word(word, lease.1);
     }

@@ -926,23 +926,30 @@ pub(super) fn read_remote(pid: i32, addr: u64, dst: &mut [u8]) -> io::Result<()>
     Ok(())
 }
 
-/// Reads `first.1.len()` bytes at `first.0` in process `pid` into
-/// `first.1`, then `second` likewise, in one system call; the bytes read
-/// (fewer than both lengths when the read stopped early).
-pub(super) fn read_remote_pair(pid: i32, first: (u64, &mut [u8]), second: (u64, &mut [u8])) -> io::Result<usize> {
+/// Reads `first.len()` bytes at `first_addr` in process `pid` into
+/// `first`, then `second.len()` at `second_addr` into `second`, in one
+/// system call; the bytes read (fewer than both lengths when the read
+/// stopped early).
+pub(super) fn read_remote_pair(
+    pid: i32,
+    first_addr: u64,
+    first: &mut [u8],
+    second_addr: u64,
+    second: &mut [u8],
+) -> io::Result<usize> {
     use nix::sys::uio::{process_vm_readv, RemoteIoVec};
     use nix::unistd::Pid;
     let remote = [
         RemoteIoVec {
-            base: first.0 as usize,
-            len: first.1.len(),
+            base: first_addr as usize,
+            len: first.len(),
         },
         RemoteIoVec {
-            base: second.0 as usize,
-            len: second.1.len(),
+            base: second_addr as usize,
+            len: second.len(),
         },
     ];
-    let mut local = [io::IoSliceMut::new(first.1), io::IoSliceMut::new(second.1)];
+    let mut local = [io::IoSliceMut::new(first), io::IoSliceMut::new(second)];
     process_vm_readv(Pid::from_raw(pid), &mut local, &remote).map_err(io::Error::from)
 }
 

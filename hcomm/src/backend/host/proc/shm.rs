@@ -60,9 +60,9 @@ const NAP: Duration = Duration::from_millis(2);
 /// by the publisher's futex call and runs at once, while one that yields
 /// hands its core to any other runnable process for a whole time slice
 /// (4 processes on 2 cores beside other work, 4 KiB all-reduce and
-/// barrier: about 125 us a call with a 50-200 us spin against 320-440 us
-/// with the engine's millisecond, BENCHMARKS.md "Four processes on two
-/// cores").
+/// barrier: a median of 125-137 us a call over rounds with a 50-200 us
+/// spin against 343 us with a millisecond, BENCHMARKS.md "Four processes
+/// on two cores").
 const OVERSUBSCRIBED_SPIN: Duration = Duration::from_micros(100);
 
 /// One rank's region, mapped into this process. Its counters are only
