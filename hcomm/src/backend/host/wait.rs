@@ -25,7 +25,9 @@
 //! `mpi_yield_when_idle` does), instead of a sleep and a wake-up per step,
 //! and it spins for a millisecond before it sleeps: yielding, the spin
 //! costs the ranks that share its core little, while a sleep costs a
-//! wake-up that waits behind them. `BENCHMARKS.md` ("Copies and waits")
+//! wake-up that waits behind them. A signal made by
+//! [`Signal::oversubscribed_spin`] spins less there: the shared board of
+//! processes, whose sleepers a futex wakes at once (`proc/shm.rs`). `BENCHMARKS.md` ("Copies and waits")
 //! has the measurements behind these rules.
 //!
 //! A waiter may bring the change about itself ([`Progress`]): it then does
