@@ -2,9 +2,10 @@
 //! shm.rs`), in real processes started by `hcomm-run`: exact data of every
 //! one-shot collective and of point-to-point at sizes on both sides of the
 //! board's size on 2 and 4 processes, the board really used (and not with
-//! `HCOMM_TRANSPORT=cma`), a rank killed with SIGKILL in the middle of
-//! one-shot collectives named by the survivors, and nothing left in
-//! `/dev/shm` by any of it.
+//! `HCOMM_TRANSPORT=cma`), the one-shot limits of all-gathers and
+//! all-to-alls on two ranks, a rank killed with SIGKILL in the middle of
+//! one-shot collectives or of send-receives its peers read from its memory
+//! named by the survivors, and nothing left in `/dev/shm` by any of it.
 //!
 //! The processes are this test binary itself, running the ignored test
 //! `shm_rank` with `HCOMM_TEST_SCENARIO` naming what to do.
@@ -76,10 +77,32 @@ fn an_unknown_hcomm_transport_is_a_config_error_naming_it() {
 }
 
 #[test]
+fn all_gathers_and_all_to_alls_of_two_ranks_leave_the_board_past_their_limits() {
+    for n in [2, 4] {
+        let o = launch(n, "pair_limits", &[]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert_all_said(&o, n, "pair limits held");
+        assert_all_said(&o, n, "scenario passed");
+    }
+}
+
+#[test]
 fn a_rank_killed_during_one_shot_collectives_is_peer_failed_on_every_survivor() {
+    killed_rank_is_named("sigkill");
+}
+
+#[test]
+fn a_rank_killed_while_its_peers_read_its_sends_is_peer_failed_on_every_survivor() {
+    killed_rank_is_named("sigkill_p2p");
+}
+
+/// In `scenario` on 2 and 4 processes the last rank kills itself: the
+/// launcher names it, every survivor gets `PeerFailed` naming it, and
+/// nothing is left in `/dev/shm`.
+fn killed_rank_is_named(scenario: &str) {
     let before = dev_shm();
     for n in [2, 4] {
-        let o = launch(n, "sigkill", &[]);
+        let o = launch(n, scenario, &[]);
         let all = text(&o);
         assert!(!o.status.success(), "{all}");
         let victim = n - 1;
@@ -102,7 +125,9 @@ fn shm_rank() {
     let scenario = std::env::var(SCENARIO).unwrap();
     match scenario.as_str() {
         "exact" => exact(&hcomm::init_from_env().unwrap()),
-        "sigkill" => sigkill(&hcomm::init_from_env().unwrap()),
+        "sigkill" => sigkill(&hcomm::init_from_env().unwrap(), one_shot_all_reduces),
+        "sigkill_p2p" => sigkill(&hcomm::init_from_env().unwrap(), victim_send_recvs),
+        "pair_limits" => pair_limits(&hcomm::init_from_env().unwrap()),
         "join" => match hcomm::init_from_env() {
             Ok(c) => println!("joined as rank {}", c.rank()),
             Err(e) => println!("join failed: {e}"),
@@ -199,17 +224,81 @@ fn exact(comm: &Comm) {
     println!("{place} the board: all_reduce {}", names.join(","));
 }
 
-/// The last rank kills itself with SIGKILL while the ranks run one-shot
-/// all-reduces; the others must fail with `PeerFailed` naming it within
-/// seconds.
-fn sigkill(comm: &Comm) {
+/// All-gathers (elements per rank) and all-to-alls (elements sent per
+/// rank) just below, at and just above the bytes per rank up to which two
+/// ranks run them on the board (8 and 16 KiB): exact data, and on 2
+/// processes the board up to the limit and another algorithm past it (on
+/// 4, the board throughout).
+fn pair_limits(comm: &Comm) {
+    let (r, w) = (comm.rank(), comm.world());
+    let word = size_of::<i32>();
+    let (gather, all_to_all) = ((8 << 10) / word, (16 << 10) / word);
+    for round in 0..2 {
+        for m in [gather - 1, gather, gather + 1] {
+            let send: Vec<i32> = (0..m).map(|i| value(r, i + round)).collect();
+            let mut recv = vec![0; m * w];
+            comm.all_gather(&send, &mut recv).unwrap();
+            assert!(
+                (0..m * w).all(|k| recv[k] == value(k / m, k % m + round)),
+                "all_gather of {m}"
+            );
+            let board = comm.last_algorithms(Collective::AllGather) == [Algorithm::OneShot];
+            assert_eq!(board, w > 2 || m <= gather, "all_gather of {m} on {w} ranks");
+        }
+        for total in [all_to_all - w, all_to_all, all_to_all + w] {
+            let m = total / w;
+            let send: Vec<i32> = (0..m * w).map(|i| value(r, i + round)).collect();
+            let mut recv = vec![0; m * w];
+            comm.all_to_all(&send, &mut recv).unwrap();
+            assert!(
+                (0..m * w).all(|k| recv[k] == value(k / m, r * m + k % m + round)),
+                "all_to_all of {m}"
+            );
+            let board = comm.last_algorithms(Collective::AllToAll) == [Algorithm::OneShot];
+            assert_eq!(board, w > 2 || m * w <= all_to_all, "all_to_all of {m} on {w} ranks");
+        }
+    }
+    println!("pair limits held");
+}
+
+/// One-shot all-reduces of 4 KiB, checked.
+fn one_shot_all_reduces(comm: &Comm, x: &mut [i32]) -> hcomm::Result<()> {
+    x.fill(1);
+    comm.all_reduce_in_place(x, ReduceOp::Sum)?;
+    assert_eq!(comm.last_algorithms(Collective::AllReduce), [Algorithm::OneShot]);
+    let world = i32::try_from(comm.world()).unwrap();
+    assert!(x.iter().all(|&v| v == world), "wrong data: {:?}", &x[..4]);
+    Ok(())
+}
+
+/// Send-receives of 256 KiB between the last rank and each other rank in
+/// turn (each reads the other's send from its memory, one system call per
+/// message), checked.
+fn victim_send_recvs(comm: &Comm, x: &mut [i32]) -> hcomm::Result<()> {
+    let (r, last) = (comm.rank(), comm.world() - 1);
+    let send: Vec<i32> = (0..64 << 10).map(|i| value(r, i)).collect();
+    let mut got = vec![0i32; send.len()];
+    let peers: Vec<usize> = if r == last { (0..last).collect() } else { vec![last] };
+    for peer in peers {
+        comm.send_recv(&send, peer, &mut got, peer)?;
+        assert!(
+            got.iter().enumerate().all(|(i, &v)| v == value(peer, i)),
+            "send_recv with {peer}"
+        );
+    }
+    x[0] = got[0];
+    Ok(())
+}
+
+/// The last rank kills itself with SIGKILL while the ranks run `op`; the
+/// others must fail with `PeerFailed` naming it within seconds.
+fn sigkill(comm: &Comm, op: fn(&Comm, &mut [i32]) -> hcomm::Result<()>) {
     use nix::sys::signal::{kill, signal, SigHandler, Signal};
     // SAFETY: ignoring SIGTERM installs no handler code.
     unsafe { signal(Signal::SIGTERM, SigHandler::SigIgn) }.unwrap();
     let victim = comm.world() - 1;
     let mut x = vec![1i32; 1024];
-    comm.all_reduce_in_place(&mut x, ReduceOp::Sum).unwrap();
-    assert_eq!(comm.last_algorithms(Collective::AllReduce), [Algorithm::OneShot]);
+    op(comm, &mut x).unwrap();
     if comm.rank() == victim {
         let me = nix::unistd::Pid::this();
         std::thread::spawn(move || {
@@ -219,15 +308,12 @@ fn sigkill(comm: &Comm) {
     }
     let start = Instant::now();
     loop {
-        x.fill(1);
-        match comm.all_reduce_in_place(&mut x, ReduceOp::Sum) {
+        match op(comm, &mut x) {
             Ok(()) => {
                 assert!(
                     start.elapsed() < Duration::from_secs(20),
                     "rank {victim} was never seen to fail"
                 );
-                let world = i32::try_from(comm.world()).unwrap();
-                assert!(x.iter().all(|&v| v == world), "wrong data: {:?}", &x[..4]);
             }
             Err(hcomm::Error::PeerFailed { rank, reason }) if rank == victim => {
                 let at = start.elapsed();

@@ -212,6 +212,18 @@ impl AlgorithmTable {
 /// Messages up to this many bytes per rank count as small (latency-bound).
 const SMALL_BYTES: usize = 64 << 10;
 
+/// On two ranks, all-gathers of more bytes per rank than this leave the
+/// board: its two copies (onto the board, off the peer's page) cost more
+/// than the peer's one (2 processes, BENCHMARKS.md "One-shot limits on two
+/// ranks": 5.8 against 8.2-8.9 us at 8 KiB per rank, 10.0-10.4 against
+/// 8.0 us at 16 KiB; threads 3.2 against 4.2-4.8 us at 4 KiB, 5.9 against
+/// 4.3-4.7 us at 8 KiB).
+const ONE_SHOT_PAIR_GATHER_BYTES: usize = 8 << 10;
+/// The same for all-to-alls, whose own block stays off the board (2
+/// processes: 4.9-5.1 against 7.9-8.9 us at 16 KiB, 9.1-9.2 against
+/// 8.0 us at 32 KiB).
+const ONE_SHOT_PAIR_ALL_TO_ALL_BYTES: usize = 16 << 10;
+
 /// The collectives whose crossovers the cost model sets.
 const MODELLED: [Collective; 4] = [
     Collective::AllReduce,
@@ -299,7 +311,12 @@ pub(crate) fn policy(
     let ring_links = matches!(topology, Topology::Ring);
     // A declared ring keeps ring algorithms: the program models links that
     // the board would bypass.
-    let one_shot = world > 1 && !ring_links && board.is_some_and(|b| bytes <= b);
+    let pair_limit = match collective {
+        Collective::AllGather if world == 2 => ONE_SHOT_PAIR_GATHER_BYTES,
+        Collective::AllToAll if world == 2 => ONE_SHOT_PAIR_ALL_TO_ALL_BYTES,
+        _ => usize::MAX,
+    };
+    let one_shot = world > 1 && !ring_links && board.is_some_and(|b| bytes <= b.min(pair_limit));
     // Every modelled collective has a one-shot algorithm, which goes first.
     let modelled = model
         .and_then(|m| m.choice(collective, bytes))
@@ -433,6 +450,21 @@ mod tests {
             policy(Collective::AllReduce, &Topology::FullMesh, 4, 1 << 20, board, None),
             Algorithm::OneShot
         );
+    }
+
+    #[test]
+    fn two_ranks_leave_the_board_for_all_gathers_and_all_to_alls_past_their_limits() {
+        let board = Some(64 << 10);
+        let p = |c, world, bytes| policy(c, &Topology::FullMesh, world, bytes, board, None);
+        for (c, limit) in [
+            (Collective::AllGather, ONE_SHOT_PAIR_GATHER_BYTES),
+            (Collective::AllToAll, ONE_SHOT_PAIR_ALL_TO_ALL_BYTES),
+        ] {
+            assert_eq!(p(c, 2, limit), Algorithm::OneShot, "{c}");
+            assert_ne!(p(c, 2, limit + 1), Algorithm::OneShot, "{c}");
+            assert_eq!(p(c, 4, limit + 1), Algorithm::OneShot, "{c} on 4 ranks");
+        }
+        assert_eq!(p(Collective::AllReduce, 2, 64 << 10), Algorithm::OneShot);
     }
 
     #[test]

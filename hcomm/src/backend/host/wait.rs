@@ -25,7 +25,9 @@
 //! `mpi_yield_when_idle` does), instead of a sleep and a wake-up per step,
 //! and it spins for a millisecond before it sleeps: yielding, the spin
 //! costs the ranks that share its core little, while a sleep costs a
-//! wake-up that waits behind them. `BENCHMARKS.md` ("Copies and waits")
+//! wake-up that waits behind them. A signal made by
+//! [`Signal::oversubscribed_spin`] spins less there: the shared board of
+//! processes, whose sleepers a futex wakes at once (`proc/shm.rs`). `BENCHMARKS.md` ("Copies and waits")
 //! has the measurements behind these rules.
 //!
 //! A waiter may bring the change about itself ([`Progress`]): it then does
@@ -200,6 +202,8 @@ pub(crate) struct Signal {
     backoff: AtomicU32,
     /// Rung by notifications while waiters sleep in [`Progress::block`].
     doorbell: Option<Doorbell>,
+    /// The spin of waiters whose ranks outnumber the cores.
+    oversubscribed_spin: Duration,
 }
 
 impl Default for Signal {
@@ -212,6 +216,7 @@ impl Default for Signal {
             wake_ns: AtomicU64::new(INITIAL_WAKE_NS),
             backoff: AtomicU32::new(0),
             doorbell: None,
+            oversubscribed_spin: Duration::from_nanos(OVERSUBSCRIBED_SPIN_NS),
         }
     }
 }
@@ -223,6 +228,15 @@ impl Signal {
     pub(crate) fn with_doorbell() -> Signal {
         Signal {
             doorbell: Doorbell::new().ok(),
+            ..Signal::default()
+        }
+    }
+
+    /// A signal whose waiters, where the ranks outnumber the cores, spin
+    /// (yielding) for `spin` before they sleep, instead of a millisecond.
+    pub(crate) fn oversubscribed_spin(spin: Duration) -> Signal {
+        Signal {
+            oversubscribed_spin: spin,
             ..Signal::default()
         }
     }
@@ -403,7 +417,7 @@ impl Signal {
     /// How long to spin now.
     fn spin_budget(&self) -> Duration {
         if oversubscribed() {
-            return Duration::from_nanos(OVERSUBSCRIBED_SPIN_NS);
+            return self.oversubscribed_spin;
         }
         if own_core() {
             return Duration::from_nanos(OWN_CORE_SPIN_NS);

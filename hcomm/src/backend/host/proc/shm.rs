@@ -55,6 +55,15 @@ const PAGE_STRIDE: usize = PAGE_HEAD + BOARD_BYTES;
 const LEN: usize = PAGES + 2 * PAGE_STRIDE;
 /// The longest single sleep of a waiter before it looks at failures.
 const NAP: Duration = Duration::from_millis(2);
+/// How long a waiter spins, yielding, before it sleeps on the futex when
+/// the ranks of this host outnumber its cores: a rank that sleeps is woken
+/// by the publisher's futex call and runs at once, while one that yields
+/// hands its core to any other runnable process for a whole time slice
+/// (4 processes on 2 cores beside other work, 4 KiB all-reduce and
+/// barrier: a median of 125-137 us a call over rounds with a 50-200 us
+/// spin against 343 us with a millisecond, BENCHMARKS.md "Four processes
+/// on two cores").
+const OVERSUBSCRIBED_SPIN: Duration = Duration::from_micros(100);
 
 /// One rank's region, mapped into this process. Its counters are only
 /// accessed atomically, and its pages only in the phases the protocol of
@@ -238,7 +247,7 @@ impl ShmBoard {
             me,
             regions,
             calls: Mutex::new(0),
-            signal: Signal::default(),
+            signal: Signal::oversubscribed_spin(OVERSUBSCRIBED_SPIN),
         }
     }
 
