@@ -29,6 +29,15 @@ const FREE: f64 = 1e30;
 /// Terms of the fit, in the order of [`features`].
 const TERMS: usize = 5;
 
+/// What each term describes, for messages.
+const NAMES: [&str; TERMS] = [
+    "latency",
+    "messages up to `cached_bytes`",
+    "messages up to `llc_bytes`",
+    "larger messages",
+    "reduction",
+];
+
 /// The message sizes that bound the bandwidth tiers of a host.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Tiers {
@@ -94,13 +103,6 @@ pub fn fit(name: &str, samples: &[Sample], tiers: Tiers) -> Result<Machine> {
     // A term no sample exercises (a tier no message falls in) has a column
     // of nothing but the free terms' rounding; fitting it would make up a
     // bandwidth.
-    const NAMES: [&str; TERMS] = [
-        "latency",
-        "messages up to `cached_bytes`",
-        "messages up to `llc_bytes`",
-        "larger messages",
-        "reduction",
-    ];
     if let Some(&t) = bandwidths.iter().find(|&&t| rows.iter().all(|r| r.0[t] < 1e-12)) {
         return Err(fail(format!(
             "no sample has {} ({tiers:?}). hint: give sizes in every tier and an algorithm that reduces",
@@ -177,7 +179,7 @@ mod tests {
     /// cache tier, fit back to it.
     #[test]
     fn a_fit_recovers_the_machine_that_made_the_samples() {
-        for llc_bytes in [None, Some(4.0 * 1048576.0)] {
+        for llc_bytes in [None, Some(4.0 * 1_048_576.0)] {
             let tiers = Tiers {
                 cached_bytes: 65536.0,
                 llc_bytes,
