@@ -1,6 +1,6 @@
 //! Fitting a one-level machine whose ranks share one memory system (a
-//! host: latency, the shared bandwidth of messages in and out of the
-//! caches, reduction speed) to measured times: least squares on the
+//! host: latency, the shared bandwidth of messages in a core's cache, in
+//! the last-level cache and past it, reduction speed) to measured times: least squares on the
 //! relative error over the features the model itself computes (rounds,
 //! bytes through the busiest resources, bytes reduced), so a fit is the
 //! model's own reading of the measurements. Terms the data would make
@@ -26,45 +26,96 @@ pub struct Sample {
 /// A huge bandwidth: a term that costs nothing.
 const FREE: f64 = 1e30;
 
+/// Terms of the fit, in the order of [`features`].
+const TERMS: usize = 5;
+
+/// What each term describes, for messages.
+const NAMES: [&str; TERMS] = [
+    "latency",
+    "messages up to `cached_bytes`",
+    "messages up to `llc_bytes`",
+    "larger messages",
+    "reduction",
+];
+
+/// The message sizes that bound the bandwidth tiers of a host.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tiers {
+    /// Messages up to this many bytes stay in a core's cache.
+    pub cached_bytes: f64,
+    /// Larger ones up to this many bytes stay in the last-level cache
+    /// (`None`: one bandwidth past `cached_bytes`).
+    pub llc_bytes: Option<f64>,
+}
+
+/// A one-level switch machine whose ranks share its bandwidth, with the
+/// tiers of `tiers` at these bandwidths (GB/s): cached, last-level cache,
+/// memory; latency `lat` us, reduction `red` GB/s.
+fn host(name: &str, tiers: Tiers, lat: f64, bw: [f64; 3], red: f64) -> Machine {
+    let mut m = Machine::flat(name, Link::Switch, bw[2], lat, red);
+    let l = &mut m.levels[0];
+    "host".clone_into(&mut l.name);
+    l.cached_bytes = Some(tiers.cached_bytes);
+    l.cached_bandwidth_gbs = Some(bw[0]);
+    l.llc_bytes = tiers.llc_bytes;
+    l.llc_bandwidth_gbs = tiers.llc_bytes.map(|_| bw[1]);
+    l.shared_gbs = Some(bw[2]);
+    m
+}
+
 /// The model's features of a sample: rounds, bytes through the busiest
-/// resources in messages up to `cached` bytes, the same above, and bytes
-/// reduced by the busiest receiver (each summed over rounds).
-fn features(s: &Sample, cached: f64) -> Result<[f64; 4]> {
-    let unit = |lat, small, large, red| {
-        let mut m = Machine::flat("unit", Link::Switch, large, lat, red);
-        m.levels[0].cached_bytes = Some(cached);
-        m.levels[0].cached_bandwidth_gbs = Some(small);
-        m.levels[0].shared_gbs = Some(large);
-        m
-    };
+/// resources in messages of each tier (cached, last-level cache, memory),
+/// and bytes reduced by the busiest receiver (each summed over rounds).
+fn features(s: &Sample, tiers: Tiers) -> Result<[f64; TERMS]> {
     // `transfer_us` is bytes / (GB/s * 1e3): 1e-3 GB/s reads out bytes.
-    let f = |m: Machine| s.algorithm.predict(&m, s.world, s.bytes).map(|p| p.us);
+    let f = |lat, bw, red| {
+        s.algorithm
+            .predict(&host("unit", tiers, lat, bw, red), s.world, s.bytes)
+            .map(|p| p.us)
+    };
     Ok([
-        f(unit(1.0, FREE, FREE, FREE))?,
-        f(unit(0.0, 1e-3, FREE, FREE))?,
-        f(unit(0.0, FREE, 1e-3, FREE))?,
-        f(unit(0.0, FREE, FREE, 1e-3))?,
+        f(1.0, [FREE; 3], FREE)?,
+        f(0.0, [1e-3, FREE, FREE], FREE)?,
+        f(0.0, [FREE, 1e-3, FREE], FREE)?,
+        f(0.0, [FREE, FREE, 1e-3], FREE)?,
+        f(0.0, [FREE; 3], 1e-3)?,
     ])
 }
 
-/// Fits a one-level switch machine named `name` to `samples`, messages up
-/// to `cached_bytes` with a bandwidth of their own.
-pub fn fit(name: &str, samples: &[Sample], cached_bytes: f64) -> Result<Machine> {
-    let rows: Vec<([f64; 4], f64)> = samples
+/// Fits a one-level switch machine named `name` to `samples`, each tier
+/// of `tiers` with a bandwidth of its own.
+pub fn fit(name: &str, samples: &[Sample], tiers: Tiers) -> Result<Machine> {
+    let rows: Vec<([f64; TERMS], f64)> = samples
         .iter()
-        .map(|s| features(s, cached_bytes).map(|f| (f.map(|x| x / s.us), 1.0)))
+        .map(|s| features(s, tiers).map(|f| (f.map(|x| x / s.us), 1.0)))
         .collect::<Result<_>>()?;
     let fail = |message: String| CostError::Unsupported {
         what: name.to_owned(),
         message,
     };
-    // With the latency, then without it (0) if the data make it negative.
-    let x = [vec![0, 1, 2, 3], vec![1, 2, 3]]
+    // With the latency, then without it (0) if the data make it negative;
+    // the last-level cache's term only where it has a tier.
+    let bandwidths: Vec<usize> = if tiers.llc_bytes.is_some() {
+        vec![1, 2, 3, 4]
+    } else {
+        vec![1, 3, 4]
+    };
+    // A term no sample exercises (a tier no message falls in) has a column
+    // of nothing but the free terms' rounding; fitting it would make up a
+    // bandwidth.
+    if let Some(&t) = bandwidths.iter().find(|&&t| rows.iter().all(|r| r.0[t] < 1e-12)) {
+        return Err(fail(format!(
+            "no sample has {} ({tiers:?}). hint: give sizes in every tier and an algorithm that reduces",
+            NAMES[t]
+        )));
+    }
+    let with_latency: Vec<usize> = std::iter::once(0).chain(bandwidths.iter().copied()).collect();
+    let x = [with_latency, bandwidths]
         .into_iter()
         .find_map(|terms| {
             let x = least_squares(&rows, &terms)?;
             x.iter().all(|&v| v > 0.0).then(|| {
-                let mut full = [0.0; 4];
+                let mut full = [0.0; TERMS];
                 for (t, v) in terms.iter().zip(x) {
                     full[*t] = v;
                 }
@@ -73,22 +124,21 @@ pub fn fit(name: &str, samples: &[Sample], cached_bytes: f64) -> Result<Machine>
         })
         .ok_or_else(|| {
             fail(format!(
-                "{} samples give no fit with positive bandwidths and reduction. hint: give several sizes on both sides of {cached_bytes} bytes and an algorithm that reduces",
+                "{} samples give no fit with positive bandwidths and reduction. hint: give several sizes in every tier ({tiers:?}) and an algorithm that reduces",
                 samples.len()
             ))
         })?;
-    let mut m = Machine::flat(name, Link::Switch, 1.0 / (x[2] * 1e3), x[0], 1.0 / (x[3] * 1e3));
-    "host".clone_into(&mut m.levels[0].name);
-    m.levels[0].cached_bytes = Some(cached_bytes);
-    m.levels[0].cached_bandwidth_gbs = Some(1.0 / (x[1] * 1e3));
-    m.levels[0].shared_gbs = Some(m.levels[0].bandwidth_gbs);
+    // A term left out (the last-level cache without a tier) is 0: its
+    // bandwidth is unused.
+    let gbs = |v: f64| if v > 0.0 { 1.0 / (v * 1e3) } else { FREE };
+    let m = host(name, tiers, x[0], [gbs(x[1]), gbs(x[2]), gbs(x[3])], gbs(x[4]));
     m.validate()?;
     Ok(m)
 }
 
 /// Least squares over the columns `terms` of `rows` (normal equations,
 /// Gaussian elimination with partial pivoting); `None` when singular.
-fn least_squares(rows: &[([f64; 4], f64)], terms: &[usize]) -> Option<Vec<f64>> {
+fn least_squares(rows: &[([f64; TERMS], f64)], terms: &[usize]) -> Option<Vec<f64>> {
     let k = terms.len();
     let mut a = vec![vec![0.0f64; k + 1]; k];
     for (f, t) in rows {
@@ -125,13 +175,47 @@ fn least_squares(rows: &[([f64; 4], f64)], terms: &[usize]) -> Option<Vec<f64>> 
 mod tests {
     use super::*;
 
-    /// Samples made by a known machine fit back to it.
+    /// Samples made by a known machine, with and without a last-level
+    /// cache tier, fit back to it.
     #[test]
     fn a_fit_recovers_the_machine_that_made_the_samples() {
-        let mut truth = Machine::flat("t", Link::Switch, 7.0, 3.0, 2.0);
-        truth.levels[0].cached_bytes = Some(65536.0);
-        truth.levels[0].cached_bandwidth_gbs = Some(20.0);
-        truth.levels[0].shared_gbs = Some(7.0);
+        for llc_bytes in [None, Some(4.0 * 1_048_576.0)] {
+            let tiers = Tiers {
+                cached_bytes: 65536.0,
+                llc_bytes,
+            };
+            let truth = host("t", tiers, 3.0, [20.0, 11.0, 7.0], 2.0);
+            let m = fit("t", &samples_of(&truth), tiers).unwrap();
+            let l = &m.levels[0];
+            assert!((l.latency_us - 3.0).abs() < 1e-6, "{l:?}");
+            assert!((l.bandwidth_gbs - 7.0).abs() < 1e-6, "{l:?}");
+            assert!((l.cached_bandwidth_gbs.unwrap() - 20.0).abs() < 1e-6, "{l:?}");
+            assert_eq!(
+                l.llc_bandwidth_gbs.map(|b| (b - 11.0).abs() < 1e-6),
+                llc_bytes.map(|_| true),
+                "{l:?}"
+            );
+            assert!((m.reduce_gbs - 2.0).abs() < 1e-6, "{m:?}");
+        }
+    }
+
+    /// A tier no sample reaches cannot be fitted: an error naming the
+    /// tiers, not a bandwidth made up.
+    #[test]
+    fn a_tier_without_samples_is_an_error() {
+        let tiers = Tiers {
+            cached_bytes: 65536.0,
+            llc_bytes: Some(1e12),
+        };
+        let truth = host("t", tiers, 3.0, [20.0, 11.0, 7.0], 2.0);
+        let e = fit("t", &samples_of(&truth), tiers).unwrap_err().to_string();
+        assert!(
+            e.contains("no sample has larger messages") && e.contains("llc_bytes: Some"),
+            "{e}"
+        );
+    }
+
+    fn samples_of(truth: &Machine) -> Vec<Sample> {
         let mut samples = Vec::new();
         for algorithm in [
             Builtin::RingAllReduce,
@@ -140,7 +224,7 @@ mod tests {
         ] {
             for world in [2, 4] {
                 for bytes in [4096, 65536, 1 << 20, 16 << 20] {
-                    let us = algorithm.predict(&truth, world, bytes).unwrap().us;
+                    let us = algorithm.predict(truth, world, bytes).unwrap().us;
                     samples.push(Sample {
                         algorithm,
                         world,
@@ -150,11 +234,6 @@ mod tests {
                 }
             }
         }
-        let m = fit("t", &samples, 65536.0).unwrap();
-        let l = &m.levels[0];
-        assert!((l.latency_us - 3.0).abs() < 1e-6, "{l:?}");
-        assert!((l.bandwidth_gbs - 7.0).abs() < 1e-6, "{l:?}");
-        assert!((l.cached_bandwidth_gbs.unwrap() - 20.0).abs() < 1e-6, "{l:?}");
-        assert!((m.reduce_gbs - 2.0).abs() < 1e-6, "{m:?}");
+        samples
     }
 }

@@ -27,7 +27,7 @@ mod topology;
 
 pub use builtin::{Builtin, Coll};
 pub use error::{CostError, Result};
-pub use fit::{fit, Sample};
+pub use fit::{fit, Sample, Tiers};
 pub use preset::{machine, preset, PRESETS};
 pub use rows::measured;
 pub use schedule::{predict_schedule, Prediction};

@@ -1,6 +1,7 @@
 //! Measured times from `hcomm-bench --json` runs: one [`Sample`] per cell
 //! (op, algorithm, ranks, size) that the model predicts, with the median of
-//! the cell's rows.
+//! the cell's rows (a collective's out-of-place time, where a row also has
+//! an in-place one).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -29,7 +30,14 @@ pub fn measured(files: &[impl AsRef<Path>]) -> Result<Vec<Sample>> {
         for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
             let row: serde_json::Value =
                 serde_json::from_str(line).map_err(|e| bad(i + 1, format!("not a JSON row: {e}")))?;
-            let field = |k: &str| row.get(k).ok_or_else(|| bad(i + 1, format!("no field `{k}`")));
+            // A row of a collective times its out-of-place form in an
+            // object of its own; other rows carry their timing inline.
+            let timing = row.get("out_of_place").unwrap_or(&row);
+            let field = |k: &str| {
+                row.get(k)
+                    .or_else(|| timing.get(k))
+                    .ok_or_else(|| bad(i + 1, format!("no field `{k}`")))
+            };
             let text_of = |k: &str| field(k).map(|v| v.as_str().unwrap_or_default().to_owned());
             let number = |k: &str| field(k).map(|v| v.as_u64().map_or(0, |n| usize::try_from(n).unwrap_or(0)));
             let cell = (
@@ -69,10 +77,15 @@ mod tests {
         let good = dir.join("good.jsonl");
         let row =
             |us: f64| format!(r#"{{"op":"all_gather","algorithm":"ring","ranks":4,"bytes":4096,"time_us":{us}}}"#);
-        std::fs::write(&good, [row(30.0), row(10.0), row(20.0)].join("\n")).unwrap();
+        let nested = |us: f64| {
+            format!(
+                r#"{{"op":"all_gather","ranks":4,"bytes":4096,"out_of_place":{{"algorithm":"ring","time_us":{us}}},"in_place":{{"algorithm":"ring","time_us":1.0}}}}"#
+            )
+        };
+        std::fs::write(&good, [row(30.0), row(10.0), nested(20.0), nested(25.0)].join("\n")).unwrap();
         let samples = measured(&[&good]).unwrap();
         assert_eq!(samples.len(), 1);
-        assert_eq!((samples[0].world, samples[0].bytes, samples[0].us), (4, 4096, 20.0));
+        assert_eq!((samples[0].world, samples[0].bytes, samples[0].us), (4, 4096, 25.0));
         let bad = dir.join("bad.jsonl");
         std::fs::write(&bad, format!("{}\n{{\"op\":\"all_gather\"}}\n", row(1.0))).unwrap();
         let e = measured(&[&bad]).unwrap_err().to_string();

@@ -62,6 +62,16 @@ pub struct Level {
     /// The bandwidth of messages up to `cached_bytes`, GB/s.
     #[serde(default)]
     pub cached_bandwidth_gbs: Option<f64>,
+    /// Messages larger than `cached_bytes` and of at most this many bytes
+    /// move at `llc_bandwidth_gbs` (a host whose copies of a round still
+    /// fit its last-level cache, shared by its cores, while larger ones
+    /// stream from memory); both or neither, and larger than
+    /// `cached_bytes` where that is given.
+    #[serde(default)]
+    pub llc_bytes: Option<f64>,
+    /// The bandwidth of messages up to `llc_bytes`, GB/s.
+    #[serde(default)]
+    pub llc_bandwidth_gbs: Option<f64>,
     /// All messages of a round that cross this level within one group
     /// share this bandwidth too, GB/s (a host's memory system, which its
     /// ranks share; a node's uplink). Scaled like `bandwidth_gbs` for
@@ -73,8 +83,14 @@ pub struct Level {
 impl Level {
     /// The bandwidth a message of `bytes` gets, GB/s.
     pub(crate) fn bandwidth_for(&self, bytes: f64) -> f64 {
-        match (self.cached_bytes, self.cached_bandwidth_gbs) {
-            (Some(limit), Some(bw)) if bytes <= limit => bw,
+        match (
+            self.cached_bytes,
+            self.cached_bandwidth_gbs,
+            self.llc_bytes,
+            self.llc_bandwidth_gbs,
+        ) {
+            (Some(limit), Some(bw), _, _) if bytes <= limit => bw,
+            (_, _, Some(limit), Some(bw)) if bytes <= limit => bw,
             _ => self.bandwidth_gbs,
         }
     }
@@ -142,6 +158,8 @@ impl Machine {
                 latency_us,
                 cached_bytes: None,
                 cached_bandwidth_gbs: None,
+                llc_bytes: None,
+                llc_bandwidth_gbs: None,
                 shared_gbs: None,
             }],
         }
@@ -165,6 +183,8 @@ impl Machine {
             latency_us: outer.latency_us * factor,
             cached_bytes: None,
             cached_bandwidth_gbs: None,
+            llc_bytes: None,
+            llc_bandwidth_gbs: None,
             shared_gbs: None,
         };
         m.levels.push(between);
@@ -216,6 +236,17 @@ impl Machine {
                 (b, bw) => {
                     return Err(self.invalid(format!(
                         "level `{}` has `cached_bytes` = {b:?} and `cached_bandwidth_gbs` = {bw:?}; give both, positive, or neither",
+                        l.name
+                    )))
+                }
+            }
+            match (l.llc_bytes, l.llc_bandwidth_gbs) {
+                (None, None) => {}
+                (Some(b), Some(bw))
+                    if b.is_finite() && b > l.cached_bytes.unwrap_or(0.0) && bw.is_finite() && bw > 0.0 => {}
+                (b, bw) => {
+                    return Err(self.invalid(format!(
+                        "level `{}` has `llc_bytes` = {b:?} and `llc_bandwidth_gbs` = {bw:?}; give both, positive and `llc_bytes` above `cached_bytes`, or neither",
                         l.name
                     )))
                 }

@@ -112,6 +112,25 @@ fn every_preset_parses() {
     assert!(e.to_string().contains("no such preset; expected one of"), "{e}");
 }
 
+/// A level with both cache tiers: a message takes the bandwidth of the
+/// first tier it fits, the level's own past both.
+#[test]
+fn cache_tiers_set_the_bandwidth_by_message_size() {
+    let text = "name = \"t\"\nreduce_gbs = 1e9\n[[level]]\nname = \"x\"\nlink = \"switch\"\nbandwidth_gbs = 1.0\nlatency_us = 0.0\ncached_bytes = 4096.0\ncached_bandwidth_gbs = 4.0\nllc_bytes = 65536.0\nllc_bandwidth_gbs = 2.0\n";
+    let m = Machine::from_toml(text, "t.toml").unwrap();
+    // A ring all-gather on 2 ranks: one round, one message of half the call
+    // each way; a switch endpoint carries one message out and one in.
+    for (bytes, gbs) in [(8192, 4.0), (131_072, 2.0), (1 << 20, 1.0)] {
+        let p = Builtin::RingAllGather.predict(&m, 2, bytes).unwrap();
+        let expect = bytes as f64 / 2.0 / (gbs * 1e3);
+        assert!(
+            (p.us - expect).abs() < 1e-9 * expect,
+            "{bytes} B: {} us, expected {expect}",
+            p.us
+        );
+    }
+}
+
 #[test]
 fn bad_topology_files_name_the_problem() {
     let level = "[[level]]\nname = \"x\"\nlink = \"switch\"\nbandwidth_gbs = 1.0\nlatency_us = 1.0\n";
@@ -138,6 +157,16 @@ fn bad_topology_files_name_the_problem() {
         (
             &format!("name = \"t\"\nreduce_gbs = 1.0\n{level}{level}"),
             "level `x` has no `ranks`",
+        ),
+        (
+            &format!(
+                "name = \"t\"\nreduce_gbs = 1.0\n{level}cached_bytes = 4096.0\ncached_bandwidth_gbs = 2.0\nllc_bytes = 1024.0\nllc_bandwidth_gbs = 1.5\n"
+            ),
+            "level `x` has `llc_bytes` = Some(1024.0)",
+        ),
+        (
+            &format!("name = \"t\"\nreduce_gbs = 1.0\n{level}llc_bytes = 1024.0\n"),
+            "`llc_bandwidth_gbs` = None; give both",
         ),
     ];
     for (text, expect) in cases {

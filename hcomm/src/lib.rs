@@ -73,7 +73,7 @@
 //! |---|---|
 //! | `HCOMM_TIMEOUT` | seconds any wait may block (default 300), read when a communicator is created |
 //! | `HCOMM_ALGO` | forced algorithms, e.g. `all_reduce=ring,all_gather=bruck` |
-//! | `HCOMM_TOPOLOGY` | `full_mesh` (default), `ring` or `custom:<group size>` |
+//! | `HCOMM_TOPOLOGY` | `detect` (default: the cost model chooses for the machine the launcher finds), `full_mesh` (tuned thresholds), `ring`, `custom:<group size>` or `preset:<name>` |
 //! | `HCOMM_SEGMENT_BYTES` | segment size of pipelined ring transfers (default 1 MiB) |
 //! | `HCOMM_BACKEND` | `host` (default), `hccl` or `nccl`: the backend [`run`] starts ranks on |
 //! | `HCOMM_BIND` | `core` (default): the rank threads [`run`] starts each run on cores of their own (the process's cores split into one block per rank; ranks that outnumber the cores share them evenly, consecutive ranks on one core), and so does the thread that calls [`init_from_env`] on the host backend (one block per process of the host, in rank order) unless a launcher placed the processes already; `none`: left to the scheduler |

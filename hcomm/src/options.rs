@@ -52,7 +52,7 @@ impl Default for CommOptions {
         CommOptions {
             timeout: DEFAULT_TIMEOUT,
             algorithms: AlgorithmTable::default(),
-            topology: Topology::FullMesh,
+            topology: Topology::Detected,
             segment_bytes: DEFAULT_SEGMENT_BYTES,
         }
     }
@@ -61,8 +61,8 @@ impl Default for CommOptions {
 impl CommOptions {
     /// Defaults overridden by `HCOMM_TIMEOUT` (seconds, may be fractional;
     /// capped to [`MAX_TIMEOUT`]), `HCOMM_ALGO`
-    /// (`all_reduce=ring,all_gather=bruck`), `HCOMM_TOPOLOGY` (`full_mesh`,
-    /// `ring`, `custom:<group size>`, `preset:<name>`), `HCOMM_TOPOLOGY_FILE`
+    /// (`all_reduce=ring,all_gather=bruck`), `HCOMM_TOPOLOGY` (`detect`, the
+    /// default, `full_mesh`, `ring`, `custom:<group size>`, `preset:<name>`), `HCOMM_TOPOLOGY_FILE`
     /// (a topology file of the cost model) and `HCOMM_SEGMENT_BYTES`. An empty
     /// variable counts as unset; a value that does not parse, or is not
     /// UTF-8, is an [`Error::Config`] naming the variable.
@@ -91,7 +91,7 @@ impl CommOptions {
         if let Some(v) = env("HCOMM_TOPOLOGY")? {
             options.topology = Topology::parse(&v).ok_or_else(|| Error::Config {
                 message: format!(
-                    "`HCOMM_TOPOLOGY={v}`: expected `full_mesh`, `ring`, `custom:<group size>` or `preset:<name>` \
+                    "`HCOMM_TOPOLOGY={v}`: expected `detect`, `full_mesh`, `ring`, `custom:<group size>` or `preset:<name>` \
                      (presets: {})",
                     hcomm_cost::PRESETS.map(|(n, _)| n).join(", ")
                 ),

@@ -236,10 +236,12 @@ const MODELLED: [Collective; 4] = [
 const MODEL_SIZES: std::ops::RangeInclusive<u32> = 10..=30;
 
 /// The cost model's choices on one machine and world size: per modelled
-/// collective, `(up to bytes, algorithm)` in increasing size, computed
-/// once per communicator ([`Crossovers::new`]), read on each call.
+/// collective, `(up to bytes, algorithm)` in increasing size (the model's
+/// call size, nccl-tests': [`model_bytes`]), computed once per
+/// communicator ([`Crossovers::new`]), read on each call.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Crossovers {
+    world: usize,
     table: [Vec<(usize, Algorithm)>; MODELLED.len()],
 }
 
@@ -250,10 +252,26 @@ fn builtin(collective: Collective, algorithm: Algorithm) -> Option<Builtin> {
     Builtin::from_names(collective.name(), algorithm.name())
 }
 
+/// The model's size of a call of `bytes` per rank (the policy's size): the
+/// all-gather's output, the buffer of the others.
+fn model_bytes(collective: Collective, bytes: usize, world: usize) -> usize {
+    if collective == Collective::AllGather {
+        bytes.saturating_mul(world)
+    } else {
+        bytes
+    }
+}
+
+/// Predicted times closer than this (relative) are a tie.
+const TIE: f64 = 1e-9;
+
 impl Crossovers {
     /// Asks the model at every size of [`MODEL_SIZES`] for the fastest
     /// algorithm of each modelled collective, and says what it chose in a
-    /// `tracing` event. `None` when the machine gives no prediction.
+    /// `tracing` event. Where several are predicted equally fast (on a
+    /// flat host, ring and direct patterns move the same bytes in as many
+    /// rounds), the choice of [`policy`]'s thresholds wins if it is one of
+    /// them. `None` when the machine gives no prediction.
     pub(crate) fn new(machine: &Machine, world: usize) -> Option<Crossovers> {
         let mut table: [Vec<(usize, Algorithm)>; MODELLED.len()] = Default::default();
         for (k, &c) in MODELLED.iter().enumerate() {
@@ -264,13 +282,27 @@ impl Crossovers {
                 .collect();
             for shift in MODEL_SIZES {
                 let bytes = 1usize << shift;
-                let best = candidates
+                let times: Vec<(Algorithm, f64)> = candidates
                     .iter()
                     .filter_map(|&(a, b)| b.predict(machine, world, bytes).ok().map(|p| (a, p.us)))
-                    .min_by(|x, y| x.1.total_cmp(&y.1))?;
+                    .collect();
+                let best = times.iter().map(|t| t.1).min_by(f64::total_cmp)?;
+                let per_rank = if c == Collective::AllGather {
+                    bytes / world
+                } else {
+                    bytes
+                };
+                let tuned = policy(c, &Topology::FullMesh, world, per_rank, None, None);
+                let tied = |a: &&(Algorithm, f64)| a.1 <= best * (1.0 + TIE);
+                let chosen = times
+                    .iter()
+                    .filter(tied)
+                    .find(|t| t.0 == tuned)
+                    .or_else(|| times.iter().find(tied))?
+                    .0;
                 match table[k].last_mut() {
-                    Some(last) if last.1 == best.0 => last.0 = bytes,
-                    _ => table[k].push((bytes, best.0)),
+                    Some(last) if last.1 == chosen => last.0 = bytes,
+                    _ => table[k].push((bytes, chosen)),
                 }
             }
             let choices: Vec<String> = table[k].iter().map(|(b, a)| format!("{a} up to {b} B")).collect();
@@ -279,16 +311,18 @@ impl Crossovers {
                 machine = machine.name.as_str(),
                 world,
                 choices = choices.join(", ").as_str(),
-                "the cost model's fastest algorithm per call size (past the last size, the last algorithm)"
+                "the cost model's fastest algorithm per call size (nccl-tests' size; past the last size, the last algorithm)"
             );
         }
-        Some(Crossovers { table })
+        Some(Crossovers { world, table })
     }
 
-    /// The model's choice for `collective` at `bytes`, if it models it.
+    /// The model's choice for `collective` at `bytes` per rank, if it
+    /// models it.
     pub(crate) fn choice(&self, collective: Collective, bytes: usize) -> Option<Algorithm> {
         let k = MODELLED.iter().position(|&c| c == collective)?;
         let t = &self.table[k];
+        let bytes = model_bytes(collective, bytes, self.world);
         t.iter().find(|(upto, _)| bytes <= *upto).or(t.last()).map(|(_, a)| *a)
     }
 }
@@ -483,32 +517,85 @@ mod tests {
         }
     }
 
+    /// The model's time for `algorithm` of `c` on `m` at `bytes` per rank.
+    fn predicted(m: &Machine, c: Collective, algorithm: Algorithm, world: usize, bytes: usize) -> f64 {
+        builtin(c, algorithm)
+            .and_then(|b| b.predict(m, world, model_bytes(c, bytes, world)).ok())
+            .map_or(f64::INFINITY, |p| p.us)
+    }
+
+    /// Asserts that on `topology`, with the crossovers of its machine, the
+    /// policy's choice for every modelled collective at every size the
+    /// model was asked at (per rank) is predicted as fast as the model's
+    /// argmin; returns how many choices were ties settled by the tuned
+    /// thresholds.
+    fn assert_argmin(name: &str, topology: &Topology, world: usize) -> usize {
+        let m = topology.machine().unwrap();
+        let x = Crossovers::new(&m, world).unwrap();
+        let mut ties = 0;
+        for c in MODELLED {
+            let candidates: Vec<Builtin> = Algorithm::for_collective(c)
+                .iter()
+                .filter(|a| a.supports_world(world))
+                .filter_map(|&a| builtin(c, a))
+                .collect();
+            for shift in MODEL_SIZES {
+                let bytes = if c == Collective::AllGather {
+                    (1 << shift) / world
+                } else {
+                    1 << shift
+                };
+                let chosen = policy(c, topology, world, bytes, None, Some(&x));
+                let (best, p) = hcomm_cost::argmin(&m, &candidates, world, model_bytes(c, bytes, world)).unwrap();
+                let t = predicted(&m, c, chosen, world, bytes);
+                assert!(
+                    (t - p.us).abs() <= p.us * TIE,
+                    "{c} on {name}, {world} ranks, {bytes} B per rank: chose {chosen} ({t} us), the model's best is {} ({} us)",
+                    best.schedule_name(),
+                    p.us
+                );
+                ties += usize::from(builtin(c, chosen) != Some(best));
+            }
+        }
+        ties
+    }
+
     /// On the presets, the policy's choice is the model's fastest pattern
     /// for every modelled collective, world and size it was asked at.
     #[test]
     fn on_presets_the_choice_is_the_models_argmin() {
         for name in ["dgx-h100", "ascend-910b-node", "ascend-910b-pod", "host"] {
-            let m = hcomm_cost::preset(name).unwrap();
             let topo = Topology::parse(&format!("preset:{name}")).unwrap();
             for world in [8, 12, 64] {
-                let x = Crossovers::new(&m, world).unwrap();
-                for c in MODELLED {
-                    let candidates: Vec<Builtin> = Algorithm::for_collective(c)
-                        .iter()
-                        .filter(|a| a.supports_world(world))
-                        .filter_map(|&a| builtin(c, a))
-                        .collect();
-                    for shift in MODEL_SIZES {
-                        let bytes = 1 << shift;
-                        let chosen = policy(c, &topo, world, bytes, None, Some(&x));
-                        let (best, _) = hcomm_cost::argmin(&m, &candidates, world, bytes).unwrap();
-                        assert_eq!(
-                            builtin(c, chosen),
-                            Some(best),
-                            "{c} on {name}, {world} ranks, {bytes} B"
-                        );
-                    }
-                }
+                assert_argmin(name, &topo, world);
+            }
+        }
+    }
+
+    /// With no topology given, threads and processes of this host get the
+    /// fitted host presets, and the default choice is the argmin of the
+    /// detected machine; ties (ring and direct on a flat host) go to the
+    /// tuned thresholds' choice, which keeps the large all-reduce direct.
+    #[test]
+    fn the_default_choice_is_the_argmin_of_the_detected_topology() {
+        use crate::topology::Placement;
+        for (placement, preset) in [
+            (Placement::Threads, "host"),
+            (Placement::Processes { per_host: 4 }, "host-processes"),
+        ] {
+            for world in [2, 4] {
+                let topo = Topology::Detected.detected(placement, world);
+                assert!(
+                    matches!(&topo, Topology::Model(m) if m.0.name == preset),
+                    "{placement:?}: {topo:?}"
+                );
+                let ties = assert_argmin(preset, &topo, world);
+                assert!(ties > 0, "{preset} at {world}: no tie settled by the thresholds");
+                let x = Crossovers::new(&topo.machine().unwrap(), world).unwrap();
+                assert_eq!(
+                    policy(Collective::AllReduce, &topo, world, 16 << 20, None, Some(&x)),
+                    Algorithm::Direct
+                );
             }
         }
     }

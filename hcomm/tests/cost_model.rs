@@ -82,3 +82,39 @@ fn a_model_topology_runs_the_models_choice() {
         assert_eq!(Builtin::from_names("all_reduce", algorithm.name()), Some(best));
     }
 }
+
+/// With no topology given, 4 in-process ranks are detected as threads of
+/// this host (the fitted preset `host`), and a 2 MiB all-reduce (past the
+/// board) gives the right sums by an algorithm the model predicts as fast
+/// as its argmin there.
+#[test]
+fn the_detected_topology_runs_the_models_choice() {
+    let len = 1 << 18;
+    let out = hcomm::host::run_with(4, &CommOptions::default(), |c| {
+        let mut x: Vec<i64> = (0..len).map(|i| (c.rank() * len + i) as i64).collect();
+        c.all_reduce_in_place(&mut x, ReduceOp::Sum)?;
+        Ok((x, c.last_algorithm(Collective::AllReduce), c.topology()))
+    })
+    .unwrap();
+    let m = preset("host").unwrap();
+    let candidates = [
+        Builtin::RingAllReduce,
+        Builtin::HalvingDoublingAllReduce,
+        Builtin::DirectAllReduce,
+    ];
+    let (_, best) = hcomm_cost::argmin(&m, &candidates, 4, len * 8).unwrap();
+    for (x, algorithm, topology) in out {
+        for (i, v) in x.iter().enumerate() {
+            let expect: usize = (0..4).map(|r| r * len + i).sum();
+            assert_eq!(*v, expect as i64, "element {i}");
+        }
+        assert!(matches!(&topology, Topology::Model(t) if *t.0 == m), "{topology:?}");
+        let chosen = Builtin::from_names("all_reduce", algorithm.unwrap().name()).unwrap();
+        let us = chosen.predict(&m, 4, len * 8).unwrap().us;
+        assert!(
+            (us - best.us).abs() <= 1e-9 * best.us,
+            "{chosen:?}: {us} us, best {} us",
+            best.us
+        );
+    }
+}

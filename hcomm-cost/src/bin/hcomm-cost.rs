@@ -3,17 +3,19 @@
 //! and plots it).
 //!
 //! ```text
-//! hcomm-cost fit NAME CACHED RUN.jsonl...  # TOML of the fitted machine
+//! hcomm-cost fit NAME CACHED[,LLC] RUN.jsonl...  # TOML of the fitted machine
 //! hcomm-cost table MACHINE [RANKS,..] [BYTES]  # predicted time per algorithm
 //! ```
 //!
 //! MACHINE is a preset name or a TOML file. RUN files hold `hcomm-bench
-//! --json` rows; cells are the median of their runs.
+//! --json` rows; cells are the median of their runs. CACHED and LLC are
+//! the message sizes (like `1M,8M`) up to which a message stays in a
+//! core's cache and in the last-level cache: each tier gets a bandwidth.
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use hcomm_cost::{argmin, fit, measured, Builtin, Coll, Machine};
+use hcomm_cost::{argmin, fit, measured, Builtin, Coll, Machine, Tiers};
 
 fn machine(arg: &str) -> Result<Machine, String> {
     hcomm_cost::machine(arg).map_err(|e| e.to_string())
@@ -32,6 +34,9 @@ fn to_toml(m: &Machine, command: &str) -> String {
         );
         if let (Some(b), Some(bw)) = (l.cached_bytes, l.cached_bandwidth_gbs) {
             let _ = write!(s, "cached_bytes = {b:.1}\ncached_bandwidth_gbs = {bw:.4}\n");
+        }
+        if let (Some(b), Some(bw)) = (l.llc_bytes, l.llc_bandwidth_gbs) {
+            let _ = write!(s, "llc_bytes = {b:.1}\nllc_bandwidth_gbs = {bw:.4}\n");
         }
         if let Some(g) = l.shared_gbs {
             let _ = writeln!(s, "shared_gbs = {g:.4}");
@@ -109,11 +114,18 @@ fn size_text(b: usize) -> String {
 }
 
 fn run(args: &[String]) -> Result<(), String> {
-    let usage = "usage: hcomm-cost fit NAME CACHED_BYTES RUN.jsonl.. | table MACHINE [RANKS,..] [BYTES]";
+    let usage = "usage: hcomm-cost fit NAME CACHED_BYTES[,LLC_BYTES] RUN.jsonl.. | table MACHINE [RANKS,..] [BYTES]";
     match args {
-        [cmd, name, cached, files @ ..] if cmd == "fit" && !files.is_empty() => {
-            let cached = parse_size(cached)? as f64;
-            let m = fit(name, &measured(files).map_err(|e| e.to_string())?, cached).map_err(|e| e.to_string())?;
+        [cmd, name, sizes, files @ ..] if cmd == "fit" && !files.is_empty() => {
+            let (cached, llc) = match sizes.split_once(',') {
+                Some((c, l)) => (c, Some(l)),
+                None => (sizes.as_str(), None),
+            };
+            let tiers = Tiers {
+                cached_bytes: parse_size(cached)? as f64,
+                llc_bytes: llc.map(parse_size).transpose()?.map(|b| b as f64),
+            };
+            let m = fit(name, &measured(files).map_err(|e| e.to_string())?, tiers).map_err(|e| e.to_string())?;
             print!("{}", to_toml(&m, &format!("hcomm-cost {}", args.join(" "))));
             Ok(())
         }

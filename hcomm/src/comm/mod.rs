@@ -76,6 +76,9 @@ pub(crate) struct Inner {
     /// What the last call of each collective chose and ran (see
     /// `last_algorithm` and `last_algorithms`).
     last: Mutex<[LastCall; Collective::ALL.len()]>,
+    /// The topology algorithm choice sees: the backend's, or the one its
+    /// launcher detected ([`Comm::from_backend_on`]).
+    topology: Topology,
     /// The cost model's crossovers for the topology, computed at the first
     /// collective (`None` inside: the topology has no model).
     crossovers: OnceLock<Option<Crossovers>>,
@@ -157,6 +160,13 @@ impl Comm {
     }
 
     pub(crate) fn from_backend(backend: Arc<dyn Backend>, options: &CommOptions) -> Comm {
+        let topology = backend.topology();
+        Comm::from_backend_on(backend, options, topology)
+    }
+
+    /// [`Comm::from_backend`] choosing algorithms for `topology` rather than
+    /// the backend's (a topology its launcher detected after connecting).
+    pub(crate) fn from_backend_on(backend: Arc<dyn Backend>, options: &CommOptions, topology: Topology) -> Comm {
         Comm {
             traffic: None,
             shape: None,
@@ -167,6 +177,7 @@ impl Comm {
                 timeout_nanos: AtomicU64::new(duration_nanos(options.timeout)),
                 forced: std::array::from_fn(|i| AtomicU8::new(encode(options.algorithms.get(Collective::ALL[i])))),
                 last: Mutex::new(Default::default()),
+                topology,
                 crossovers: OnceLock::new(),
                 segment_bytes: options.segment_bytes,
                 coll_seq: AtomicU64::new(0),
@@ -220,7 +231,7 @@ impl Comm {
 
     /// The group's topology as used for algorithm selection.
     pub fn topology(&self) -> Topology {
-        self.inner.backend.topology()
+        self.inner.topology.clone()
     }
 
     /// How long any wait on this communicator may block.

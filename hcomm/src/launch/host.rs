@@ -8,6 +8,7 @@ use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::launch::ranks::{guard_rank, run_rank_threads};
 use crate::options::CommOptions;
+use crate::topology::Placement;
 
 /// Runs `f` on `world` in-process ranks (one thread each) with options from
 /// the environment ([`CommOptions::from_env`]) and returns the ranks'
@@ -63,7 +64,8 @@ fn rank_handles(world: usize, options: &CommOptions) -> Result<RankHandles> {
     if world == 0 {
         return Err(Error::precondition("a world needs at least one rank"));
     }
-    let (host_world, ranks) = backend::world(world, &options.topology);
+    let topology = options.topology.clone().detected(Placement::Threads, world);
+    let (host_world, ranks) = backend::world(world, &topology);
     let ranks = ranks
         .into_iter()
         .map(|(b, presence)| (Comm::from_backend(b, options), presence))

@@ -16,6 +16,7 @@ use crate::backend::host::wait;
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::options::{deadline_after, CommOptions};
+use crate::topology::Placement;
 
 /// Set by a process that cannot join, with its reason, so the others stop
 /// waiting for it.
@@ -120,7 +121,28 @@ fn connect_host(rendezvous: &Rendezvous, job: &JobEnv, options: &CommOptions) ->
             tracing::debug!(rank = job.rank, cores = ?block, shared, "bound");
         }
     }
-    Ok(Comm::from_backend(backend, options))
+    let per_host = if here.count >= job.world {
+        job.world
+    } else {
+        ranks_per_host(job.world)
+    };
+    let topology = options
+        .topology
+        .clone()
+        .detected(Placement::Processes { per_host }, job.world);
+    Ok(Comm::from_backend_on(backend, options, topology))
+}
+
+/// Ranks per host of a job on several hosts, the same on every rank: torchrun's
+/// `LOCAL_WORLD_SIZE` where it divides the world (torchrun starts that many
+/// consecutive ranks per host), else 1 (the detected topology is then
+/// one level of TCP between ranks).
+fn ranks_per_host(world: usize) -> usize {
+    std::env::var("LOCAL_WORLD_SIZE")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0 && world.is_multiple_of(n))
+        .unwrap_or(1)
 }
 
 fn bad_id(what: &str, len: usize) -> Error {
