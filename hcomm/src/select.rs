@@ -214,14 +214,11 @@ const SMALL_BYTES: usize = 64 << 10;
 
 /// On two ranks, all-gathers of more bytes per rank than this leave the
 /// board: its two copies (onto the board, off the peer's page) cost more
-/// than the peer's one (2 processes, BENCHMARKS.md "One-shot limits on two
-/// ranks": 5.8 against 8.2-8.9 us at 8 KiB per rank, 10.0-10.4 against
-/// 8.0 us at 16 KiB; threads 3.2 against 4.2-4.8 us at 4 KiB, 5.9 against
-/// 4.3-4.7 us at 8 KiB).
+/// than the peer's one (the crossover on 2 processes and 2 threads is in
+/// BENCHMARKS.md, "One-shot limits on two ranks").
 const ONE_SHOT_PAIR_GATHER_BYTES: usize = 8 << 10;
-/// The same for all-to-alls, whose own block stays off the board (2
-/// processes: 4.9-5.1 against 7.9-8.9 us at 16 KiB, 9.1-9.2 against
-/// 8.0 us at 32 KiB).
+/// The same for all-to-alls, whose own block stays off the board (same
+/// section).
 const ONE_SHOT_PAIR_ALL_TO_ALL_BYTES: usize = 16 << 10;
 
 /// The collectives whose crossovers the cost model sets.

@@ -47,14 +47,12 @@ use crate::backend::liveness::lock;
 use crate::error::{Error, Result};
 use crate::header::CollHeader;
 
-/// Bytes a rank may contribute to one exchange. Between 2 processes
-/// (BENCHMARKS.md, "the crossovers of the shared board") the board beats
-/// the message algorithms up to this size for the reductions (all-reduce
-/// 39 against 55 us at 64 KiB, reduce-scatter 19 against 32 us), but
-/// all-gather and all-to-all only up to about 32 KiB per rank (even
-/// there; at 64 KiB the single copy moves 5.5-5.9 GB/s, the board
-/// 3.2-3.5); 4 processes on 2 cores are faster on the board at every size
-/// up to this one.
+/// Bytes a rank may contribute to one exchange. Between 2 processes the
+/// board beats the message algorithms up to this size for the reductions,
+/// but all-gather and all-to-all, which reduce nothing, leave it earlier
+/// (`select.rs`'s pair limits); 4 processes on 2 cores are faster on the
+/// board at every size up to this one (BENCHMARKS.md, "the crossovers of
+/// the shared board").
 pub(crate) const BOARD_BYTES: usize = 64 << 10;
 
 /// A counter on a cache line of its own: peers spin on it.

@@ -48,14 +48,10 @@ const SCRATCH_BYTES: usize = 256 << 10;
 /// Sends to a peer of this host of up to this many bytes travel inside
 /// their offer in the shared ring (`Msg::Eager`): the receiver copies them
 /// out of the message instead of reading the sender's memory, which costs
-/// two system calls (the data and the lease). The crossover is at this
-/// size (2 processes, `sendrecv`, BENCHMARKS.md: eager 3.9-4.2 us against
-/// 7.1-8.3 us by single copy at 2 KiB, 4.8-5.0 against 7.3-8.0 at 4 KiB,
-/// 7.0-8.4 against 7.7-8.1 at 8 KiB), since an eager message is copied
-/// more than once on each side; measured again with the single copy's
-/// lease read in the same system call (2026-12-04 21:57, load 12-14):
-/// eager 10.5-12.5 us against 7.1-7.2 us at 16 KiB, 14.8-18.9 against
-/// 8.1-8.2 at 32 KiB, 34-37 against 10.1-10.3 at 64 KiB.
+/// a system call. Past this size the single copy wins, since an eager
+/// message is copied more than once on each side (the crossover, measured
+/// with `sendrecv` on 2 processes, is in BENCHMARKS.md's sections on the
+/// shared board and the single copy).
 pub(super) const EAGER_BYTES: usize = 8 << 10;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -59,10 +59,8 @@ const NAP: Duration = Duration::from_millis(2);
 /// the ranks of this host outnumber its cores: a rank that sleeps is woken
 /// by the publisher's futex call and runs at once, while one that yields
 /// hands its core to any other runnable process for a whole time slice
-/// (4 processes on 2 cores beside other work, 4 KiB all-reduce and
-/// barrier: a median of 125-137 us a call over rounds with a 50-200 us
-/// spin against 343 us with a millisecond, BENCHMARKS.md "Four processes
-/// on two cores").
+/// (BENCHMARKS.md, "Four processes on two cores": this spin against a
+/// millisecond's).
 const OVERSUBSCRIBED_SPIN: Duration = Duration::from_micros(100);
 
 /// One rank's region, mapped into this process. Its counters are only
