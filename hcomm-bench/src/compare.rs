@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::report::Row;
+use crate::report::{Row, Timing};
 use crate::run::median_sorted;
 use crate::scaling::{linear_fit, loglog_slope};
 use crate::size::format_size;
@@ -110,13 +110,18 @@ impl Results {
 
     /// Adds hcomm-bench `--json` lines: each operation's usual form (out
     /// of place where hcomm has it, as the Open MPI baseline measures).
+    /// Rows written before the in-place columns carry their one timing at
+    /// the top level (the stored runs under `bench/results`); that timing
+    /// is the usual form.
     pub fn add_hcomm(&mut self, text: &str) -> Result<(), String> {
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             let row: Row = serde_json::from_str(line).map_err(|e| format!("`{line}`: {e}"))?;
-            let t = row
-                .primary()
-                .cloned()
-                .ok_or_else(|| format!("`{line}`: neither an out-of-place nor an in-place timing"))?;
+            let t = match row.primary() {
+                Some(t) => t.clone(),
+                None => serde_json::from_str::<Timing>(line).map_err(|_| {
+                    format!("`{line}`: neither an out-of-place nor an in-place timing, nor one at the top level")
+                })?,
+            };
             let r = self.entry((Source::Hcomm, row.op, row.ranks, row.bytes));
             r.busbw.push(t.busbw);
             r.time_us.push(t.time_us);
@@ -404,5 +409,22 @@ mod tests {
             .contains("allreduce\t2"));
         assert!(r.add_memcpy("x\ty\n").unwrap_err().contains("memcpy_bw"));
         assert!(r.add_hcomm("{}").is_err());
+        let no_timing =
+            "{\"op\":\"all_reduce\",\"bytes\":4096,\"count\":1,\"ranks\":2,\"dtype\":\"f32\",\"backend\":\"host\"}";
+        assert!(r.add_hcomm(no_timing).unwrap_err().contains("neither an out-of-place"));
+    }
+
+    /// A row of the earlier format (one timing at the top level, as the
+    /// stored runs have it) counts as the operation's usual form.
+    #[test]
+    fn rows_from_before_the_in_place_columns_are_read() {
+        let mut r = Results::default();
+        r.add_hcomm(
+            "{\"op\":\"all_reduce\",\"bytes\":4096,\"count\":1024,\"ranks\":2,\"dtype\":\"f32\",\
+             \"algorithm\":\"one_shot\",\"backend\":\"host\",\"iters\":1000,\"time_us\":0.69,\
+             \"min_us\":0.5,\"algbw\":5.9,\"busbw\":5.9,\"check\":\"ok\"}\n",
+        )
+        .unwrap();
+        assert_eq!(r.busbw(Source::Hcomm, "all_reduce", 2, 4096), Some(5.9));
     }
 }
