@@ -30,7 +30,9 @@ use std::sync::Mutex;
 use differential::build::{self as b, ACC, INP, OUT};
 use differential::gen::{self, Case};
 use differential::interp::Prologue;
-use differential::{execute, hangs, initial, judge, prediction, Backend, Verdict, ACCEPTED_TIMEOUT};
+use differential::{
+    execute, execute_sized, hangs, initial, judge, prediction, prediction_at, Backend, Verdict, ACCEPTED_TIMEOUT,
+};
 use hcomm_schedule::ir::{Collective, Op};
 use hcomm_schedule::DiagKind;
 
@@ -241,6 +243,68 @@ fn identical_input_and_output_regions_are_rejected_but_run_in_place() {
 
 // ---- postconditions of the newer forms ----
 
+/// Whether `out` ends as `pc`'s postcondition says on every rank when the
+/// schedule runs on the host backend at `n`.
+fn runs_to(pc: &differential::postgen::PostCase, n: i64, prologue: Prologue) -> hcomm::Result<bool> {
+    let s: &'static _ = Box::leak(Box::new(pc.case.schedule.clone()));
+    execute(Backend::Host, s, pc.case.world, n, ACCEPTED_TIMEOUT, prologue).map(|out| {
+        out.iter()
+            .enumerate()
+            .all(|(r, bufs)| bufs[OUT] == pc.reference(r, n as usize))
+    })
+}
+
+/// The checker's verdict on `pc` and, when execution disagrees with it,
+/// how: an accepted case must run to the checker's prediction and to the
+/// serial reference at its `n`; a case rejected for its postcondition
+/// must run, unchecked, to something else than the reference at some `n`
+/// of `ns`, and carry a planted bug; a planted case rejected otherwise
+/// must fail as [`judge`] expects.
+fn post_verdict(
+    pc: &differential::postgen::PostCase,
+    ns: std::ops::RangeInclusive<i64>,
+) -> (&'static str, Option<String>) {
+    let p = prediction(&pc.case);
+    let s: &'static _ = Box::leak(Box::new(pc.case.schedule.clone()));
+    match p.0 {
+        Verdict::Accepted => {
+            let agree = judge(&pc.case, s, &p, Backend::Host).err();
+            let exact = match runs_to(pc, pc.case.n, Prologue::Checked) {
+                Ok(true) => None,
+                Ok(false) => Some("accepted, but `out` differs from the postcondition's reference".to_owned()),
+                Err(e) => Some(format!("accepted, but the run failed: {e}")),
+            };
+            ("accepted", agree.or(exact))
+        }
+        Verdict::Rejected(DiagKind::PostconditionViolated) => {
+            let first = p.1.first().map(ToString::to_string).unwrap_or_default();
+            let wrong_somewhere = ns
+                .clone()
+                .any(|n| matches!(runs_to(pc, n, Prologue::Unchecked), Ok(false)));
+            let clean = pc
+                .planted
+                .is_none()
+                .then(|| format!("a bug-free case is rejected: {first}"));
+            let strict =
+                (!wrong_somewhere).then(|| format!("rejected ({first}), but every n of {ns:?} runs to the reference"));
+            ("rejected: postcondition violated", clean.or(strict))
+        }
+        // a planted bug may make a hazard (receiving over the block a
+        // batch sends): the run must then fail as for the other generated
+        // cases
+        Verdict::Rejected(_) if pc.planted.is_some() => {
+            ("rejected otherwise", judge(&pc.case, s, &p, Backend::Host).err())
+        }
+        Verdict::Rejected(k) => (
+            "rejected otherwise",
+            Some(format!(
+                "a bug-free case is rejected: {k}: {:?}",
+                p.1.first().map(ToString::to_string)
+            )),
+        ),
+    }
+}
+
 /// Generated schedules with postconditions (`all_gather(out)` in place,
 /// `shift` over `wait all`, the block-wise `shift`, a `broadcast` over
 /// `ceil_log2(world)` rounds), half with a planted bug that shows only at
@@ -258,13 +322,6 @@ fn generated_postconditions_hold_exactly_when_the_checker_accepts() {
     let next = AtomicUsize::new(0);
     let counts = Mutex::new(BTreeMap::<String, usize>::new());
     let disagreements = Mutex::new(Vec::<String>::new());
-    let runs_to = |s: &'static hcomm_schedule::ir::Schedule, pc: &postgen::PostCase, n: i64, prologue| {
-        execute(Backend::Host, s, pc.case.world, n, ACCEPTED_TIMEOUT, prologue).map(|out| {
-            out.iter()
-                .enumerate()
-                .all(|(r, bufs)| bufs[OUT] == pc.reference(r, n as usize))
-        })
-    };
     std::thread::scope(|scope| {
         for _ in 0..4 {
             scope.spawn(|| loop {
@@ -273,52 +330,7 @@ fn generated_postconditions_hold_exactly_when_the_checker_accepts() {
                     break;
                 }
                 let pc = postgen::case(seed, index);
-                let p = prediction(&pc.case);
-                let s: &'static _ = Box::leak(Box::new(pc.case.schedule.clone()));
-                let ctx = || {
-                    format!(
-                        "case {index} (seed {seed}), world {}, n {}, planted: {:?}\n{}",
-                        pc.case.world, pc.case.n, pc.planted, pc.source
-                    )
-                };
-                let (label, wrong) = match p.0 {
-                    Verdict::Accepted => {
-                        let agree = judge(&pc.case, s, &p, Backend::Host).err();
-                        let exact = match runs_to(s, &pc, pc.case.n, Prologue::Checked) {
-                            Ok(true) => None,
-                            Ok(false) => {
-                                Some("accepted, but `out` differs from the postcondition's reference".to_owned())
-                            }
-                            Err(e) => Some(format!("accepted, but the run failed: {e}")),
-                        };
-                        ("accepted", agree.or(exact))
-                    }
-                    Verdict::Rejected(DiagKind::PostconditionViolated) => {
-                        let first = p.1.first().map(ToString::to_string).unwrap_or_default();
-                        let wrong_somewhere =
-                            (1..=5).any(|n| matches!(runs_to(s, &pc, n, Prologue::Unchecked), Ok(false)));
-                        let clean = pc
-                            .planted
-                            .is_none()
-                            .then(|| format!("a bug-free case is rejected: {first}"));
-                        let strict = (!wrong_somewhere)
-                            .then(|| format!("rejected ({first}), but every n of 1..=5 runs to the reference"));
-                        ("rejected: postcondition violated", clean.or(strict))
-                    }
-                    // a planted bug may make a hazard (receiving over the
-                    // block a batch sends): the run must then fail as for
-                    // the other generated cases
-                    Verdict::Rejected(_) if pc.planted.is_some() => {
-                        ("rejected otherwise", judge(&pc.case, s, &p, Backend::Host).err())
-                    }
-                    Verdict::Rejected(k) => (
-                        "rejected otherwise",
-                        Some(format!(
-                            "a bug-free case is rejected: {k}: {:?}",
-                            p.1.first().map(ToString::to_string)
-                        )),
-                    ),
-                };
+                let (label, wrong) = post_verdict(&pc, 1..=5);
                 *counts
                     .lock()
                     .unwrap()
@@ -328,7 +340,10 @@ fn generated_postconditions_hold_exactly_when_the_checker_accepts() {
                     ))
                     .or_default() += 1;
                 if let Some(w) = wrong {
-                    disagreements.lock().unwrap().push(format!("{w}\n{}", ctx()));
+                    disagreements.lock().unwrap().push(format!(
+                        "{w}\ncase {index} (seed {seed}), world {}, n {}, planted: {:?}\n{}",
+                        pc.case.world, pc.case.n, pc.planted, pc.source
+                    ));
                 }
             });
         }
@@ -343,4 +358,221 @@ fn generated_postconditions_hold_exactly_when_the_checker_accepts() {
             "too few `{kind}`: {counts:?}"
         );
     }
+}
+
+// ---- bugs that show only at large worlds, counts and lengths ----
+
+/// Generated schedules ([`differential::largegen`]) whose planted bug
+/// shows only above 64 ranks (a loop capped at 63 steps or 6 rounds, a
+/// block index wrapping at 64), verified at a small world and at `W` of
+/// 64 to 72: every planted case is rejected for its postcondition and
+/// runs, unchecked, to wrong data at `W`; every clean case is accepted
+/// and runs on `W` host threads to the checker's prediction and the serial
+/// reference. `HCOMM_LARGE_CASES` sets the number of cases (default 12).
+#[test]
+fn bugs_that_show_only_above_64_ranks_are_rejected_exactly() {
+    use differential::largegen;
+    let seed = env_u64("HCOMM_DIFF_SEED").unwrap_or(0x5eed);
+    let cases = env_u64("HCOMM_LARGE_CASES").unwrap_or(12);
+    let mut counts = BTreeMap::<String, usize>::new();
+    let mut disagreements = Vec::new();
+    for index in 0..cases {
+        let pc = largegen::case(seed, index);
+        let (label, wrong) = post_verdict(&pc, 1..=1);
+        let want = if pc.planted.is_some() {
+            "rejected: postcondition violated"
+        } else {
+            "accepted"
+        };
+        let verdict = (label != want).then(|| format!("{label}, expected {want}"));
+        *counts.entry(format!("{label}, {:?}", pc.planted)).or_default() += 1;
+        if let Some(w) = wrong.or(verdict) {
+            disagreements.push(format!(
+                "{w}\ncase {index} (seed {seed}), world {}, n {}, planted: {:?}\n{}",
+                pc.case.world, pc.case.n, pc.planted, pc.source
+            ));
+        }
+    }
+    eprintln!("large worlds: {counts:?}, {} disagreements", disagreements.len());
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n\n"));
+}
+
+/// Generated broadcasts over two length variables
+/// ([`differential::twogen`]) whose planted bug leaves a gap only where
+/// one variable passes the other by a margin: every planted case is
+/// rejected for its postcondition with the point named, and runs,
+/// unchecked, to wrong data at some `(n, m)` of `1..=7` squared (and to
+/// right data at `n = m = 1`, where a sampler starts); every clean case
+/// is accepted and runs to the checker's prediction and the serial
+/// reference at its `(n, m)`. `HCOMM_TWO_CASES` sets the number of cases
+/// (default 60).
+#[test]
+fn bugs_that_show_only_at_some_points_of_two_lengths_are_rejected_exactly() {
+    use differential::twogen::{self, TwoCase};
+    let seed = env_u64("HCOMM_DIFF_SEED").unwrap_or(0x5eed);
+    let cases = env_u64("HCOMM_TWO_CASES").unwrap_or(60);
+    let runs_to = |tc: &TwoCase, n: i64, m: i64, prologue| {
+        let s: &'static _ = Box::leak(Box::new(tc.case.schedule.clone()));
+        execute_sized(
+            Backend::Host,
+            s,
+            tc.case.world,
+            &[n, m],
+            &tc.sizes(n, m),
+            ACCEPTED_TIMEOUT,
+            prologue,
+        )
+    };
+    let mut counts = BTreeMap::<String, usize>::new();
+    let mut disagreements = Vec::new();
+    for index in 0..cases {
+        let tc = twogen::case(seed, index);
+        let (n, m) = (tc.case.n, tc.m);
+        let p = prediction_at(&tc.case, &[n, m]);
+        let first = p.1.first().map(ToString::to_string).unwrap_or_default();
+        let wrong = match (&tc.planted, p.0) {
+            (None, Verdict::Accepted) => match runs_to(&tc, n, m, Prologue::Checked) {
+                Err(e) => Some(format!("accepted, but the run failed: {e}")),
+                Ok(out) => out.iter().enumerate().find_map(|(r, bufs)| {
+                    let predicted = p.2.as_ref().map(|v| &v[r][OUT]);
+                    let differs = predicted
+                        .is_some_and(|want| want.iter().zip(&bufs[OUT]).any(|(w, g)| w.is_some_and(|w| w != *g)));
+                    if differs {
+                        Some(format!("rank {r}'s `out` differs from the checker's prediction"))
+                    } else {
+                        (bufs[OUT] != tc.reference(n, m))
+                            .then(|| format!("rank {r}'s `out` differs from the serial reference"))
+                    }
+                }),
+            },
+            (Some(_), Verdict::Rejected(DiagKind::PostconditionViolated)) => {
+                let right = |n, m| {
+                    runs_to(&tc, n, m, Prologue::Unchecked)
+                        .is_ok_and(|out| out.iter().all(|bufs| bufs[OUT] == tc.reference(n, m)))
+                };
+                let named = first.contains("n = ") && first.contains("m = ");
+                if !right(1, 1) {
+                    Some("the planted bug shows at n = m = 1 already".to_owned())
+                } else if (1..=7).all(|n| (1..=7).all(|m| right(n, m))) {
+                    Some(format!(
+                        "rejected ({first}), but every (n, m) of 1..=7 runs to the reference"
+                    ))
+                } else {
+                    (!named).then(|| format!("the diagnostic names no point (n, m): {first}"))
+                }
+            }
+            (planted, v) => Some(format!("planted {planted:?}, but the checker says {v:?}: {first}")),
+        };
+        *counts
+            .entry(format!("{:?}, planted {}", p.0, tc.planted.is_some()))
+            .or_default() += 1;
+        if let Some(w) = wrong {
+            disagreements.push(format!(
+                "{w}\ncase {index} (seed {seed}), world {}, n {n}, m {m}, planted: {:?}\n{}",
+                tc.case.world, tc.planted, tc.source
+            ));
+        }
+    }
+    eprintln!(
+        "two length variables: {counts:?}, {} disagreements",
+        disagreements.len()
+    );
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n\n"));
+}
+
+/// Generated all-gathervs ([`differential::countgen`]) whose planted bug
+/// places one part at `sum(counts[0..j]) - counts[i] + counts[k]`, right
+/// for every uniform count vector and wrong otherwise: every planted case
+/// is rejected (for its postcondition at a non-uniform sample, naming the
+/// counts, or as not decided for every count), and the serial model of
+/// the scratch shape confirms the bug: right at uniform counts, wrong at
+/// the case's. Every clean case is accepted and runs, read as text, on the
+/// host backend at non-uniform counts (zeros included) to the serial
+/// reference on every rank. `HCOMM_COUNT_CASES` sets the number of cases
+/// (default 40).
+#[test]
+fn bugs_that_show_only_at_non_uniform_counts_are_rejected_exactly() {
+    use differential::countgen;
+    use hcomm::checker::parse_schedules;
+    let seed = env_u64("HCOMM_DIFF_SEED").unwrap_or(0x5eed);
+    let cases = env_u64("HCOMM_COUNT_CASES").unwrap_or(40);
+    let contribution =
+        |r: usize, len: usize| -> Vec<u64> { (0..len as u32).map(|i| initial(r as u32, 0, i)).collect() };
+    let mut counts = BTreeMap::<String, usize>::new();
+    let mut disagreements = Vec::new();
+    for index in 0..cases {
+        let cc = countgen::case(seed, index);
+        let world = cc.world;
+        let wrong = match (cc.planted, parse_schedules(&cc.source)) {
+            (None, Ok(mut parsed)) => {
+                let schedule = parsed.remove(0);
+                let c = &cc.counts;
+                let reference: Vec<u64> = (0..world).flat_map(|r| contribution(r, c[r])).collect();
+                let run = hcomm::host::run(world, |comm| {
+                    let x = contribution(comm.rank(), c[comm.rank()]);
+                    let mut out = vec![0_u64; c.iter().sum()];
+                    schedule
+                        .call(comm)
+                        .counts("counts", c)
+                        .input("x", &x[..])
+                        .output("out", &mut out[..])
+                        .run()?;
+                    Ok(out)
+                });
+                match run {
+                    Err(e) => Some(format!("accepted, but the run at counts {c:?} failed: {e}")),
+                    Ok(out) => out
+                        .iter()
+                        .position(|o| *o != reference)
+                        .map(|r| format!("accepted, but rank {r}'s `out` at counts {c:?} differs from the reference")),
+                }
+            }
+            (Some(bug), Err(diags)) => {
+                let first = diags.first().map(ToString::to_string).unwrap_or_default();
+                let kind = diags.first().map(|d| d.kind);
+                let named = match kind {
+                    Some(DiagKind::PostconditionViolated) => first.contains("counts = ["),
+                    Some(DiagKind::EvaluationError) => first.contains("not a run of whole"),
+                    _ => false,
+                };
+                // the scratch shape's serial model: right at uniform counts,
+                // wrong once `counts[i]` and `counts[k]` differ
+                let model_right = |c: &[usize]| {
+                    let parts: Vec<_> = (0..world).map(|r| contribution(r, c[r])).collect();
+                    let want: Vec<Option<u64>> = parts.concat().into_iter().map(Some).collect();
+                    cc.scratch_model(c, &parts) == want
+                };
+                let mut apart = vec![1; world];
+                apart[bug.k] = 3;
+                let model_wrong = !cc.order.is_empty() && !(model_right(&vec![2; world]) && !model_right(&apart));
+                if !named {
+                    Some(format!(
+                        "planted {bug:?}, rejected with an unexpected diagnostic: {first}"
+                    ))
+                } else {
+                    model_wrong.then(|| format!("planted {bug:?}: the serial model does not show the bug as planted"))
+                }
+            }
+            (planted, Ok(_)) => Some(format!("planted {planted:?}, but the checker accepts")),
+            (None, Err(d)) => Some(format!(
+                "a bug-free case is rejected: {}",
+                d.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
+            )),
+        };
+        *counts
+            .entry(format!(
+                "planted {}, {}",
+                cc.planted.is_some(),
+                if cc.order.is_empty() { "ring" } else { "scratch" }
+            ))
+            .or_default() += 1;
+        if let Some(w) = wrong {
+            disagreements.push(format!(
+                "{w}\ncase {index} (seed {seed}), counts {:?}\n{}",
+                cc.counts, cc.source
+            ));
+        }
+    }
+    eprintln!("counts: {counts:?}, {} disagreements", disagreements.len());
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n\n"));
 }

@@ -6,10 +6,13 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod build;
+pub mod countgen;
 pub mod gen;
 pub mod interp;
+pub mod largegen;
 pub mod postgen;
 pub mod render;
+pub mod twogen;
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -87,14 +90,29 @@ pub fn execute(
     timeout: Duration,
     prologue: Prologue,
 ) -> hcomm::Result<Vec<Vec<Vec<u64>>>> {
-    let options = CommOptions::default().with_timeout(timeout);
     let len = usize::try_from(n).unwrap_or(0) * world;
+    execute_sized(backend, s, world, &[n], &vec![len; s.buffers.len()], timeout, prologue)
+}
+
+/// Runs `s` on `world` ranks of `backend` at the length variables
+/// `lengths`, buffer `b` of `sizes[b]` elements filled with [`initial`];
+/// returns every rank's buffers at the end.
+pub fn execute_sized(
+    backend: Backend,
+    s: &'static Schedule,
+    world: usize,
+    lengths: &[i64],
+    sizes: &[usize],
+    timeout: Duration,
+    prologue: Prologue,
+) -> hcomm::Result<Vec<Vec<Vec<u64>>>> {
+    let options = CommOptions::default().with_timeout(timeout);
     let body = |comm: &hcomm::Comm| {
         let r = comm.rank() as u32;
         let mut buffers: Vec<Vec<u64>> = (0..s.buffers.len() as u32)
-            .map(|b| (0..len as u32).map(|i| initial(r, b, i)).collect())
+            .map(|b| (0..sizes[b as usize] as u32).map(|i| initial(r, b, i)).collect())
             .collect();
-        interp::run(comm, s, &[], &[n], &mut buffers, prologue)?;
+        interp::run(comm, s, &[], lengths, &mut buffers, prologue)?;
         Ok(buffers)
     };
     match backend {
@@ -109,7 +127,13 @@ pub type Prediction = (Verdict, Vec<Diagnostic>, Option<Vec<Vec<Vec<Option<u64>>
 
 /// Checks `case` (at its world size) and runs the symbolic execution.
 pub fn prediction(case: &Case) -> Prediction {
-    match predict(&case.schedule, case.world as i64, &[], &[case.n]) {
+    prediction_at(case, &[case.n])
+}
+
+/// Checks `case` (at its world size) and runs the symbolic execution at
+/// the length variables `lengths`.
+pub fn prediction_at(case: &Case, lengths: &[i64]) -> Prediction {
+    match predict(&case.schedule, case.world as i64, &[], lengths) {
         Ok(contents) => (
             Verdict::Accepted,
             Vec::new(),

@@ -74,17 +74,23 @@ impl PostCase {
 
 const HEAD: &str = "fn case(inp: &[T; world * n], out: &mut [T; world * n], acc: &mut [T; world * n])";
 
+/// The random stream of case `index` of the run seeded with `seed`, for
+/// the generator `salt` names (distinct generators, distinct streams).
+pub fn stream(seed: u64, index: u64, salt: u8) -> TestRng {
+    let mut bytes = [0_u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    bytes[8..16].copy_from_slice(&index.to_le_bytes());
+    bytes[16] = salt;
+    TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
+}
+
 /// Case `index` of the run seeded with `seed`.
 ///
 /// # Panics
 ///
 /// When the generated text does not parse or resolve (a generator bug).
 pub fn case(seed: u64, index: u64) -> PostCase {
-    let mut bytes = [0_u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    bytes[8..16].copy_from_slice(&index.to_le_bytes());
-    bytes[16] = 0x9c;
-    let mut rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
+    let mut rng = stream(seed, index, 0x9c);
     let world: i64 = rng.random_range(1..=12);
     let n: i64 = rng.random_range(1..=5);
     let buggy = rng.random_range(0..2) == 1;
@@ -94,7 +100,18 @@ pub fn case(seed: u64, index: u64) -> PostCase {
         2 => block_shift(&mut rng, buggy, world),
         _ => tree_broadcast(&mut rng, buggy),
     };
-    let source = format!("#[verify(world in [{world}])]\n#[postcondition({post})]\n{HEAD} {{\n{body}}}\n");
+    assemble(&world.to_string(), world, n, (form, post, body, planted))
+}
+
+/// The case of `parts` at `world` and `n`, verified at the worlds `verify`
+/// (a list's entries, written as in `#[verify(world in [..])]`).
+///
+/// # Panics
+///
+/// When the generated text does not parse or resolve (a generator bug).
+pub fn assemble(verify: &str, world: i64, n: i64, parts: Parts) -> PostCase {
+    let (form, post, body, planted) = parts;
+    let source = format!("#[verify(world in [{verify}])]\n#[postcondition({post})]\n{HEAD} {{\n{body}}}\n");
     let input = syntax::parse_str(&source).unwrap_or_else(|e| panic!("{e}\n{source}"));
     let front = syntax::front(&input.items[0]).unwrap_or_else(|r| panic!("{:?}\n{source}", r.errors));
     PostCase {
@@ -116,7 +133,8 @@ pub fn case(seed: u64, index: u64) -> PostCase {
     }
 }
 
-type Parts = (Form, String, String, Option<&'static str>);
+/// A case's postcondition, its text, its body and its planted bug.
+pub type Parts = (Form, String, String, Option<&'static str>);
 
 /// A ring all-gather in place on `out`.
 fn ring_in_place(rng: &mut TestRng, buggy: bool) -> Parts {

@@ -1,0 +1,89 @@
+//! Schedules whose planted bugs show only at worlds above 64: a ring
+//! all-gather whose steps are capped at `min(world - 1, 63)`, a binomial
+//! broadcast capped at 6 rounds, and a block-wise shift whose block index
+//! wraps at 64 (`j % 64`). Each case is verified at a list of worlds that
+//! holds small ones, where every bug is invisible, and its own world `W`
+//! (64 to 72; 65 to 72 for a planted bug, so that the bug shows there).
+
+use proptest::prelude::RngExt;
+use proptest::test_runner::TestRng;
+
+use super::postgen::{assemble, stream, Form, Parts, PostCase};
+
+/// Case `index` of the run seeded with `seed`.
+///
+/// # Panics
+///
+/// When the generated text does not parse or resolve (a generator bug).
+pub fn case(seed: u64, index: u64) -> PostCase {
+    let mut rng = stream(seed, index, 0x64);
+    let buggy = rng.random_range(0..2) == 1;
+    let world: i64 = rng.random_range(if buggy { 65..=72 } else { 64..=72 });
+    let n: i64 = rng.random_range(1..=3);
+    let small: i64 = rng.random_range(2..=16);
+    let parts = match rng.random_range(0..3) {
+        0 => ring_in_place(buggy),
+        1 => tree_broadcast(buggy),
+        _ => block_shift(&mut rng, buggy, world),
+    };
+    assemble(&format!("{small}, {world}"), world, n, parts)
+}
+
+/// A ring all-gather in place on `out`; planted: at most 63 steps.
+fn ring_in_place(buggy: bool) -> Parts {
+    let steps = if buggy { "min(world - 1, 63)" } else { "world - 1" };
+    let body = format!(
+        "for s in 0..{steps} {{
+            batch {{ send out.chunk((rank - s) % world) to (rank + 1) % world; recv out.chunk((rank - s - 1) % world) from (rank - 1) % world; }}
+        }}\n"
+    );
+    let planted = buggy.then_some("at most 63 steps: short above 64 ranks");
+    (Form::AllGatherInPlace, "all_gather(out)".to_owned(), body, planted)
+}
+
+/// A binomial-tree broadcast from rank 0; planted: at most 6 rounds.
+fn tree_broadcast(buggy: bool) -> Parts {
+    let rounds = if buggy {
+        "min(ceil_log2(world), 6)"
+    } else {
+        "ceil_log2(world)"
+    };
+    let body = format!(
+        "for k in 0..{rounds} {{
+            if rank < pow2(k) && rank + pow2(k) < world {{
+                send out to rank + pow2(k);
+            }}
+            if rank >= pow2(k) && rank < 2 * pow2(k) {{
+                recv out from rank - pow2(k);
+            }}
+        }}\n"
+    );
+    let planted = buggy.then_some("at most 6 rounds: short above 64 ranks");
+    (Form::Broadcast, "broadcast(out, root = 0)".to_owned(), body, planted)
+}
+
+/// Block `j` of `out` from rank `rank + a j + b`'s input block `j + c`;
+/// planted: the block sent is `j % 64 + c`, wrong from block 64 on.
+fn block_shift(rng: &mut TestRng, buggy: bool, world: i64) -> Parts {
+    let (a, b, c) = (
+        rng.random_range(0..3),
+        rng.random_range(0..world),
+        rng.random_range(0..world),
+    );
+    let j = if buggy { "j % 64" } else { "j" };
+    let body = format!(
+        "for j in 0..world {{
+            batch {{
+                send inp.chunk(({j} + {c}) % world) to (rank - {a} * j - {b}) % world tag j;
+                recv out.chunk(j) from (rank + {a} * j + {b}) % world tag j;
+            }}
+        }}\n"
+    );
+    let planted = buggy.then_some("block index wraps at 64: wrong from block 64 on");
+    (
+        Form::BlockShift { a, b, c },
+        format!("shift(inp.chunk((j + {c}) % world) -> out.chunk(j), from = (rank + {a} * j + {b}) % world)"),
+        body,
+        planted,
+    )
+}

@@ -1,0 +1,116 @@
+//! Schedules over two length variables whose planted bug shows only at
+//! some points `(n, m)`: a broadcast from rank 0 of `out: [T; n + m + C]`
+//! in two messages per hop, along a binomial tree or a chain. Right, the
+//! pieces meet at `v + a` (`v` one of `n`, `m`); planted, the first piece
+//! ends at `v + a + d` and the second starts at `u + a` (`u` the other
+//! variable), which leaves a gap exactly when `u > v + d`: right at
+//! `n = m = 1` and wherever `u ≤ v + d`, wrong elsewhere in the box.
+
+use hcomm_schedule::syntax;
+use proptest::prelude::RngExt;
+
+use super::gen::{Case, Flavor};
+use super::initial;
+use super::postgen::stream;
+
+/// A generated case with its source and the values it runs at.
+#[derive(Debug)]
+pub struct TwoCase {
+    /// The schedule, its world and `n`.
+    pub case: Case,
+    /// The second length variable's value for the run.
+    pub m: i64,
+    /// The constant of `out`'s length.
+    pub extra: i64,
+    /// The text it was read from.
+    pub source: String,
+    /// The planted bug, if any.
+    pub planted: Option<String>,
+}
+
+impl TwoCase {
+    /// The lengths of `inp`, `out` and `acc` at `(n, m)`.
+    pub fn sizes(&self, n: i64, m: i64) -> [usize; 3] {
+        [n, n + m + self.extra, m].map(|x| usize::try_from(x).unwrap_or(0))
+    }
+
+    /// What every rank's `out` must hold at `(n, m)`: rank 0's.
+    pub fn reference(&self, n: i64, m: i64) -> Vec<u64> {
+        (0..self.sizes(n, m)[1] as u32)
+            .map(|i| initial(0, super::build::OUT as u32, i))
+            .collect()
+    }
+}
+
+/// Case `index` of the run seeded with `seed`.
+///
+/// # Panics
+///
+/// When the generated text does not parse or resolve (a generator bug).
+pub fn case(seed: u64, index: u64) -> TwoCase {
+    let mut rng = stream(seed, index, 0x2e);
+    let world: i64 = rng.random_range(2..=6);
+    let (n, m): (i64, i64) = (rng.random_range(1..=4), rng.random_range(1..=4));
+    let extra: i64 = rng.random_range(2..=4);
+    let (v, u) = if rng.random_range(0..2) == 0 {
+        ("n", "m")
+    } else {
+        ("m", "n")
+    };
+    let buggy = rng.random_range(0..2) == 1;
+    let a: i64 = rng.random_range(0..=1);
+    let (end, start, planted) = if buggy {
+        let d: i64 = rng.random_range(0..=extra + 1 - a);
+        (
+            format!("{v} + {}", a + d),
+            format!("{u} + {a}"),
+            Some(format!("a gap between the pieces when {u} > {v} + {d}")),
+        )
+    } else {
+        (format!("{v} + {a}"), format!("{v} + {a}"), None)
+    };
+    let len = format!("n + m + {extra}");
+    let pieces = |verb: &str, dir: &str, peer: &str| {
+        format!("{verb} out[0..{end}] {dir} {peer}; {verb} out[{start}..{len}] {dir} {peer};")
+    };
+    let body = if rng.random_range(0..2) == 0 {
+        format!(
+            "for k in 0..ceil_log2(world) {{
+                if rank < pow2(k) && rank + pow2(k) < world {{ {} }}
+                if rank >= pow2(k) && rank < 2 * pow2(k) {{ {} }}
+            }}\n",
+            pieces("send", "to", "rank + pow2(k)"),
+            pieces("recv", "from", "rank - pow2(k)")
+        )
+    } else {
+        format!(
+            "if rank > 0 {{ {} }}\nif rank + 1 < world {{ {} }}\n",
+            pieces("recv", "from", "rank - 1"),
+            pieces("send", "to", "rank + 1")
+        )
+    };
+    let source = format!(
+        "#[verify(world in [{world}])]\n#[postcondition(broadcast(out, root = 0))]\n\
+         fn case(inp: &[T; n], out: &mut [T; {len}], acc: &[T; m]) {{\n{body}}}\n"
+    );
+    let input = syntax::parse_str(&source).unwrap_or_else(|e| panic!("{e}\n{source}"));
+    let front = syntax::front(&input.items[0]).unwrap_or_else(|r| panic!("{:?}\n{source}", r.errors));
+    TwoCase {
+        case: Case {
+            schedule: front.ir,
+            world: world as usize,
+            n,
+            flavor: if planted.is_some() {
+                Flavor::Unmatched
+            } else {
+                Flavor::Clean
+            },
+            tag_reorder: false,
+            inflight_collective: false,
+        },
+        m,
+        extra,
+        source,
+        planted,
+    }
+}
