@@ -1,7 +1,7 @@
 //! Schedules whose planted bugs show only at worlds above 64: a ring
 //! all-gather whose steps are capped at `min(world - 1, 63)`, a binomial
-//! broadcast capped at 6 rounds, and a block-wise shift whose block index
-//! wraps at 64 (`j % 64`). Each case is verified at a list of worlds that
+//! broadcast capped at 6 rounds, a chain broadcast guarded by `rank < 64`,
+//! and a block-wise shift whose block index wraps at 64 (`j % 64`). Each case is verified at a list of worlds that
 //! holds small ones, where every bug is invisible, and its own world `W`
 //! (64 to 72; 65 to 72 for a planted bug, so that the bug shows there).
 
@@ -10,23 +10,44 @@ use proptest::test_runner::TestRng;
 
 use super::postgen::{assemble, stream, Form, Parts, PostCase};
 
-/// Case `index` of the run seeded with `seed`.
+/// Case `index` of the run seeded with `seed`, verified at a small world
+/// and at the world it runs at.
 ///
 /// # Panics
 ///
 /// When the generated text does not parse or resolve (a generator bug).
 pub fn case(seed: u64, index: u64) -> PostCase {
+    generate(seed, index, true)
+}
+
+/// The same case verified at its small world only: the world it runs at
+/// is then checked at run time, at the first call.
+///
+/// # Panics
+///
+/// When the generated text does not parse or resolve (a generator bug).
+pub fn case_verified_small(seed: u64, index: u64) -> PostCase {
+    generate(seed, index, false)
+}
+
+fn generate(seed: u64, index: u64, list_world: bool) -> PostCase {
     let mut rng = stream(seed, index, 0x64);
     let buggy = rng.random_range(0..2) == 1;
     let world: i64 = rng.random_range(if buggy { 65..=72 } else { 64..=72 });
     let n: i64 = rng.random_range(1..=3);
     let small: i64 = rng.random_range(2..=16);
-    let parts = match rng.random_range(0..3) {
+    let parts = match rng.random_range(0..4) {
         0 => ring_in_place(buggy),
         1 => tree_broadcast(buggy),
+        2 => chain_broadcast(buggy),
         _ => block_shift(&mut rng, buggy, world),
     };
-    assemble(&format!("{small}, {world}"), world, n, parts)
+    let verify = if list_world {
+        format!("{small}, {world}")
+    } else {
+        small.to_string()
+    };
+    assemble(&verify, world, n, parts)
 }
 
 /// A ring all-gather in place on `out`; planted: at most 63 steps.
@@ -59,6 +80,22 @@ fn tree_broadcast(buggy: bool) -> Parts {
         }}\n"
     );
     let planted = buggy.then_some("at most 6 rounds: short above 64 ranks");
+    (Form::Broadcast, "broadcast(out, root = 0)".to_owned(), body, planted)
+}
+
+/// A broadcast from rank 0 along the chain of ranks; planted: a guard
+/// `rank < 64` on both ends of every hop.
+fn chain_broadcast(buggy: bool) -> Parts {
+    let (guard, next) = if buggy {
+        (" && rank < 64", " && rank + 1 < 64")
+    } else {
+        ("", "")
+    };
+    let body = format!(
+        "if rank > 0{guard} {{ recv out from rank - 1; }}
+        if rank + 1 < world{next} {{ send out to rank + 1; }}\n"
+    );
+    let planted = buggy.then_some("a guard `rank < 64`: ranks from 64 on never receive");
     (Form::Broadcast, "broadcast(out, root = 0)".to_owned(), body, planted)
 }
 
