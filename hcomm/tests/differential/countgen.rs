@@ -97,13 +97,14 @@ pub fn case(seed: u64, index: u64) -> CountCase {
         for a in (1..world).rev() {
             order.swap(a, rng.random_range(0..=a));
         }
-        let copies: String = order
+        let copies = order
             .iter()
-            .map(|&p| format!("copy all.part(counts, {p}) -> {};\n", place(p)))
-            .collect();
+            .map(|&p| format!("copy all.part(counts, {p}) -> {};", place(p)))
+            .collect::<Vec<_>>()
+            .join("\n");
         (
             order,
-            format!("let all = scratch[T; sum(counts)];\nall_gatherv(x -> all, counts);\n{copies}"),
+            format!("let all = scratch[T; sum(counts)];\nall_gatherv(x -> all, counts);\n{copies}\n"),
         )
     } else {
         let own = match planted {
