@@ -1,7 +1,8 @@
 //! Schedules whose planted bugs show only at worlds above 64: a ring
 //! all-gather whose steps are capped at `min(world - 1, 63)`, a binomial
 //! broadcast capped at 6 rounds, a chain broadcast guarded by `rank < 64`,
-//! and a block-wise shift whose block index wraps at 64 (`j % 64`). Each case is verified at a list of worlds that
+//! a shift whose destination wraps at 64 (`% min(world, 64)`), and a
+//! block-wise shift whose block index wraps at 64 (`j % 64`). Each case is verified at a list of worlds that
 //! holds small ones, where every bug is invisible, and its own world `W`
 //! (64 to 72; 65 to 72 for a planted bug, so that the bug shows there).
 
@@ -36,10 +37,11 @@ fn generate(seed: u64, index: u64, list_world: bool) -> PostCase {
     let world: i64 = rng.random_range(if buggy { 65..=72 } else { 64..=72 });
     let n: i64 = rng.random_range(1..=3);
     let small: i64 = rng.random_range(2..=16);
-    let parts = match rng.random_range(0..4) {
+    let parts = match rng.random_range(0..5) {
         0 => ring_in_place(buggy),
         1 => tree_broadcast(buggy),
         2 => chain_broadcast(buggy),
+        3 => shift_wait_all(&mut rng, buggy, world),
         _ => block_shift(&mut rng, buggy, world),
     };
     let verify = if list_world {
@@ -97,6 +99,30 @@ fn chain_broadcast(buggy: bool) -> Parts {
     );
     let planted = buggy.then_some("a guard `rank < 64`: ranks from 64 on never receive");
     (Form::Broadcast, "broadcast(out, root = 0)".to_owned(), body, planted)
+}
+
+/// The planted bug of [`shift_wait_all`]: its sends match no receive, so
+/// the checker rejects it as unmatched rather than for its postcondition.
+pub const PEER_WRAP: &str = "sends to `(rank + k) % min(world, 64)`: unmatched above 64 ranks";
+
+/// A shift by `k`, block by block, over requests posted in a loop and
+/// waited with `wait all`; planted: the destination wraps at 64.
+fn shift_wait_all(rng: &mut TestRng, buggy: bool, world: i64) -> Parts {
+    let k = rng.random_range(1..world);
+    let wrap = if buggy { "min(world, 64)" } else { "world" };
+    let body = format!(
+        "for c in 0..world {{
+            let r = irecv out.chunk(c) from (rank - {k}) % world tag c;
+            let h = isend inp.chunk(c) to (rank + {k}) % {wrap} tag c;
+        }}
+        wait all;\n"
+    );
+    (
+        Form::Shift { k },
+        format!("shift(inp -> out, from = (rank - {k}) % world)"),
+        body,
+        buggy.then_some(PEER_WRAP),
+    )
 }
 
 /// Block `j` of `out` from rank `rank + a j + b`'s input block `j + c`;

@@ -2,7 +2,11 @@
 //! schedules ([`gen`]) go through the checker and its symbolic execution
 //! (`hcomm_schedule::predict`) and are run for real through hcomm's
 //! schedule executor ([`interp`]) on the host backend and on the HCCL
-//! stand-in. [`judge`] says whether the two agree.
+//! stand-in. [`judge`] says whether the two agree. [`postgen`],
+//! [`largegen`], [`twogen`] and [`countgen`] write schedules with
+//! postconditions as text, with planted bugs that show only at some
+//! lengths, above 64 ranks, at some points of two lengths or at
+//! non-uniform counts.
 #![allow(dead_code, unreachable_pub)]
 
 pub mod build;
