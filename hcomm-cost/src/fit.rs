@@ -58,6 +58,9 @@ pub struct Tiers {
     /// The host's cores: a board synchronisation of more ranks gets a
     /// term of its own (`None`: no such term).
     pub cores: Option<usize>,
+    /// Whether to fit a per-message latency (`false`: 0, where the
+    /// messages' rows are too large to tell it from their bandwidth).
+    pub latency: bool,
 }
 
 /// A one-level switch machine whose ranks share its bandwidth, with the
@@ -132,7 +135,10 @@ pub fn fit(name: &str, samples: &[Sample], tiers: Tiers) -> Result<Machine> {
     }
     // Every subset of the optional terms the samples exercise, the largest
     // first; the first whose fit is all positive wins.
-    let optional: Vec<usize> = OPTIONAL.into_iter().filter(|&t| !unused(t)).collect();
+    let optional: Vec<usize> = OPTIONAL
+        .into_iter()
+        .filter(|&t| !unused(t) && (t != 0 || tiers.latency))
+        .collect();
     let mut subsets: Vec<Vec<usize>> = (0..1usize << optional.len())
         .map(|mask| {
             let mut terms: Vec<usize> = (0..optional.len())
@@ -228,6 +234,7 @@ mod tests {
                 cached_bytes: 65536.0,
                 llc_bytes,
                 cores: Some(2),
+                latency: true,
             };
             let truth = host("t", tiers, [3.0, 0.5, 4.0], [20.0, 11.0, 7.0], 2.0);
             let m = fit("t", &samples_of(&truth), tiers).unwrap();
@@ -255,6 +262,7 @@ mod tests {
             cached_bytes: 65536.0,
             llc_bytes: Some(1e12),
             cores: None,
+            latency: true,
         };
         let truth = host("t", tiers, [3.0, 0.0, 0.0], [20.0, 11.0, 7.0], 2.0);
         let e = fit("t", &samples_of(&truth), tiers).unwrap_err().to_string();

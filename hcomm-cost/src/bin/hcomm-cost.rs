@@ -3,7 +3,7 @@
 //! and plots it).
 //!
 //! ```text
-//! hcomm-cost fit NAME CACHED[,LLC] [--cores N] RUN.jsonl...  # TOML of the fitted machine
+//! hcomm-cost fit NAME CACHED[,LLC] [--no-latency] [--cores N] RUN.jsonl...  # TOML of the fitted machine
 //! hcomm-cost table MACHINE [RANKS,..] [BYTES]  # predicted time per algorithm
 //! ```
 //!
@@ -12,7 +12,7 @@
 //! the message sizes (like `1M,8M`) up to which a message stays in a
 //! core's cache and in the last-level cache: each tier gets a bandwidth.
 //! With `--cores N`, a board synchronisation of more than N ranks gets a
-//! term of its own.
+//! term of its own; `--no-latency` leaves the per-message latency at 0.
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -128,12 +128,16 @@ fn size_text(b: usize) -> String {
 
 fn run(args: &[String]) -> Result<(), String> {
     let usage =
-        "usage: hcomm-cost fit NAME CACHED_BYTES[,LLC_BYTES] [--cores N] RUN.jsonl.. | table MACHINE [RANKS,..] [BYTES]";
+        "usage: hcomm-cost fit NAME CACHED_BYTES[,LLC_BYTES] [--no-latency] [--cores N] RUN.jsonl.. | table MACHINE [RANKS,..] [BYTES]";
     match args {
         [cmd, name, sizes, files @ ..] if cmd == "fit" && !files.is_empty() => {
             let (cached, llc) = match sizes.split_once(',') {
                 Some((c, l)) => (c, Some(l)),
                 None => (sizes.as_str(), None),
+            };
+            let (latency, files) = match files {
+                [flag, rest @ ..] if flag == "--no-latency" => (false, rest),
+                _ => (true, files),
             };
             let (cores, files) = match files {
                 [flag, n, rest @ ..] if flag == "--cores" && !rest.is_empty() => (
@@ -151,6 +155,7 @@ fn run(args: &[String]) -> Result<(), String> {
                 cached_bytes: parse_size(cached)? as f64,
                 llc_bytes: llc.map(parse_size).transpose()?.map(|b| b as f64),
                 cores,
+                latency,
             };
             let m = fit(name, &measured(files).map_err(|e| e.to_string())?, tiers).map_err(|e| e.to_string())?;
             print!("{}", to_toml(&m, &format!("hcomm-cost {}", args.join(" "))));
