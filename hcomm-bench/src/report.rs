@@ -21,7 +21,7 @@ pub struct Timing {
     /// The cost model's prediction for this algorithm, size and world on
     /// this host's fitted preset (`host`, or `host-processes` for a job of
     /// processes), microseconds; absent where the model has no pattern for
-    /// the algorithm (one-shot, the device libraries).
+    /// the algorithm (the device libraries, a one-shot barrier).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted_us: Option<f64>,
     /// `"ok"` when every rank's result equals the serial reference,

@@ -338,7 +338,7 @@ fn run_once<T: BenchElem>(op: Op, shape: Shape, comm: &Comm, b: &mut Buffers<T>)
 /// model's preset of how the ranks run on the host backend.
 fn timing(config: &Config, bytes: usize, s: &Summary, host_preset: &str) -> Timing {
     let predicted_us = (config.backend == BackendKind::Host)
-        .then(|| hcomm_cost::Builtin::from_names(config.op.name(), &s.algorithm))
+        .then(|| hcomm_cost::Builtin::from_row(config.op.name(), &s.algorithm))
         .flatten()
         .and_then(|b| {
             let m = hcomm_cost::preset(host_preset).ok()?;

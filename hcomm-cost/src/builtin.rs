@@ -7,6 +7,7 @@
 //! [`crate::predict_schedule`] over the schedules themselves.
 
 use crate::error::{CostError, Result};
+use crate::one_shot;
 use crate::round::{round_us, Msg};
 use crate::schedule::Prediction;
 use crate::topology::{Link, Machine};
@@ -57,6 +58,18 @@ pub enum Builtin {
     DirectReduceScatter,
     /// `binomial_reduce` (root 0).
     BinomialReduce,
+    /// hcomm's one-shot all-reduce on the shared board
+    /// ([`crate::one_shot`]); its name is that of the schedule that moves
+    /// the same data as messages, but the pattern is the board's.
+    OneShotAllReduce,
+    /// The one-shot all-gather on the board.
+    OneShotAllGather,
+    /// The one-shot reduce-scatter on the board.
+    OneShotReduceScatter,
+    /// The one-shot all-to-all on the board.
+    OneShotAllToAll,
+    /// The one-shot broadcast on the board (root 0).
+    OneShotBroadcast,
 }
 
 /// Who sends to whom in a round.
@@ -85,7 +98,7 @@ fn log2_ceil(x: usize) -> u32 {
 
 impl Builtin {
     /// Every built-in pattern.
-    pub const ALL: [Builtin; 13] = [
+    pub const ALL: [Builtin; 18] = [
         Builtin::RingAllGather,
         Builtin::RecursiveDoublingAllGather,
         Builtin::BruckAllGather,
@@ -99,6 +112,11 @@ impl Builtin {
         Builtin::RingReduceScatter,
         Builtin::DirectReduceScatter,
         Builtin::BinomialReduce,
+        Builtin::OneShotAllReduce,
+        Builtin::OneShotAllGather,
+        Builtin::OneShotReduceScatter,
+        Builtin::OneShotAllToAll,
+        Builtin::OneShotBroadcast,
     ];
 
     /// The schedule's name.
@@ -117,6 +135,11 @@ impl Builtin {
             Builtin::RingReduceScatter => "ring_reduce_scatter",
             Builtin::DirectReduceScatter => "direct_reduce_scatter",
             Builtin::BinomialReduce => "binomial_reduce",
+            Builtin::OneShotAllReduce => "one_shot_all_reduce",
+            Builtin::OneShotAllGather => "one_shot_all_gather",
+            Builtin::OneShotReduceScatter => "one_shot_reduce_scatter",
+            Builtin::OneShotAllToAll => "one_shot_all_to_all",
+            Builtin::OneShotBroadcast => "one_shot_broadcast",
         }
     }
 
@@ -126,13 +149,18 @@ impl Builtin {
             Builtin::RingAllGather
             | Builtin::RecursiveDoublingAllGather
             | Builtin::BruckAllGather
-            | Builtin::DirectAllGather => Coll::AllGather,
-            Builtin::PairwiseAllToAll => Coll::AllToAll,
-            Builtin::BinomialBroadcast => Coll::Broadcast,
-            Builtin::RingAllReduce | Builtin::DirectAllReduce | Builtin::HalvingDoublingAllReduce => Coll::AllReduce,
-            Builtin::RecursiveHalvingReduceScatter | Builtin::RingReduceScatter | Builtin::DirectReduceScatter => {
-                Coll::ReduceScatter
-            }
+            | Builtin::DirectAllGather
+            | Builtin::OneShotAllGather => Coll::AllGather,
+            Builtin::PairwiseAllToAll | Builtin::OneShotAllToAll => Coll::AllToAll,
+            Builtin::BinomialBroadcast | Builtin::OneShotBroadcast => Coll::Broadcast,
+            Builtin::RingAllReduce
+            | Builtin::DirectAllReduce
+            | Builtin::HalvingDoublingAllReduce
+            | Builtin::OneShotAllReduce => Coll::AllReduce,
+            Builtin::RecursiveHalvingReduceScatter
+            | Builtin::RingReduceScatter
+            | Builtin::DirectReduceScatter
+            | Builtin::OneShotReduceScatter => Coll::ReduceScatter,
             Builtin::BinomialReduce => Coll::Reduce,
         }
     }
@@ -151,7 +179,10 @@ impl Builtin {
     /// broadcast or reduce buffer) holds.
     pub fn units_per_call(self, world: usize) -> usize {
         match self {
-            Builtin::BinomialBroadcast | Builtin::BinomialReduce => 1,
+            Builtin::BinomialBroadcast
+            | Builtin::BinomialReduce
+            | Builtin::OneShotAllReduce
+            | Builtin::OneShotBroadcast => 1,
             Builtin::HalvingDoublingAllReduce => 1 << (usize::BITS - 1 - world.max(1).leading_zeros()),
             _ => world,
         }
@@ -197,6 +228,12 @@ impl Builtin {
                 })
                 .collect(),
             Builtin::HalvingDoublingAllReduce => halving_doubling(p),
+            // The board's pattern is not made of rounds ([`crate::one_shot`]).
+            Builtin::OneShotAllReduce
+            | Builtin::OneShotAllGather
+            | Builtin::OneShotReduceScatter
+            | Builtin::OneShotAllToAll
+            | Builtin::OneShotBroadcast => Vec::new(),
             Builtin::BinomialBroadcast => (0..log2_ceil(p))
                 .map(|k| {
                     let d = 1 << k;
@@ -220,6 +257,18 @@ impl Builtin {
         }
     }
 
+    /// Whether it runs on the shared board ([`crate::one_shot`]).
+    pub fn is_one_shot(self) -> bool {
+        matches!(
+            self,
+            Builtin::OneShotAllReduce
+                | Builtin::OneShotAllGather
+                | Builtin::OneShotReduceScatter
+                | Builtin::OneShotAllToAll
+                | Builtin::OneShotBroadcast
+        )
+    }
+
     /// Predicts it on `world` ranks of `machine` for a call of `bytes`
     /// (nccl-tests' size, see [`Builtin::units_per_call`]).
     pub fn predict(self, machine: &Machine, world: usize, bytes: usize) -> Result<Prediction> {
@@ -228,6 +277,9 @@ impl Builtin {
                 what: self.schedule_name().to_owned(),
                 message: format!("it needs a power-of-two world, not {world}"),
             });
+        }
+        if self.is_one_shot() {
+            return Ok(one_shot::predict(machine, self.collective(), world, bytes));
         }
         let unit = bytes as f64 / self.units_per_call(world) as f64;
         let mut p = Prediction { us: 0.0, rounds: 0 };
@@ -343,8 +395,10 @@ fn round_time(m: &Machine, world: usize, r: &Round, unit: f64) -> f64 {
 
 impl Builtin {
     /// The built-in that runs `algorithm` (hcomm's name, as in
-    /// `HCOMM_ALGO` and hcomm-bench's rows) for collective `op`; `None`
-    /// for those the model has no pattern for (`one_shot`, `library`).
+    /// `HCOMM_ALGO` and hcomm-bench's rows) for collective `op`, among the
+    /// message algorithms whose crossovers the selection policy takes from
+    /// the model; `None` for the others (`one_shot`, which the policy
+    /// takes first where the board applies, and `library`).
     /// hcomm's direct all-gather and all-to-all post every message at once;
     /// their pattern is the direct schedule's, one peer per round.
     pub fn from_names(op: &str, algorithm: &str) -> Option<Builtin> {
@@ -363,6 +417,20 @@ impl Builtin {
             ("broadcast", "binomial_tree") => Builtin::BinomialBroadcast,
             ("reduce", "binomial_tree") => Builtin::BinomialReduce,
             _ => return None,
+        })
+    }
+
+    /// The built-in that ran a measured row of collective `op` by
+    /// `algorithm`: [`Builtin::from_names`]'s, and the board's one-shot
+    /// patterns; `None` for `library` and ops the model has no pattern for.
+    pub fn from_row(op: &str, algorithm: &str) -> Option<Builtin> {
+        Builtin::from_names(op, algorithm).or(match (op, algorithm) {
+            ("all_reduce", "one_shot") => Some(Builtin::OneShotAllReduce),
+            ("all_gather", "one_shot") => Some(Builtin::OneShotAllGather),
+            ("reduce_scatter", "one_shot") => Some(Builtin::OneShotReduceScatter),
+            ("all_to_all", "one_shot") => Some(Builtin::OneShotAllToAll),
+            ("broadcast", "one_shot") => Some(Builtin::OneShotBroadcast),
+            _ => None,
         })
     }
 }

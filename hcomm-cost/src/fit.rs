@@ -3,12 +3,14 @@
 //! the last-level cache and past it, reduction speed) to measured times: least squares on the
 //! relative error over the features the model itself computes (rounds,
 //! bytes through the busiest resources, bytes reduced), so a fit is the
-//! model's own reading of the measurements. Terms the data would make
-//! negative are left out (latency 0; the others make the fit fail).
+//! model's own reading of the measurements. The board's one-shot samples
+//! fit its synchronisation, and past the host's cores that of ranks
+//! taking turns. Terms the data would make negative are left out
+//! (latency and the board's, 0; the others make the fit fail).
 
 use crate::builtin::Builtin;
 use crate::error::{CostError, Result};
-use crate::topology::{Link, Machine};
+use crate::topology::{Board, Link, Machine};
 
 /// One measured cell: an algorithm, a world size, a call size and its time.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -27,18 +29,25 @@ pub struct Sample {
 const FREE: f64 = 1e30;
 
 /// Terms of the fit, in the order of [`features`].
-const TERMS: usize = 5;
+const TERMS: usize = 7;
 
 /// What each term describes, for messages.
 const NAMES: [&str; TERMS] = [
     "latency",
+    "board synchronisation",
+    "oversubscribed board synchronisation",
     "messages up to `cached_bytes`",
     "messages up to `llc_bytes`",
     "larger messages",
     "reduction",
 ];
 
-/// The message sizes that bound the bandwidth tiers of a host.
+/// Terms that are left out (0) where the samples do not exercise them or
+/// would make them negative: latency and the board's two.
+const OPTIONAL: [usize; 3] = [0, 1, 2];
+
+/// The message sizes that bound the bandwidth tiers of a host, and its
+/// cores.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Tiers {
     /// Messages up to this many bytes stay in a core's cache.
@@ -46,13 +55,25 @@ pub struct Tiers {
     /// Larger ones up to this many bytes stay in the last-level cache
     /// (`None`: one bandwidth past `cached_bytes`).
     pub llc_bytes: Option<f64>,
+    /// The host's cores: a board synchronisation of more ranks gets a
+    /// term of its own (`None`: no such term).
+    pub cores: Option<usize>,
+    /// Whether to fit a per-message latency (`false`: 0, where the
+    /// messages' rows are too large to tell it from their bandwidth).
+    pub latency: bool,
 }
 
 /// A one-level switch machine whose ranks share its bandwidth, with the
 /// tiers of `tiers` at these bandwidths (GB/s): cached, last-level cache,
-/// memory; latency `lat` us, reduction `red` GB/s.
-fn host(name: &str, tiers: Tiers, lat: f64, bw: [f64; 3], red: f64) -> Machine {
-    let mut m = Machine::flat(name, Link::Switch, bw[2], lat, red);
+/// memory; latency `lat[0]` us, a board synchronisation `lat[1]` us and
+/// `lat[2]` us more past the cores; reduction `red` GB/s.
+fn host(name: &str, tiers: Tiers, lat: [f64; 3], bw: [f64; 3], red: f64) -> Machine {
+    let mut m = Machine::flat(name, Link::Switch, bw[2], lat[0], red);
+    m.board = Some(Board {
+        latency_us: lat[1],
+        cores: tiers.cores,
+        oversubscribed_us: tiers.cores.map(|_| lat[2]),
+    });
     let l = &mut m.levels[0];
     "host".clone_into(&mut l.name);
     l.cached_bytes = Some(tiers.cached_bytes);
@@ -63,9 +84,10 @@ fn host(name: &str, tiers: Tiers, lat: f64, bw: [f64; 3], red: f64) -> Machine {
     m
 }
 
-/// The model's features of a sample: rounds, bytes through the busiest
-/// resources in messages of each tier (cached, last-level cache, memory),
-/// and bytes reduced by the busiest receiver (each summed over rounds).
+/// The model's features of a sample: rounds, board synchronisations (all,
+/// and those past the cores), bytes through the busiest resources in
+/// messages of each tier (cached, last-level cache, memory), and bytes
+/// reduced by the busiest receiver (each summed over rounds).
 fn features(s: &Sample, tiers: Tiers) -> Result<[f64; TERMS]> {
     // `transfer_us` is bytes / (GB/s * 1e3): 1e-3 GB/s reads out bytes.
     let f = |lat, bw, red| {
@@ -74,11 +96,13 @@ fn features(s: &Sample, tiers: Tiers) -> Result<[f64; TERMS]> {
             .map(|p| p.us)
     };
     Ok([
-        f(1.0, [FREE; 3], FREE)?,
-        f(0.0, [1e-3, FREE, FREE], FREE)?,
-        f(0.0, [FREE, 1e-3, FREE], FREE)?,
-        f(0.0, [FREE, FREE, 1e-3], FREE)?,
-        f(0.0, [FREE; 3], 1e-3)?,
+        f([1.0, 0.0, 0.0], [FREE; 3], FREE)?,
+        f([0.0, 1.0, 0.0], [FREE; 3], FREE)?,
+        f([0.0, 0.0, 1.0], [FREE; 3], FREE)?,
+        f([0.0; 3], [1e-3, FREE, FREE], FREE)?,
+        f([0.0; 3], [FREE, 1e-3, FREE], FREE)?,
+        f([0.0; 3], [FREE, FREE, 1e-3], FREE)?,
+        f([0.0; 3], [FREE; 3], 1e-3)?,
     ])
 }
 
@@ -93,24 +117,40 @@ pub fn fit(name: &str, samples: &[Sample], tiers: Tiers) -> Result<Machine> {
         what: name.to_owned(),
         message,
     };
-    // With the latency, then without it (0) if the data make it negative;
-    // the last-level cache's term only where it has a tier.
+    let unused = |t: usize| rows.iter().all(|r| r.0[t] < 1e-12);
+    // The last-level cache's term only where it has a tier.
     let bandwidths: Vec<usize> = if tiers.llc_bytes.is_some() {
-        vec![1, 2, 3, 4]
+        vec![3, 4, 5, 6]
     } else {
-        vec![1, 3, 4]
+        vec![3, 5, 6]
     };
     // A term no sample exercises (a tier no message falls in) has a column
     // of nothing but the free terms' rounding; fitting it would make up a
     // bandwidth.
-    if let Some(&t) = bandwidths.iter().find(|&&t| rows.iter().all(|r| r.0[t] < 1e-12)) {
+    if let Some(&t) = bandwidths.iter().find(|&&t| unused(t)) {
         return Err(fail(format!(
             "no sample has {} ({tiers:?}). hint: give sizes in every tier and an algorithm that reduces",
             NAMES[t]
         )));
     }
-    let with_latency: Vec<usize> = std::iter::once(0).chain(bandwidths.iter().copied()).collect();
-    let x = [with_latency, bandwidths]
+    // Every subset of the optional terms the samples exercise, the largest
+    // first; the first whose fit is all positive wins.
+    let optional: Vec<usize> = OPTIONAL
+        .into_iter()
+        .filter(|&t| !unused(t) && (t != 0 || tiers.latency))
+        .collect();
+    let mut subsets: Vec<Vec<usize>> = (0..1usize << optional.len())
+        .map(|mask| {
+            let mut terms: Vec<usize> = (0..optional.len())
+                .filter(|i| mask & (1 << i) != 0)
+                .map(|i| optional[i])
+                .collect();
+            terms.extend(&bandwidths);
+            terms
+        })
+        .collect();
+    subsets.sort_by_key(|t| std::cmp::Reverse(t.len()));
+    let x = subsets
         .into_iter()
         .find_map(|terms| {
             let x = least_squares(&rows, &terms)?;
@@ -131,7 +171,17 @@ pub fn fit(name: &str, samples: &[Sample], tiers: Tiers) -> Result<Machine> {
     // A term left out (the last-level cache without a tier) is 0: its
     // bandwidth is unused.
     let gbs = |v: f64| if v > 0.0 { 1.0 / (v * 1e3) } else { FREE };
-    let m = host(name, tiers, x[0], [gbs(x[1]), gbs(x[2]), gbs(x[3])], gbs(x[4]));
+    let mut m = host(
+        name,
+        tiers,
+        [x[0], x[1], x[2]],
+        [gbs(x[3]), gbs(x[4]), gbs(x[5])],
+        gbs(x[6]),
+    );
+    if optional.iter().all(|&t| t == 0) {
+        // No one-shot sample: nothing says what the board costs.
+        m.board = None;
+    }
     m.validate()?;
     Ok(m)
 }
@@ -183,11 +233,16 @@ mod tests {
             let tiers = Tiers {
                 cached_bytes: 65536.0,
                 llc_bytes,
+                cores: Some(2),
+                latency: true,
             };
-            let truth = host("t", tiers, 3.0, [20.0, 11.0, 7.0], 2.0);
+            let truth = host("t", tiers, [3.0, 0.5, 4.0], [20.0, 11.0, 7.0], 2.0);
             let m = fit("t", &samples_of(&truth), tiers).unwrap();
             let l = &m.levels[0];
             assert!((l.latency_us - 3.0).abs() < 1e-6, "{l:?}");
+            let b = m.board.as_ref().unwrap();
+            assert!((b.latency_us - 0.5).abs() < 1e-6, "{b:?}");
+            assert!((b.oversubscribed_us.unwrap() - 4.0).abs() < 1e-6, "{b:?}");
             assert!((l.bandwidth_gbs - 7.0).abs() < 1e-6, "{l:?}");
             assert!((l.cached_bandwidth_gbs.unwrap() - 20.0).abs() < 1e-6, "{l:?}");
             assert_eq!(
@@ -206,8 +261,10 @@ mod tests {
         let tiers = Tiers {
             cached_bytes: 65536.0,
             llc_bytes: Some(1e12),
+            cores: None,
+            latency: true,
         };
-        let truth = host("t", tiers, 3.0, [20.0, 11.0, 7.0], 2.0);
+        let truth = host("t", tiers, [3.0, 0.0, 0.0], [20.0, 11.0, 7.0], 2.0);
         let e = fit("t", &samples_of(&truth), tiers).unwrap_err().to_string();
         assert!(
             e.contains("no sample has larger messages") && e.contains("llc_bytes: Some"),
@@ -221,6 +278,8 @@ mod tests {
             Builtin::RingAllReduce,
             Builtin::DirectAllGather,
             Builtin::PairwiseAllToAll,
+            Builtin::OneShotAllReduce,
+            Builtin::OneShotAllToAll,
         ] {
             for world in [2, 4] {
                 for bytes in [4096, 65536, 1 << 20, 16 << 20] {

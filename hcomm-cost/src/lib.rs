@@ -9,7 +9,9 @@
 //! rounds are the columns of the checker's rendezvous simulation
 //! ([`predict_schedule`], any `comm_schedule!` program); hcomm's built-in
 //! algorithms also have round patterns ([`Builtin`]) that cost one block
-//! of ranks per round, which predicts 4096 ranks in milliseconds.
+//! of ranks per round, which predicts 4096 ranks in milliseconds; the
+//! one-shot collectives on hcomm's shared board are a publish copy, one
+//! synchronisation and the reads of the peers' pages ([`Board`]).
 //!
 //! Assumptions: rounds run one after another (a round ends with its
 //! slowest message); local copies cost nothing; a rank's messages of one
@@ -19,6 +21,7 @@
 mod builtin;
 mod error;
 mod fit;
+mod one_shot;
 mod preset;
 mod round;
 mod rows;
@@ -31,7 +34,7 @@ pub use fit::{fit, Sample, Tiers};
 pub use preset::{machine, preset, PRESETS};
 pub use rows::measured;
 pub use schedule::{predict_schedule, Prediction};
-pub use topology::{Level, Link, Machine};
+pub use topology::{Board, Level, Link, Machine};
 
 /// The cheapest of `candidates` for a call of `bytes` on `world` ranks,
 /// with its prediction; `None` when none runs there.

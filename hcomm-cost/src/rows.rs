@@ -55,7 +55,7 @@ pub fn measured(files: &[impl AsRef<Path>]) -> Result<Vec<Sample>> {
         .filter_map(|((op, algorithm, world, bytes), mut times)| {
             times.sort_by(f64::total_cmp);
             let us = times[times.len() / 2];
-            let algorithm = Builtin::from_names(&op, &algorithm)?;
+            let algorithm = Builtin::from_row(&op, &algorithm)?;
             (world >= 2 && us > 0.0).then_some(Sample {
                 algorithm,
                 world,

@@ -103,6 +103,39 @@ impl Level {
     }
 }
 
+/// The shared board of ranks in one memory system (hcomm's one-shot
+/// collectives): what one synchronisation costs, a `[board]` table.
+///
+/// ```toml
+/// [board]
+/// latency_us = 0.3          # publish, count and wait, each rank on a core
+/// cores = 2                 # more ranks than this take turns on the cores
+/// oversubscribed_us = 5.0   # added to a synchronisation of more ranks than `cores`
+/// ```
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Board {
+    /// One synchronisation when every rank runs on a core of its own, us.
+    pub latency_us: f64,
+    /// Cores the ranks run on (`None`: as many as ranks).
+    #[serde(default)]
+    pub cores: Option<usize>,
+    /// Added to a synchronisation of more ranks than `cores`: a rank waits
+    /// for peers that are not running; both or neither.
+    #[serde(default)]
+    pub oversubscribed_us: Option<f64>,
+}
+
+impl Board {
+    /// One synchronisation of `world` ranks, us.
+    pub(crate) fn sync_us(&self, world: usize) -> f64 {
+        match (self.cores, self.oversubscribed_us) {
+            (Some(c), Some(o)) if world > c => self.latency_us + o,
+            _ => self.latency_us,
+        }
+    }
+}
+
 /// A machine: nested levels and the reduction speed.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -119,6 +152,10 @@ pub struct Machine {
     /// The levels, innermost first.
     #[serde(rename = "level")]
     pub levels: Vec<Level>,
+    /// The shared board, where the ranks have one (`None`: a one-shot
+    /// synchronisation costs the latency of the level joining the ranks).
+    #[serde(default)]
+    pub board: Option<Board>,
 }
 
 impl Machine {
@@ -150,6 +187,7 @@ impl Machine {
             name: name.to_owned(),
             reduce_gbs,
             source: String::new(),
+            board: None,
             levels: vec![Level {
                 name: "links".to_owned(),
                 ranks: None,
@@ -208,6 +246,9 @@ impl Machine {
         }
         if !(self.reduce_gbs.is_finite() && self.reduce_gbs > 0.0) {
             return Err(self.invalid(format!("`reduce_gbs` is {}, not a positive number", self.reduce_gbs)));
+        }
+        if let Some(b) = &self.board {
+            self.validate_board(b)?;
         }
         let mut below = 1;
         let last = self.levels.len() - 1;
@@ -275,6 +316,19 @@ impl Machine {
             }
         }
         Ok(())
+    }
+
+    fn validate_board(&self, b: &Board) -> Result<()> {
+        if !(b.latency_us.is_finite() && b.latency_us >= 0.0) {
+            return Err(self.invalid(format!("`board.latency_us` is {}, not a number >= 0", b.latency_us)));
+        }
+        match (b.cores, b.oversubscribed_us) {
+            (None, None) => Ok(()),
+            (Some(c), Some(o)) if c >= 1 && o.is_finite() && o >= 0.0 => Ok(()),
+            (c, o) => Err(self.invalid(format!(
+                "`board.cores` is {c:?} and `board.oversubscribed_us` is {o:?}; give both (cores >= 1, microseconds >= 0) or neither"
+            ))),
+        }
     }
 
     /// Ranks per group at level `i` (`world` for the last level).

@@ -182,3 +182,32 @@ fn bad_topology_files_name_the_problem() {
         "{e}"
     );
 }
+
+/// Rows that ran one-shot have the board's pattern; the selection's
+/// mapping (its crossovers are message algorithms) leaves them out.
+#[test]
+fn one_shot_rows_have_the_boards_pattern() {
+    for (op, b) in [
+        ("all_reduce", Builtin::OneShotAllReduce),
+        ("all_gather", Builtin::OneShotAllGather),
+        ("reduce_scatter", Builtin::OneShotReduceScatter),
+        ("all_to_all", Builtin::OneShotAllToAll),
+        ("broadcast", Builtin::OneShotBroadcast),
+    ] {
+        assert_eq!(Builtin::from_row(op, "one_shot"), Some(b));
+        assert_eq!(Builtin::from_names(op, "one_shot"), None);
+        assert!(b.is_one_shot());
+    }
+    assert_eq!(Builtin::from_row("all_reduce", "ring"), Some(Builtin::RingAllReduce));
+    assert_eq!(Builtin::from_row("all_reduce", "library"), None);
+    let e = Machine::from_toml(
+        "name = \"t\"\nreduce_gbs = 1.0\n[board]\nlatency_us = 1.0\ncores = 2\n[[level]]\nname = \"x\"\nlink = \"switch\"\nbandwidth_gbs = 1.0\nlatency_us = 1.0\n",
+        "t.toml",
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("`board.cores` is Some(2) and `board.oversubscribed_us` is None"),
+        "{e}"
+    );
+}

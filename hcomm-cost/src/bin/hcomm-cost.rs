@@ -3,7 +3,7 @@
 //! and plots it).
 //!
 //! ```text
-//! hcomm-cost fit NAME CACHED[,LLC] RUN.jsonl...  # TOML of the fitted machine
+//! hcomm-cost fit NAME CACHED[,LLC] [--no-latency] [--cores N] RUN.jsonl...  # TOML of the fitted machine
 //! hcomm-cost table MACHINE [RANKS,..] [BYTES]  # predicted time per algorithm
 //! ```
 //!
@@ -11,6 +11,8 @@
 //! --json` rows; cells are the median of their runs. CACHED and LLC are
 //! the message sizes (like `1M,8M`) up to which a message stays in a
 //! core's cache and in the last-level cache: each tier gets a bandwidth.
+//! With `--cores N`, a board synchronisation of more than N ranks gets a
+//! term of its own; `--no-latency` leaves the per-message latency at 0.
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -26,6 +28,12 @@ fn to_toml(m: &Machine, command: &str) -> String {
         "name = \"{}\"\nsource = \"fitted by `{command}`\"\nreduce_gbs = {:.4}\n",
         m.name, m.reduce_gbs
     );
+    if let Some(b) = &m.board {
+        let _ = write!(s, "\n[board]\nlatency_us = {:.4}\n", b.latency_us);
+        if let (Some(c), Some(o)) = (b.cores, b.oversubscribed_us) {
+            let _ = write!(s, "cores = {c}\noversubscribed_us = {o:.4}\n");
+        }
+    }
     for l in &m.levels {
         let _ = write!(
             s,
@@ -80,9 +88,14 @@ fn table(m: &Machine, ranks: &[usize], bytes: usize) {
         }
         println!();
     }
-    println!("Fastest algorithm by call size (1 KiB to 1 GiB, powers of two):\n");
+    println!("Fastest message algorithm by call size (1 KiB to 1 GiB, powers of two; one-shot left out):\n");
     for c in [Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::AllToAll] {
-        let candidates: Vec<Builtin> = Builtin::ALL.into_iter().filter(|b| b.collective() == c).collect();
+        // The board's reach is its size, which the model does not know;
+        // the policy takes one-shot first within it and these past it.
+        let candidates: Vec<Builtin> = Builtin::ALL
+            .into_iter()
+            .filter(|b| b.collective() == c && !b.is_one_shot())
+            .collect();
         for &w in ranks {
             let mut runs: Vec<(usize, usize, Builtin)> = Vec::new();
             for shift in 10..=30 {
@@ -114,16 +127,35 @@ fn size_text(b: usize) -> String {
 }
 
 fn run(args: &[String]) -> Result<(), String> {
-    let usage = "usage: hcomm-cost fit NAME CACHED_BYTES[,LLC_BYTES] RUN.jsonl.. | table MACHINE [RANKS,..] [BYTES]";
+    let usage =
+        "usage: hcomm-cost fit NAME CACHED_BYTES[,LLC_BYTES] [--no-latency] [--cores N] RUN.jsonl.. | table MACHINE [RANKS,..] [BYTES]";
     match args {
         [cmd, name, sizes, files @ ..] if cmd == "fit" && !files.is_empty() => {
             let (cached, llc) = match sizes.split_once(',') {
                 Some((c, l)) => (c, Some(l)),
                 None => (sizes.as_str(), None),
             };
+            let (latency, files) = match files {
+                [flag, rest @ ..] if flag == "--no-latency" => (false, rest),
+                _ => (true, files),
+            };
+            let (cores, files) = match files {
+                [flag, n, rest @ ..] if flag == "--cores" && !rest.is_empty() => (
+                    Some(
+                        n.parse::<usize>()
+                            .ok()
+                            .filter(|&c| c >= 1)
+                            .ok_or_else(|| format!("`--cores {n}` is not a number of cores >= 1"))?,
+                    ),
+                    rest,
+                ),
+                _ => (None, files),
+            };
             let tiers = Tiers {
                 cached_bytes: parse_size(cached)? as f64,
                 llc_bytes: llc.map(parse_size).transpose()?.map(|b| b as f64),
+                cores,
+                latency,
             };
             let m = fit(name, &measured(files).map_err(|e| e.to_string())?, tiers).map_err(|e| e.to_string())?;
             print!("{}", to_toml(&m, &format!("hcomm-cost {}", args.join(" "))));
