@@ -6,28 +6,12 @@
 //! message's hops); a test in hcomm compares these patterns with
 //! [`crate::predict_schedule`] over the schedules themselves.
 
+use crate::coll::Coll;
 use crate::error::{CostError, Result};
 use crate::one_shot;
 use crate::round::{round_us, Msg};
 use crate::schedule::Prediction;
 use crate::topology::{Link, Machine};
-
-/// The collective a built-in algorithm implements.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Coll {
-    /// All-reduce.
-    AllReduce,
-    /// All-gather.
-    AllGather,
-    /// Reduce-scatter.
-    ReduceScatter,
-    /// All-to-all.
-    AllToAll,
-    /// Broadcast (root 0).
-    Broadcast,
-    /// Reduce (root 0).
-    Reduce,
-}
 
 /// A built-in algorithm, named as its schedule in `hcomm::collective::schedules`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -59,7 +43,7 @@ pub enum Builtin {
     /// `binomial_reduce` (root 0).
     BinomialReduce,
     /// hcomm's one-shot all-reduce on the shared board
-    /// ([`crate::one_shot`]); its name is that of the schedule that moves
+    /// (module `one_shot`); its name is that of the schedule that moves
     /// the same data as messages, but the pattern is the board's.
     OneShotAllReduce,
     /// The one-shot all-gather on the board.
@@ -228,7 +212,7 @@ impl Builtin {
                 })
                 .collect(),
             Builtin::HalvingDoublingAllReduce => halving_doubling(p),
-            // The board's pattern is not made of rounds ([`crate::one_shot`]).
+            // The board's pattern is not made of rounds (module `one_shot`).
             Builtin::OneShotAllReduce
             | Builtin::OneShotAllGather
             | Builtin::OneShotReduceScatter
@@ -257,7 +241,7 @@ impl Builtin {
         }
     }
 
-    /// Whether it runs on the shared board ([`crate::one_shot`]).
+    /// Whether it runs on the shared board (module `one_shot`).
     pub fn is_one_shot(self) -> bool {
         matches!(
             self,

@@ -19,6 +19,7 @@
 //! receiver reduces after the transfer, without overlap.
 
 mod builtin;
+mod coll;
 mod error;
 mod fit;
 mod one_shot;
@@ -28,7 +29,8 @@ mod rows;
 mod schedule;
 mod topology;
 
-pub use builtin::{Builtin, Coll};
+pub use builtin::Builtin;
+pub use coll::Coll;
 pub use error::{CostError, Result};
 pub use fit::{fit, Sample, Tiers};
 pub use preset::{machine, preset, PRESETS};

@@ -11,7 +11,7 @@
 //! only its own rank reads (its block of an all-to-all, its part of a
 //! reduce-scatter) stays off the board.
 
-use crate::builtin::Coll;
+use crate::coll::Coll;
 use crate::round::transfer_us;
 use crate::schedule::Prediction;
 use crate::topology::{Level, Machine};

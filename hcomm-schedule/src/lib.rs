@@ -158,6 +158,7 @@ mod compile;
 mod contents;
 mod counts;
 mod lin;
+mod peer_hint;
 mod print;
 mod ranges;
 pub mod resolve;

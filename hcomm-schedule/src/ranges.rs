@@ -2,11 +2,11 @@
 //! message to self, regions inside their buffers, chunks that divide evenly.
 //! The unroller calls these as it evaluates each statement.
 
-use crate::check::peer_hint::peer_hint;
 use crate::compile::{CRegion, P2pStmt};
 use crate::diag::{DiagKind, Diagnostic};
 use crate::ir::{Expr, SpanId};
 use crate::lin::Lin;
+use crate::peer_hint::peer_hint;
 use crate::situation::Situation;
 
 /// A peer outside `0..world`; `written` is the peer as the statement

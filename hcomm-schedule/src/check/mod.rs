@@ -9,7 +9,6 @@ pub(crate) mod completion;
 pub(crate) mod deadlock;
 pub(crate) mod hazards;
 pub(crate) mod matching;
-pub(crate) mod peer_hint;
 pub(crate) mod postcondition;
 pub(crate) mod rotation;
 pub(crate) mod runs;
