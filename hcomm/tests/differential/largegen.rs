@@ -9,7 +9,7 @@
 use proptest::prelude::RngExt;
 use proptest::test_runner::TestRng;
 
-use super::postgen::{assemble, stream, Form, Parts, PostCase};
+use super::postgen::{self, assemble, stream, Form, Parts, PostCase};
 
 /// Case `index` of the run seeded with `seed`, verified at a small world
 /// and at the world it runs at.
@@ -71,16 +71,7 @@ fn tree_broadcast(buggy: bool) -> Parts {
     } else {
         "ceil_log2(world)"
     };
-    let body = format!(
-        "for k in 0..{rounds} {{
-            if rank < pow2(k) && rank + pow2(k) < world {{
-                send out to rank + pow2(k);
-            }}
-            if rank >= pow2(k) && rank < 2 * pow2(k) {{
-                recv out from rank - pow2(k);
-            }}
-        }}\n"
-    );
+    let body = postgen::tree_broadcast_body(rounds);
     let planted = buggy.then_some("at most 6 rounds: short above 64 ranks");
     (Form::Broadcast, "broadcast(out, root = 0)".to_owned(), body, planted)
 }

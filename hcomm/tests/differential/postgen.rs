@@ -112,21 +112,8 @@ pub fn case(seed: u64, index: u64) -> PostCase {
 pub fn assemble(verify: &str, world: i64, n: i64, parts: Parts) -> PostCase {
     let (form, post, body, planted) = parts;
     let source = format!("#[verify(world in [{verify}])]\n#[postcondition({post})]\n{HEAD} {{\n{body}}}\n");
-    let input = syntax::parse_str(&source).unwrap_or_else(|e| panic!("{e}\n{source}"));
-    let front = syntax::front(&input.items[0]).unwrap_or_else(|r| panic!("{:?}\n{source}", r.errors));
     PostCase {
-        case: Case {
-            schedule: front.ir,
-            world: world as usize,
-            n,
-            flavor: if planted.is_some() {
-                Flavor::Unmatched
-            } else {
-                Flavor::Clean
-            },
-            tag_reorder: false,
-            inflight_collective: false,
-        },
+        case: text_case(&source, world, n, planted.is_some()),
         source,
         form,
         planted,
@@ -235,11 +222,29 @@ fn block_shift(rng: &mut TestRng, buggy: bool, world: i64) -> Parts {
     )
 }
 
-/// A binomial-tree broadcast from rank 0 in `ceil_log2(world)` rounds.
-fn tree_broadcast(rng: &mut TestRng, buggy: bool) -> Parts {
-    let bug = if buggy { rng.random_range(0..2) } else { 2 };
-    let rounds = ["log2(world)", "min(ceil_log2(world), 3)", "ceil_log2(world)"][bug];
-    let body = format!(
+/// The case of a generated schedule text at `world` and length `n`: a
+/// planted one is expected rejected, a clean one accepted.
+///
+/// # Panics
+///
+/// When the text does not parse or resolve (a generator bug).
+pub fn text_case(source: &str, world: i64, n: i64, planted: bool) -> Case {
+    let input = syntax::parse_str(source).unwrap_or_else(|e| panic!("{e}\n{source}"));
+    let front = syntax::front(&input.items[0]).unwrap_or_else(|r| panic!("{:?}\n{source}", r.errors));
+    Case {
+        schedule: front.ir,
+        world: world as usize,
+        n,
+        flavor: if planted { Flavor::Unmatched } else { Flavor::Clean },
+        tag_reorder: false,
+        inflight_collective: false,
+    }
+}
+
+/// The body of a binomial-tree broadcast of `out` from rank 0 in `rounds`
+/// rounds.
+pub fn tree_broadcast_body(rounds: &str) -> String {
+    format!(
         "for k in 0..{rounds} {{
             if rank < pow2(k) && rank + pow2(k) < world {{
                 send out to rank + pow2(k);
@@ -248,7 +253,14 @@ fn tree_broadcast(rng: &mut TestRng, buggy: bool) -> Parts {
                 recv out from rank - pow2(k);
             }}
         }}\n"
-    );
+    )
+}
+
+/// A binomial-tree broadcast from rank 0 in `ceil_log2(world)` rounds.
+fn tree_broadcast(rng: &mut TestRng, buggy: bool) -> Parts {
+    let bug = if buggy { rng.random_range(0..2) } else { 2 };
+    let rounds = ["log2(world)", "min(ceil_log2(world), 3)", "ceil_log2(world)"][bug];
+    let body = tree_broadcast_body(rounds);
     let planted = [
         "log2 rounds: short at worlds not a power of two",
         "at most 3 rounds: short above 8 ranks",

@@ -6,12 +6,11 @@
 //! variable), which leaves a gap exactly when `u > v + d`: right at
 //! `n = m = 1` and wherever `u ≤ v + d`, wrong elsewhere in the box.
 
-use hcomm_schedule::syntax;
 use proptest::prelude::RngExt;
 
-use super::gen::{Case, Flavor};
+use super::gen::Case;
 use super::initial;
-use super::postgen::stream;
+use super::postgen::{self, stream};
 
 /// A generated case with its source and the values it runs at.
 #[derive(Debug)]
@@ -93,21 +92,8 @@ pub fn case(seed: u64, index: u64) -> TwoCase {
         "#[verify(world in [{world}])]\n#[postcondition(broadcast(out, root = 0))]\n\
          fn case(inp: &[T; n], out: &mut [T; {len}], acc: &[T; m]) {{\n{body}}}\n"
     );
-    let input = syntax::parse_str(&source).unwrap_or_else(|e| panic!("{e}\n{source}"));
-    let front = syntax::front(&input.items[0]).unwrap_or_else(|r| panic!("{:?}\n{source}", r.errors));
     TwoCase {
-        case: Case {
-            schedule: front.ir,
-            world: world as usize,
-            n,
-            flavor: if planted.is_some() {
-                Flavor::Unmatched
-            } else {
-                Flavor::Clean
-            },
-            tag_reorder: false,
-            inflight_collective: false,
-        },
+        case: postgen::text_case(&source, world, n, planted.is_some()),
         m,
         extra,
         source,
