@@ -54,6 +54,8 @@
 //! framework's own lock, and device memory through
 //! `ExternalDeviceBuffer::from_raw_parts` with the contract above.
 
+#[cfg(feature = "cuda")]
+mod cuda;
 pub mod device;
 
 use candle_core::backend::BackendStorage;
@@ -135,6 +137,11 @@ impl InplaceOp1 for AllReduce<'_> {
             hcomm::tp::all_reduce_with(self.group, view, self.op).map_err(to_candle)
         }, "hcomm_candle::all_reduce_in_place")
     }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(&self, storage: &mut candle_core::CudaStorage, layout: &Layout) -> candle_core::Result<()> {
+        cuda::all_reduce_in_place(self.group, self.op, storage, layout)
+    }
 }
 
 /// `mapping`'s forward on `x`, recorded so that `backward` runs the
@@ -185,6 +192,15 @@ impl CustomOp1 for TpOp {
             let shape = Shape::from(out.shape().to_vec());
             Ok((WithDType::to_cpu_storage_owned(out.iter().copied().collect::<Vec<_>>()), shape))
         }, what)
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        storage: &candle_core::CudaStorage,
+        layout: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        cuda::apply(&self.group, self.mapping, self.backward, storage, layout)
     }
 
     fn bwd(&self, _arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> candle_core::Result<Option<Tensor>> {
