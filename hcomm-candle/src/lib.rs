@@ -54,6 +54,8 @@
 //! framework's own lock, and device memory through
 //! `ExternalDeviceBuffer::from_raw_parts` with the contract above.
 
+#[cfg(any(feature = "cuda", test))]
+mod blocks;
 #[cfg(feature = "cuda")]
 mod cuda;
 pub mod device;

@@ -10,6 +10,7 @@ use hcomm::tp::Mapping;
 use hcomm::{Comm, ReduceOp};
 
 use super::{lend, precondition, CudaElement};
+use crate::blocks::{Blocks, Dim};
 use crate::to_candle;
 
 /// What one direction of a mapping does.
@@ -20,14 +21,6 @@ pub(super) enum Step {
     Split(Dim),
     AllGather(Dim),
     ReduceScatter(Dim),
-}
-
-/// The dimension a step splits or joins: the first (the sequence) or the
-/// last (the hidden one).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Dim {
-    First,
-    Last,
 }
 
 /// The step of `mapping`'s forward, or of its backward.
@@ -82,57 +75,12 @@ pub(super) fn run<T: CudaElement>(
             Ok((out, layout.shape().clone()))
         }
         Step::Split(dim) => {
-            let blocks = Blocks::new(layout.dims(), dim, group.world(), what)?;
+            let blocks = Blocks::new(layout.dims(), dim, group.world(), what).map_err(precondition)?;
             let mine = layout.narrow(blocks.axis, group.rank() * blocks.part, blocks.part)?;
             Ok((contiguous::<T>(storage, &mine)?, mine.shape().clone()))
         }
         Step::AllGather(dim) => all_gather::<T>(group, dim, what, storage, layout),
         Step::ReduceScatter(dim) => reduce_scatter::<T>(group, dim, what, storage, layout),
-    }
-}
-
-/// The blocks of a tensor along `axis`: `outer` runs (the product of the
-/// dimensions before it), each of `len` slices of `inner` elements;
-/// `part` is one rank's share of `len`.
-struct Blocks {
-    axis: usize,
-    outer: usize,
-    len: usize,
-    inner: usize,
-    part: usize,
-}
-
-impl Blocks {
-    fn new(dims: &[usize], dim: Dim, world: usize, what: &str) -> candle_core::Result<Blocks> {
-        let axis = match (dim, dims.len()) {
-            (_, 0) => {
-                return Err(precondition(format!(
-                    "{what}: a tensor of no dimensions (a scalar) has no dimension to split or join"
-                )))
-            }
-            (Dim::First, _) => 0,
-            (Dim::Last, n) => n - 1,
-        };
-        let len = dims[axis];
-        if !len.is_multiple_of(world) {
-            return Err(precondition(format!(
-                "{what}: dimension {axis} has length {len} (shape {dims:?}), which the group size {world} does not divide"
-            )));
-        }
-        Ok(Blocks {
-            axis,
-            outer: dims[..axis].iter().product(),
-            len,
-            inner: dims[axis + 1..].iter().product(),
-            part: len / world,
-        })
-    }
-
-    /// The dimensions with the blocked one replaced by `len`.
-    fn dims_with(dims: &[usize], axis: usize, len: usize) -> Shape {
-        let mut d = dims.to_vec();
-        d[axis] = len;
-        Shape::from(d)
     }
 }
 
@@ -151,6 +99,20 @@ fn contiguous<T: CudaElement>(storage: &CudaStorage, layout: &Layout) -> candle_
     Ok(out)
 }
 
+/// The tensor as one contiguous run: `storage` itself from the layout's
+/// start offset where the layout is contiguous, else a contiguous copy
+/// (kept in `copy`), from 0.
+fn run_of<'a, T: CudaElement>(
+    storage: &'a CudaStorage,
+    layout: &Layout,
+    copy: &'a mut Option<CudaStorage>,
+) -> candle_core::Result<(&'a CudaStorage, usize)> {
+    if let Some((start, _)) = layout.contiguous_offsets() {
+        return Ok((storage, start));
+    }
+    Ok((copy.insert(contiguous::<T>(storage, layout)?), 0))
+}
+
 fn overflow(what: &str, n: usize, world: usize) -> candle_core::Error {
     precondition(format!("{what}: {n} elements times a group of {world} overflows usize"))
 }
@@ -165,18 +127,12 @@ fn all_gather<T: CudaElement>(
 ) -> candle_core::Result<(CudaStorage, Shape)> {
     let dims = layout.dims();
     let w = group.world();
-    let b = Blocks::new(dims, dim, 1, what)?;
+    let b = Blocks::new(dims, dim, 1, what).map_err(precondition)?;
     let n = layout.shape().elem_count();
     let total = n.checked_mul(w).ok_or_else(|| overflow(what, n, w))?;
     let device = &storage.device;
-    let copied;
-    let (src, start) = match layout.contiguous_offsets() {
-        Some((start, _)) => (storage, start),
-        None => {
-            copied = contiguous::<T>(storage, layout)?;
-            (&copied, 0)
-        }
-    };
+    let mut copy = None;
+    let (src, start) = run_of::<T>(storage, layout, &mut copy)?;
     let mut all = zeros::<T>(device, total)?;
     if n > 0 {
         let stream = device.cuda_stream();
@@ -185,17 +141,13 @@ fn all_gather<T: CudaElement>(
         group.all_gather(send.buffer(), recv.buffer_mut()).map_err(to_candle)?;
     }
     let gathered = b.len.checked_mul(w).ok_or_else(|| overflow(what, b.len, w))?;
-    let shape = Blocks::dims_with(dims, b.axis, gathered);
+    let shape = b.dims_with(dims, gathered);
     if b.outer == 1 {
         // Blocks along the first dimension lie end to end: the gather is the result.
         return Ok((all, shape));
     }
-    // Rank r's block of run o lands at run o, slot r of the result: `all`
-    // read as [outer, rank, chunk] with the rank stride `n`.
-    let chunk = b.len * b.inner;
-    let interleaved = Layout::new(Shape::from((b.outer, w, chunk)), vec![chunk, n, 1], 0);
     let mut out = zeros::<T>(device, total)?;
-    all.copy_strided_src(&mut out, 0, &interleaved)?;
+    all.copy_strided_src(&mut out, 0, &b.gathered(w))?;
     Ok((out, shape))
 }
 
@@ -209,29 +161,23 @@ fn reduce_scatter<T: CudaElement>(
 ) -> candle_core::Result<(CudaStorage, Shape)> {
     let dims = layout.dims();
     let w = group.world();
-    let b = Blocks::new(dims, dim, w, what)?;
+    let b = Blocks::new(dims, dim, w, what).map_err(precondition)?;
     let n = layout.shape().elem_count();
     let device = &storage.device;
     let mut out = zeros::<T>(device, n / w)?;
-    let shape = Blocks::dims_with(dims, b.axis, b.part);
+    let shape = b.dims_with(dims, b.part);
     if n == 0 {
         return Ok((out, shape));
     }
+    let mut copy = None;
+    let (mut src, mut start) = run_of::<T>(storage, layout, &mut copy)?;
     let packed;
-    let (src, start) = match layout.contiguous_offsets() {
-        // Slices along the first dimension lie end to end: send the tensor itself.
-        Some((start, _)) if b.outer == 1 => (storage, start),
-        _ => {
-            // Rank r's slice of every run, packed as block r.
-            let mut p = zeros::<T>(device, n)?;
-            for r in 0..w {
-                let slice = layout.narrow(b.axis, r * b.part, b.part)?;
-                storage.copy_strided_src(&mut p, r * (n / w), &slice)?;
-            }
-            packed = p;
-            (&packed, 0)
-        }
-    };
+    if b.outer > 1 {
+        let mut p = zeros::<T>(device, n)?;
+        src.copy_strided_src(&mut p, 0, &b.packed(w, start))?;
+        packed = p;
+        (src, start) = (&packed, 0);
+    }
     {
         let stream = device.cuda_stream();
         let send = lend::readable(group, device, src.as_cuda_slice::<T>()?, &stream, start, n)?;
