@@ -39,11 +39,27 @@
 //!
 //! [`device::device_buffer`] does this for any framework, given a device
 //! pointer and the producer's stream handle (for candle: the storage's
-//! `CudaSlice` pointer and `CudaDevice::cuda_stream().cu_stream()`). This
-//! crate builds candle without its `cuda` feature (that build needs `nvcc`
-//! and the CUDA libraries at build time), so on a CUDA tensor
-//! [`all_reduce_in_place`] and the mappings return candle's error for a
-//! missing CUDA implementation, never wrong data.
+//! `CudaSlice` pointer and `CudaDevice::cuda_stream().cu_stream()`).
+//!
+//! With the `cuda` feature (off by default, and not built by CI: candle's
+//! CUDA build needs `nvcc` and the CUDA libraries at build time), candle is
+//! built with its CUDA backend and [`all_reduce_in_place`] and the
+//! mappings take CUDA tensors: the storage's `CudaSlice`, from the
+//! layout's start offset on, is lent through [`device::device_buffer`]
+//! with candle's stream as the producer stream. The in-place all-reduce
+//! needs a contiguous tensor (an offset view is fine); the mappings take
+//! any layout and copy on candle's stream around the collective (a rank's
+//! slice, the blocks of a gather or reduce-scatter along the last
+//! dimension). Before each collective the ranks agree on the element type
+//! and the shape with one small all-gather (skipped in a group of one),
+//! since NCCL checks neither. A CUDA tensor on a communicator of another
+//! backend is an [`hcomm::Error::Precondition`] naming that backend;
+//! without the feature, candle's own "no cuda implementation" error.
+//!
+//! ```sh
+//! eval "$(scripts/device-cuda-env.sh)"   # nvcc, headers and libraries of CUDA 13.0 from PyPI
+//! cargo build -p hcomm-candle --features cuda
+//! ```
 //!
 //! # Other frameworks
 //!

@@ -90,9 +90,10 @@ pub(crate) fn all_reduce_in_place(
 ) -> candle_core::Result<()> {
     const WHAT: &str = "hcomm_candle::all_reduce_in_place";
     nccl_only(group, WHAT)?;
-    let (start, end) = contiguous_range(layout, WHAT)?;
+    let range = contiguous_range(layout, WHAT);
     with_type!(storage.dtype(), T => {
-        agree::same_shape::<T>(group, WHAT, &storage.device, layout.dims())?;
+        agree::all_agree::<T>(group, WHAT, &storage.device, layout.dims(), range.is_ok())?;
+        let (start, end) = range?;
         if start == end {
             return Ok(());
         }
@@ -117,7 +118,7 @@ pub(crate) fn apply(
     nccl_only(group, what)?;
     let step = steps::of(mapping, backward)?;
     with_type!(storage.dtype(), T => {
-        agree::same_shape::<T>(group, what, &storage.device, layout.dims())?;
+        agree::all_agree::<T>(group, what, &storage.device, layout.dims(), true)?;
         steps::run::<T>(group, step, what, storage, layout)
     }, what)
 }
