@@ -164,31 +164,36 @@ fn bits(v: &[f32]) -> Vec<u32> {
 #[test]
 fn every_mapping_forward_and_backward_on_cuda_equals_the_cpu() {
     let Some(nccl) = nccl() else { return };
-    for mapping in MAPPINGS {
-        for how in INPUTS {
-            let cpu = on_cpu(|comm, device| mapped(comm, device, mapping, how));
-            let gpu = on_gpu(&nccl, |comm, device| mapped(comm, device, mapping, how));
-            // In a group of one every mapping passes values through: the
-            // serial reference is the input itself, laid out contiguously.
-            let expected = on_cpu(|_, device| input(device, how)?.x.flatten_all()?.to_vec1::<f32>());
-            assert_eq!(gpu.0, vec![ROWS, COLS], "{mapping}, {how:?}: output shape");
-            assert_eq!(
-                bits(&gpu.1),
-                bits(&expected),
-                "{mapping}, {how:?}: forward against the serial reference"
-            );
-            assert_eq!(
-                bits(&gpu.1),
-                bits(&cpu.1),
-                "{mapping}, {how:?}: forward against the CPU"
-            );
-            assert_eq!(
-                bits(&gpu.2),
-                bits(&cpu.2),
-                "{mapping}, {how:?}: gradient against the CPU"
-            );
-            eprintln!("device-check case candle cuda {mapping} {how:?}: ok");
-        }
+    let cases: Vec<(Mapping, Input)> = MAPPINGS.iter().flat_map(|&m| INPUTS.map(|how| (m, how))).collect();
+    let all = |comm: &Comm, device: &Device| {
+        cases
+            .iter()
+            .map(|&(mapping, how)| mapped(comm, device, mapping, how))
+            .collect::<candle_core::Result<Vec<_>>>()
+    };
+    let gpu = on_gpu(&nccl, all);
+    let cpu = on_cpu(all);
+    for (((mapping, how), gpu), cpu) in cases.iter().zip(gpu).zip(cpu) {
+        // In a group of one every mapping passes values through: the
+        // serial reference is the input itself, laid out contiguously.
+        let expected = on_cpu(|_, device| input(device, *how)?.x.flatten_all()?.to_vec1::<f32>());
+        assert_eq!(gpu.0, vec![ROWS, COLS], "{mapping}, {how:?}: output shape");
+        assert_eq!(
+            bits(&gpu.1),
+            bits(&expected),
+            "{mapping}, {how:?}: forward against the serial reference"
+        );
+        assert_eq!(
+            bits(&gpu.1),
+            bits(&cpu.1),
+            "{mapping}, {how:?}: forward against the CPU"
+        );
+        assert_eq!(
+            bits(&gpu.2),
+            bits(&cpu.2),
+            "{mapping}, {how:?}: gradient against the CPU"
+        );
+        eprintln!("device-check case candle cuda {mapping} {how:?}: ok");
     }
 }
 
@@ -203,28 +208,35 @@ fn reduced(comm: &Comm, device: &Device, how: Input, op: ReduceOp) -> candle_cor
 #[test]
 fn all_reduce_in_place_on_cuda_keeps_the_tensor_and_refuses_a_transposed_view() {
     let Some(nccl) = nccl() else { return };
-    for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Avg] {
-        for how in [Input::Contiguous, Input::Offset] {
-            let gpu = on_gpu(&nccl, |comm, device| reduced(comm, device, how, op));
-            let cpu = on_cpu(|comm, device| reduced(comm, device, how, op));
-            let n = if matches!(how, Input::Offset) {
-                (ROWS + 1) * COLS
-            } else {
-                ROWS * COLS
-            };
-            assert_eq!(
-                bits(&gpu),
-                bits(&values(n)),
-                "{op:?}, {how:?}: against the serial reference"
-            );
-            assert_eq!(bits(&gpu), bits(&cpu), "{op:?}, {how:?}: against the CPU");
-            eprintln!("device-check case candle cuda all_reduce_in_place {op:?} {how:?}: ok");
-        }
+    let cases: Vec<(ReduceOp, Input)> = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Avg]
+        .into_iter()
+        .flat_map(|op| [(op, Input::Contiguous), (op, Input::Offset)])
+        .collect();
+    let all = |comm: &Comm, device: &Device| {
+        let results = cases
+            .iter()
+            .map(|&(op, how)| reduced(comm, device, how, op))
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        let refused = reduced(comm, device, Input::Transposed, ReduceOp::Sum).map_err(|e| e.to_string());
+        Ok((results, refused))
+    };
+    let (gpu, refused) = on_gpu(&nccl, all);
+    let (cpu, _) = on_cpu(all);
+    for (((op, how), gpu), cpu) in cases.iter().zip(gpu).zip(cpu) {
+        let n = if matches!(how, Input::Offset) {
+            (ROWS + 1) * COLS
+        } else {
+            ROWS * COLS
+        };
+        assert_eq!(
+            bits(&gpu),
+            bits(&values(n)),
+            "{op:?}, {how:?}: against the serial reference"
+        );
+        assert_eq!(bits(&gpu), bits(&cpu), "{op:?}, {how:?}: against the CPU");
+        eprintln!("device-check case candle cuda all_reduce_in_place {op:?} {how:?}: ok");
     }
-    let err = on_gpu(&nccl, |comm, device| {
-        Ok(reduced(comm, device, Input::Transposed, ReduceOp::Sum).map_err(|e| e.to_string()))
-    })
-    .expect_err("a transposed view cannot be reduced in place");
+    let err = refused.expect_err("a transposed view cannot be reduced in place");
     assert!(
         err.contains(
             "hcomm_candle::all_reduce_in_place: a tensor of shape [4, 6] with strides [1, 4] is not contiguous"
@@ -234,24 +246,31 @@ fn all_reduce_in_place_on_cuda_keeps_the_tensor_and_refuses_a_transposed_view() 
     eprintln!("device-check case candle cuda all_reduce_in_place refuses a transposed view: ok");
 }
 
+const DTYPES: [DType; 6] = [DType::F64, DType::F16, DType::BF16, DType::U8, DType::U32, DType::I64];
+
 #[test]
 fn other_element_types_pass_through_a_gather_on_cuda() {
     let Some(nccl) = nccl() else { return };
-    for dtype in [DType::F64, DType::F16, DType::BF16, DType::U8, DType::U32, DType::I64] {
-        let run = |comm: &Comm, device: &Device| -> candle_core::Result<Vec<f64>> {
-            let _keep = busy(device)?;
-            let x = Tensor::from_vec((0..24u32).map(|i| i as f32).collect::<Vec<_>>(), (ROWS, COLS), device)?
-                .to_dtype(dtype)?
-                .t()?;
-            let y = hcomm_candle::gather_from_tensor_model_parallel_region(comm, &x)?;
-            hcomm_candle::all_reduce_in_place(comm, &y, ReduceOp::Sum)?;
-            y.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()
-        };
-        let gpu = on_gpu(&nccl, run);
-        let cpu = on_cpu(run);
-        let expected: Vec<f64> = (0..COLS)
-            .flat_map(|c| (0..ROWS).map(move |r| (r * COLS + c) as f64))
-            .collect();
+    let all = |comm: &Comm, device: &Device| {
+        DTYPES
+            .iter()
+            .map(|&dtype| {
+                let _keep = busy(device)?;
+                let x = Tensor::from_vec((0..24u32).map(|i| i as f32).collect::<Vec<_>>(), (ROWS, COLS), device)?
+                    .to_dtype(dtype)?
+                    .t()?;
+                let y = hcomm_candle::gather_from_tensor_model_parallel_region(comm, &x)?;
+                hcomm_candle::all_reduce_in_place(comm, &y, ReduceOp::Sum)?;
+                y.to_dtype(DType::F64)?.flatten_all()?.to_vec1::<f64>()
+            })
+            .collect::<candle_core::Result<Vec<_>>>()
+    };
+    let gpu = on_gpu(&nccl, all);
+    let cpu = on_cpu(all);
+    let expected: Vec<f64> = (0..COLS)
+        .flat_map(|c| (0..ROWS).map(move |r| (r * COLS + c) as f64))
+        .collect();
+    for ((dtype, gpu), cpu) in DTYPES.iter().zip(gpu).zip(cpu) {
         assert_eq!(gpu, expected, "{dtype:?}: against the serial reference");
         assert_eq!(gpu, cpu, "{dtype:?}: against the CPU");
         eprintln!("device-check case candle cuda {dtype:?}: ok");
