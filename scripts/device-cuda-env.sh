@@ -48,9 +48,12 @@ done
 stub="$root/lib64/stubs/libcuda.so"
 if [ ! -e "$stub" ]; then
     registry="${CARGO_HOME:-$HOME/.cargo}/registry/src"
-    sys=$(ls -d "$registry"/*/cudarc-0.19.*/src/driver/sys/mod.rs 2>/dev/null | sort -V | tail -1)
+    cudarc_sys() { ls -d "$registry"/*/cudarc-0.19.*/src/driver/sys/mod.rs 2>/dev/null | sort -V | tail -1; }
+    sys=$(cudarc_sys)
+    # cargo fetch unpacks every crate of Cargo.lock, the optional ones too.
+    [ -n "$sys" ] || { cargo fetch --quiet >&2 && sys=$(cudarc_sys); }
     [ -n "$sys" ] || {
-        echo "device-cuda-env: cudarc 0.19 is not in $registry. hint: cargo fetch first." >&2
+        echo "device-cuda-env: cudarc 0.19 is not in $registry after cargo fetch. hint: candle-core's cuda feature names it; check Cargo.lock" >&2
         exit 1
     }
     src="$root/lib64/stubs/libcuda-stub.c"
