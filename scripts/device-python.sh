@@ -25,8 +25,10 @@
 # The GPU machine needs python3 with torch (CUDA) and libnccl.so.2 where hcomm looks for it
 # (HCOMM_NCCL_LIB, the system search path, or the nvidia-nccl wheel of python3). The candle
 # CUDA test loads cuBLAS, cuRAND, NVRTC and the CUDA runtime (13.x) from torch's nvidia
-# wheels or /usr/local/cuda, and the driver's libcuda.so.1. The check takes well under a
-# minute; every step is bounded (`timeout`).
+# wheels, HCOMM_CUDA_LIB_DIR or /usr/local/cuda, and the driver's libcuda.so.1 (for --dry
+# on a machine without a driver, the link-time stub in HCOMM_CUDA_STUB_DIR, which
+# `eval "$(scripts/device-cuda-env.sh)"` sets, lets it list its tests). The check takes well
+# under a minute; every step is bounded (`timeout`).
 set -u -o pipefail
 
 PROG=device-python
