@@ -104,7 +104,9 @@ unsafe fn at<T: CudaElement>(
     let ptr = std::ptr::with_exposed_provenance_mut::<T>(addr);
     // SAFETY: candle's stream of `device`, alive while `stream` is borrowed.
     let producer = unsafe { ProducerStream::from_raw(stream.cu_stream().cast::<c_void>()) };
-    // SAFETY: forwarded from the caller.
+    // SAFETY: forwarded from the caller, but for the device: `device` may
+    // not be `group`'s, which is checked below, before any collective sees
+    // the buffer (making one only waits for the stream and records the range).
     let buffer = unsafe { device_buffer(group, ptr, len, producer) }.map_err(to_candle)?;
     let tensor_gpu = match device.location() {
         DeviceLocation::Cuda { gpu_id } => Some(gpu_id),
