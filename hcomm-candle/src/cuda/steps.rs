@@ -1,54 +1,16 @@
-//! Megatron-LM's mappings (the table of [`hcomm::tp`]) as steps on CUDA
-//! storage: the collectives run on device memory through the NCCL backend,
+//! The steps of Megatron-LM's mappings ([`crate::step`]) on CUDA storage: the collectives run on device memory through the NCCL backend,
 //! and the copies around them (a contiguous copy, a rank's slice, the
 //! blocks of a gather or a reduce-scatter along an inner dimension) are
 //! candle's own strided copies on its stream.
 
 use candle_core::backend::BackendStorage;
 use candle_core::{CudaDevice, CudaStorage, Layout, Shape};
-use hcomm::tp::Mapping;
 use hcomm::{Comm, ReduceOp};
 
 use super::{lend, precondition, CudaElement};
 use crate::blocks::{Blocks, Dim};
+use crate::step::Step;
 use crate::to_candle;
-
-/// What one direction of a mapping does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Step {
-    Identity,
-    AllReduce,
-    Split(Dim),
-    AllGather(Dim),
-    ReduceScatter(Dim),
-}
-
-/// The step of `mapping`'s forward, or of its backward.
-pub(super) fn of(mapping: Mapping, backward: bool) -> candle_core::Result<Step> {
-    use Dim::{First, Last};
-    use Step::{AllGather, AllReduce, Identity, ReduceScatter, Split};
-    let (forward, paired) = match mapping {
-        Mapping::CopyToTensorModelParallelRegion => (Identity, AllReduce),
-        Mapping::ReduceFromTensorModelParallelRegion => (AllReduce, Identity),
-        Mapping::ScatterToTensorModelParallelRegion => (Split(Last), AllGather(Last)),
-        Mapping::GatherFromTensorModelParallelRegion => (AllGather(Last), Split(Last)),
-        Mapping::ScatterToSequenceParallelRegion => (Split(First), AllGather(First)),
-        Mapping::GatherFromSequenceParallelRegion {
-            tensor_parallel_output_grad: true,
-        } => (AllGather(First), ReduceScatter(First)),
-        Mapping::GatherFromSequenceParallelRegion {
-            tensor_parallel_output_grad: false,
-        } => (AllGather(First), Split(First)),
-        Mapping::ReduceScatterToSequenceParallelRegion => (ReduceScatter(First), AllGather(First)),
-        other => {
-            return Err(precondition(format!(
-                "{other}: this version of hcomm_candle has no CUDA steps for the mapping. \
-                 hint: apply it to a CPU tensor"
-            )))
-        }
-    };
-    Ok(if backward { paired } else { forward })
-}
 
 /// `step` on the tensor of `storage` and `layout` (any strides and start
 /// offset): a new contiguous tensor.
