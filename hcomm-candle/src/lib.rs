@@ -72,6 +72,8 @@
 
 #[cfg(any(feature = "cuda", test))]
 mod blocks;
+#[cfg(any(feature = "cuda", test))]
+mod claim;
 #[cfg(feature = "cuda")]
 mod cuda;
 pub mod device;
