@@ -19,6 +19,7 @@ mod plan;
 pub(crate) mod props;
 mod resolve;
 mod symmetry;
+mod symmetry_counts;
 mod syntax;
 mod timeline;
 
