@@ -168,3 +168,67 @@ fn buffers_not_laid_out_by_whole_parts_take_the_full_check() {
         );
     }
 }
+
+/// A generated all-gatherv: own part at `rank + own`, steps `lo..world -
+/// hi`, sending `x` or a part of `out`, receiving part `rank - s + b` from
+/// `rank - s - c`, and on rank `odd - 1` (when `odd > 0`) sending the part
+/// one further.
+fn generated(own: u8, (lo, hi): (u8, u8), src: Option<u8>, (b, c): (u8, u8), odd: u8) -> String {
+    let part = |a: u8| format!("out.part(counts, (rank - s + {a}) % world)");
+    let send = |a: Option<u8>| {
+        let region = a.map_or_else(|| "x".to_owned(), part);
+        format!("send {region} to (rank + s + {c}) % world;")
+    };
+    let sends = if odd == 0 {
+        send(src)
+    } else {
+        format!(
+            "if rank == {} {{ {} }} else {{ {} }}",
+            odd - 1,
+            send(Some(src.map_or(1, |a| a + 1))),
+            send(src)
+        )
+    };
+    all_gatherv(
+        &format!("copy x -> out.part(counts, (rank + {own}) % world);"),
+        &format!(
+            "for s in {lo}..world - {hi} {{
+                batch {{
+                    {sends}
+                    recv {} from (rank - s - {c}) % world;
+                }}
+            }}",
+            part(b)
+        ),
+    )
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Generated all-gathervs, right, wrong on every rank alike or on one
+    /// rank: whatever the reduction passes the full check passes, and
+    /// `check_world` gives the full check's diagnostics word for word.
+    #[test]
+    fn generated_all_gathervs_get_the_full_verdict(
+        own in 0_u8..2,
+        steps in (0_u8..2, 0_u8..2),
+        src in proptest::option::of(0_u8..2),
+        bc in (0_u8..2, 0_u8..2),
+        odd in 0_u8..3,
+    ) {
+        let src_text = generated(own, steps, src, bc, odd);
+        for world in 2..=5 {
+            agrees(&src_text, world);
+        }
+    }
+}
+
+#[test]
+fn the_generator_makes_a_right_all_gatherv_that_takes_the_reduction() {
+    let src = generated(0, (1, 0), None, (0, 0), 0);
+    for world in 2..=5 {
+        let (reduced, full) = agrees(&src, world);
+        assert!(reduced && full.is_empty(), "at world {world}: {full:?}\n{src}");
+    }
+}
