@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::ir::*;
 
+mod catalogue;
 mod counts_paths;
 mod eval_props;
 mod exact;
