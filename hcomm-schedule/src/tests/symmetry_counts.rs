@@ -5,7 +5,7 @@
 //! alike, or moves regions that are not whole parts, gets the full check's
 //! diagnostics word for word.
 
-use crate::check::symmetry;
+use crate::check::{rotation, symmetry};
 use crate::check_world;
 use crate::compile::compile;
 use crate::syntax;
@@ -24,6 +24,14 @@ fn agrees(src: &str, world: i64) -> (bool, Vec<String>) {
         .map(ToString::to_string)
         .collect();
     let reduced = symmetry::passes(&prog, world, &[]);
+    // rank 0 alone unrolled where the shape proves the others its images,
+    // and every rank unrolled and compared: the same verdict
+    assert_eq!(
+        symmetry::reduced(&prog, world, &[], true),
+        symmetry::reduced(&prog, world, &[], false),
+        "at world {world} (proven from the shape: {})",
+        rotation::units(&prog, world, &[]).is_some()
+    );
     assert!(
         !reduced || full.is_empty(),
         "at world {world}: the reduction passed what the full check rejects: {full:?}"
@@ -72,6 +80,35 @@ fn a_symmetric_all_gatherv_is_checked_on_one_rank_with_the_full_verdict() {
             assert!(full.is_empty(), "at world {world}: {full:?}");
             assert_eq!(reduced, world >= 2, "at world {world}:\n{body}");
         }
+    }
+}
+
+#[test]
+fn the_shape_proves_a_direct_and_a_ring_all_gatherv_symmetric() {
+    let prove = |src: &str, world: i64| {
+        let input = syntax::parse_str(src).expect("the test's schedule parses");
+        let front = syntax::front(&input.items[0]).expect("the test's schedule resolves");
+        let (prog, _) = compile(&front.ir);
+        rotation::units(&prog, world, &[])
+    };
+    for world in 2..=9 {
+        // `x` read whole (the same offsets), `out` by turned parts
+        for body in [DIRECT, RING] {
+            assert_eq!(
+                prove(&all_gatherv(OWN, body), world),
+                Some(vec![Some(false), Some(true)]),
+                "{body}"
+            );
+        }
+        // a part that does not turn with the rank, and a buffer of one
+        // entry that is not the rank's: not proven
+        let fixed_part = all_gatherv("copy x -> out.part(counts, rank); copy x -> out.part(counts, 0);", "");
+        assert_eq!(prove(&fixed_part, world), None);
+        let src = "#[verify(world in 2..=9)]
+             fn f(counts: &[usize; world], x: &[T; counts[0]], out: &mut [T; sum(counts)]) {
+                 copy x -> out.part(counts, 0);
+             }";
+        assert_eq!(prove(src, world), None);
     }
 }
 
