@@ -320,6 +320,52 @@ pub(crate) fn is_prefix(line: u32, bound: u32) -> bool {
     })
 }
 
+/// The term with every cell of a count vector renamed from entry `i` to
+/// entry `(i + by) mod world`: rank `by`'s view of a term of rank 0 in a
+/// schedule that is the same on every rank up to a rotation of the ranks
+/// (see `check::symmetry`). Cells are read as vector entries: the caller
+/// renames terms over count vectors only. `None` on an entry past `world`.
+pub(crate) fn rename(a: u32, by: u64, world: u64) -> Option<u32> {
+    if a == NONE || by.is_multiple_of(world.max(1)) {
+        return Some(a);
+    }
+    let by = by % world;
+    let mut moved: Vec<Run> = Vec::new();
+    for r in runs(a).iter() {
+        let base = r.lo & !((1 << PARAM_SHIFT) - 1);
+        let (lo, hi) = (r.lo - base, r.hi - base);
+        if hi > world {
+            return None;
+        }
+        // entries `lo..hi` land on `lo + by..hi + by`, past `world` wrapped
+        // to the front: at most two runs
+        let (a0, a1) = (lo + by, hi + by);
+        let mut piece = |from: u64, to: u64| {
+            if from < to {
+                moved.push(Run {
+                    lo: base + from,
+                    hi: base + to,
+                    k: r.k,
+                });
+            }
+        };
+        piece(a0.min(world), a1.min(world));
+        piece(a0.max(world) - world, a1.max(world) - world);
+    }
+    moved.sort_unstable_by_key(|r| r.lo);
+    let mut out = Vec::with_capacity(moved.len());
+    for r in moved {
+        push(&mut out, r);
+    }
+    Some(intern(out))
+}
+
+/// Whether the term is one count entry with coefficient 1 (`counts[i]`):
+/// its prefix sums, 0 and itself, stay its prefix sums under [`rename`].
+pub(crate) fn is_one_cell(a: u32) -> bool {
+    matches!(&runs(a)[..], [r] if r.k == 1 && r.hi == r.lo + 1)
+}
+
 /// The values of the counts a symbolic run uses: every entry 1, or a
 /// sample numbered from 1 whose entries vary between 0 and 3 (samples 1
 /// and 2 of a vector are `3, 0, 1, 2, ..` and `2, 3, 0, 1, ..`).
@@ -487,6 +533,38 @@ mod tests {
                 proptest::prop_assert_eq!(is_prefix(doubled, b), ones && line.starts_with(cells));
             }
         }
+    }
+
+    proptest::proptest! {
+        /// Renaming agrees with moving each cell on its own, and renaming
+        /// by `by` and then by `world - by` is the identity.
+        #[test]
+        fn rename_moves_each_cell(
+            cells in proptest::collection::vec(0_u64..7, 0..10),
+            by in 0_u64..9,
+            k in -2_i64..3,
+        ) {
+            let world = 7;
+            let a = scale(of_cells(cells.iter().map(|&c| vector_cell(1, c))), k).unwrap();
+            let moved = scale(of_cells(cells.iter().map(|&c| vector_cell(1, (c + by) % world))), k).unwrap();
+            let renamed = rename(a, by, world).unwrap();
+            proptest::prop_assert_eq!(renamed, moved);
+            proptest::prop_assert_eq!(rename(renamed, world - by % world, world), Some(a));
+        }
+    }
+
+    #[test]
+    fn rename_keeps_the_whole_line_and_single_cells() {
+        let whole = prefix(5);
+        assert_eq!(rename(whole, 3, 5), Some(whole));
+        let c4 = of_cells([vector_cell(0, 4)]);
+        assert!(is_one_cell(c4));
+        assert_eq!(rename(c4, 2, 5), Some(of_cells([vector_cell(0, 1)])));
+        assert!(is_one_cell(rename(c4, 2, 5).unwrap()));
+        assert!(!is_one_cell(prefix(2)));
+        assert!(!is_one_cell(scale(c4, 2).unwrap()));
+        // an entry past the world size is not a vector of that world
+        assert_eq!(rename(prefix(6), 1, 5), None);
     }
 
     #[test]

@@ -165,6 +165,20 @@ impl Lin {
         })
     }
 
+    /// The form with its count entries renamed by [`counts::rename`]: rank
+    /// `by`'s image of a form of rank 0 in a rotation-symmetric schedule.
+    pub(crate) fn renamed(&self, by: u64, world: u64) -> Option<Self> {
+        Some(Self {
+            c: self.c,
+            k: counts::rename(self.k, by, world)?,
+        })
+    }
+
+    /// Whether the form is one count entry and nothing else (`counts[i]`).
+    pub(crate) fn is_one_entry(&self) -> bool {
+        self.c.iter().all(|&x| x == 0) && counts::is_one_cell(self.k)
+    }
+
     /// Whether `k` divides the form for every value of the variables.
     #[inline]
     pub(crate) fn divisible_by(&self, k: i64) -> bool {

@@ -1723,6 +1723,22 @@ impl Exec<'_, '_, '_> {
                     .all(|(i, v)| self.every_rank_once(v, op, post.input, i, turn, &mut seen)),
             );
         }
+        if let PostKind::AllGatherV { .. } = post.kind {
+            // run with every count 1: part `j` is element `j`, rank `j`'s
+            // one input element, and the output turns by one element
+            let ones = self.point.get(MAX_LEN_VARS).is_none_or(|&s| s <= 0);
+            if !ones || len_in != 1 || len_out != w || u_in != 0 || u_out != 1 {
+                return None;
+            }
+            return Some(out.iter().enumerate().all(|(j, v)| {
+                let e = Expected::Sym {
+                    rank: j as u32,
+                    buf: post.input,
+                    idx: 0,
+                };
+                matches(&self.reds, v, &e)
+            }));
+        }
         let mut exp = Blocks::new(post, w, 0, len_in, len_out)?;
         // in place, rank 0's `(j, buf, j * b + k)` turns into `(j + r, buf,
         // (j + r) * b + k)`: the buffer turns by one block, as an
@@ -2082,7 +2098,8 @@ fn turned_by(a: u32, b: u32, w: usize) -> u32 {
 
 /// Step 7 for a rotation-symmetric schedule (see `check::symmetry`) whose
 /// unrolling `un` holds rank 0 alone and whose postcondition, if any, is an
-/// `all_gather`, an `all_to_all` or an `all_reduce`: rank 0 replayed in `order`, each
+/// `all_gather`, an `all_to_all` or an `all_reduce` (or an `all_gatherv`
+/// whose regions are whole parts): rank 0 replayed in `order`, each
 /// rank's output (rank 0's, turned) compared with the expectation at every
 /// point the full check uses. `units`: per buffer, its shift per rank.
 ///
@@ -2099,10 +2116,14 @@ pub(crate) fn rotated_verdict(un: &Unrolled<'_, '_>, order: &[u32], units: &[Opt
     // the bound on the values of a length variable reads every rank's
     // moves, which rank 0 alone does not hold: homogeneous schedules only
     // (their single run at 1 needs no bound), the others take the full check
-    if !matches!(
+    // with counts, an `all_gatherv` whose regions are whole parts: decided
+    // by the run with every entry 1 alone (see `first_cut`)
+    let fixed = matches!(
         post.kind,
         PostKind::AllGather { .. } | PostKind::AllToAll { .. } | PostKind::AllReduce { .. }
-    ) || has_counts(un)
+    );
+    let parts = matches!(post.kind, PostKind::AllGatherV { .. }) && first_cut(un).is_none();
+    if !(fixed && !has_counts(un) || parts)
         || shapes(un, post).is_some()
         || !(un.prog.len_names.is_empty() || un.prog.len_names.len() == 1 && homogeneous(un))
     {

@@ -12,10 +12,14 @@
 //! that `rank + e` is known not to overflow on any rank when it does not
 //! on rank 0. Buffers get the class of their regions: all the same on every
 //! rank, or all turned by `r * len / world` (the unit of
-//! [`super::symmetry`]). Anything else is not proven, and the caller
+//! [`super::symmetry`]). With count vectors, a parameter's length is
+//! `sum(counts)`, whose regions must all be `.part(counts, (rank + e) %
+//! world)` (turned part by part), or `counts[(rank + e) % world]`, whose
+//! regions must be the same offsets on every rank (the entry renamed), or
+//! free of counts and `rank`. Anything else is not proven, and the caller
 //! compares the unrolled ranks instead.
 
-use crate::cexpr::{CExpr, CK, FIRST_SCALAR, RANK, WORLD};
+use crate::cexpr::{CExpr, CLineKind, CWhich, CK, FIRST_SCALAR, RANK, WORLD};
 use crate::compile::{Block, BufSlot, CKind, CRKind, CRegion, Prog};
 use crate::ir::{BinOp, Func, UnOp};
 
@@ -89,18 +93,23 @@ enum RegClass {
 /// error there is (and a failing rank 0 leaves the decision to the full
 /// check).
 pub(crate) fn units(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> Option<Vec<Option<bool>>> {
-    if world < 2 || prog.rank_lens || !prog.s.counts.is_empty() {
+    if world < 2 || prog.rank_lens && prog.s.counts.is_empty() || prog.s.counts.iter().any(|c| c.matrix) {
         return None;
     }
     let mut p = Proof {
         world,
         slots: vec![Val::any(Class::Other); prog.nslots],
         bufs: vec![None; prog.s.buffers.len()],
+        lens: Vec::with_capacity(prog.buf_len.len()),
     };
     p.slots[RANK as usize] = Val::new(Class::Rot, 0, i128::from(world) - 1);
     p.slots[WORLD as usize] = Val::exact(world);
     for (i, v) in scalars.iter().enumerate() {
         *p.slots.get_mut(FIRST_SCALAR as usize + i)? = Val::exact(*v);
+    }
+    for len in &prog.buf_len {
+        let kind = p.len_kind(len)?;
+        p.lens.push(kind);
     }
     p.block(&prog.body)?;
     Some(p.bufs.iter().map(|c| c.map(|c| c == RegClass::Turned)).collect())
@@ -112,9 +121,52 @@ struct Proof {
     slots: Vec<Val>,
     /// The class of each parameter's regions so far.
     bufs: Vec<Option<RegClass>>,
+    /// How each parameter's length relates between ranks.
+    lens: Vec<LenKind>,
+}
+
+/// A parameter's length, as the count-aware rotation of
+/// [`super::symmetry`] reads it: rank `r`'s length is rank 0's with count
+/// entry `i` renamed `i + r`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LenKind {
+    /// No count and no `rank` in it: the same on every rank.
+    Plain,
+    /// `sum(counts)`, the whole of count vector `p`: the same on every
+    /// rank, laid out by its parts.
+    Line(u32),
+    /// `counts[(rank + e) % world]`: one entry, renamed with the rank.
+    Entry,
+}
+
+/// Whether a count occurs in `e`.
+fn mentions_count(e: &CExpr) -> bool {
+    match &e.kind {
+        CK::Count(_) => true,
+        CK::Int(_) | CK::Slot(_) | CK::Len(_) => false,
+        CK::Unary(_, x) => mentions_count(x),
+        CK::Binary(_, a, b) => mentions_count(a) || mentions_count(b),
+        CK::Call(_, args) => args.iter().any(mentions_count),
+    }
 }
 
 impl Proof {
+    /// The kind of a parameter's length, or `None` when it is none of
+    /// [`LenKind`]'s (another rank's length would not be rank 0's renamed).
+    fn len_kind(&self, len: &CExpr) -> Option<LenKind> {
+        if !mentions_count(len) {
+            return (!len.reads_rank()).then_some(LenKind::Plain);
+        }
+        let CK::Count(c) = &len.kind else {
+            return None;
+        };
+        match (&c.line.kind, &c.which) {
+            (CLineKind::Vector, CWhich::Sum(None)) => Some(LenKind::Line(c.line.param)),
+            (CLineKind::Vector, CWhich::Entry(i)) if self.expr(i).class == Class::Rot => Some(LenKind::Entry),
+            _ => None,
+        }
+    }
+
     fn block(&mut self, b: &Block<'_>) -> Option<()> {
         b.stmts.iter().try_for_each(|s| self.stmt(&s.kind))
     }
@@ -177,7 +229,25 @@ impl Proof {
         let BufSlot::Param(b) = r.buf else {
             return (self.region_class(r)? == RegClass::Same).then_some(());
         };
-        let class = self.region_class(r)?;
+        let class = match *self.lens.get(b as usize)? {
+            LenKind::Plain => self.region_class(r)?,
+            // the whole buffer, or a slice of it at offsets without counts:
+            // the same offsets on every rank, the length renamed
+            LenKind::Entry => (self.region_class(r)? == RegClass::Same).then_some(RegClass::Same)?,
+            // part `(rank + e) % world` of the whole buffer: rank 0's part
+            // `j` turned into part `j + r`
+            LenKind::Line(p) => match &r.kind {
+                CRKind::Part { base, line, index }
+                    if matches!(base.kind, CRKind::Whole)
+                        && line.param == p
+                        && matches!(line.kind, CLineKind::Vector)
+                        && self.expr(index).class == Class::Rot =>
+                {
+                    RegClass::Turned
+                }
+                _ => return None,
+            },
+        };
         let slot = self.bufs.get_mut(b as usize)?;
         match slot {
             Some(c) if *c != class => None,

@@ -42,15 +42,35 @@
 //!   starts uninitialized on every rank, the image of rank 0's under any
 //!   turn, so the induction holds for it as for a parameter.
 //!
+//! Count vectors (`counts: &[usize; world]`) take part in the rotation
+//! with their entries renamed: rank `r` is rank 0 turned by `r`, with entry
+//! `counts[i]` read as `counts[i + r]` (mod `world`). A buffer of one
+//! entry (`x: &[T; counts[rank]]`) keeps its regions, entries renamed; a
+//! buffer laid out by a whole vector (`out: &mut [T; sum(counts)]`) is
+//! turned part by part: rank 0's part `j` (`.part(counts, j)`) is rank
+//! `r`'s part `j + r`, and the whole buffer the whole buffer. Each rank's
+//! trace is compared with rank 0's under this map (the shape proof of
+//! [`super::rotation`] does not cover counts), and the steps then hold for
+//! every value of the counts as they do for fixed lengths: the map is a
+//! bijection of the count entries and of each buffer's elements, so a
+//! length equality, an overlap or a bound on rank 0 is the same on its
+//! images; a matched length is compared with the partner's renamed. With
+//! every region a whole part (or a buffer of one entry read whole), the
+//! postcondition is decided by the run with every entry 1 (see
+//! `postcondition::first_cut`), where a part is one element and the
+//! part-wise turn is a turn by one element: rank 0's replay decides it as
+//! for fixed lengths.
+//!
 //! Only schedules simple to argue are tried: no collectives, no count
-//! parameters, no local `accumulate`, no request
-//! problems, and a postcondition that is an `all_gather`, an `all_to_all`
-//! or an `all_reduce` (or none).
+//! matrices, no local `accumulate`, no request problems, and a
+//! postcondition that is an `all_gather`, an `all_to_all` or an
+//! `all_reduce` (or none; with counts, an `all_gatherv` or none).
 //! Anything else, or anything found wrong other than a wrong `all_gather`
 //! or `all_to_all` output on rank 0, gives no verdict: the caller then runs
 //! the full check, whose verdict and diagnostics are the answer.
 
 use crate::compile::Prog;
+use crate::counts;
 use crate::ir::PostKind;
 use crate::lin::Lin;
 use crate::trace::{RankTrace, Reg, Unrolled};
@@ -93,17 +113,20 @@ pub(crate) fn check(prog: &Prog<'_>, world: i64, scalars: &[i64]) -> Option<Rota
 /// [`reduced`], with the postcondition's verdict.
 fn verdict(prog: &Prog<'_>, world: i64, scalars: &[i64], prove: bool) -> Option<(Vec<Unit>, Rotated)> {
     let w = u32::try_from(world).ok()?;
-    if w < 2 || prog.rank_lens || !prog.s.counts.is_empty() {
+    let counted = !prog.s.counts.is_empty();
+    if w < 2 || prog.rank_lens && !counted || prog.s.counts.iter().any(|c| c.matrix) {
         return None;
     }
     if let Some(post) = &prog.post {
-        if !matches!(
+        let fixed = matches!(
             post.kind,
             PostKind::AllGather { .. } | PostKind::AllToAll { .. } | PostKind::AllReduce { .. }
-        ) {
+        );
+        if fixed == counted || counted && !matches!(post.kind, PostKind::AllGatherV { .. }) {
             return None;
         }
     }
+    let lines = Lines::new(prog.s.counts.len(), w);
     // proven from the program: rank 0 alone is unrolled
     let proven = if prove {
         rotation::units(prog, world, scalars)
@@ -111,11 +134,14 @@ fn verdict(prog: &Prog<'_>, world: i64, scalars: &[i64], prove: bool) -> Option<
         None
     };
     let mut units: Vec<Unit> = Vec::new();
+    let mut layouts: Vec<Layout> = Vec::new();
+    let mut classes: Vec<Option<Class>> = Vec::new();
     let mut seen: Vec<(u32, u32)> = Vec::new();
     let mut same = true;
     let unrolled = unroll_each(prog, world, scalars, |regs, r, trace, kept| {
         if r == 0 {
-            same = simple(&trace);
+            layouts = trace.bufs.iter().filter_map(|b| lines.layout(&b.len)).collect();
+            same = simple(&trace) && layouts.len() == trace.bufs.len();
             units = match &proven {
                 Some(p) => touched(&trace, regs, p),
                 None => vec![None; trace.bufs.len()],
@@ -123,7 +149,13 @@ fn verdict(prog: &Prog<'_>, world: i64, scalars: &[i64], prove: bool) -> Option<
             kept.push(trace);
             return same && proven.is_none();
         } else if let Some(t0) = kept.first() {
-            same = image(t0, &trace, regs, (r, w), &mut units, &mut seen);
+            let mut maps = Maps {
+                layouts: &layouts,
+                lines: &lines,
+                classes: &mut classes,
+                units: &mut units,
+            };
+            same = image(t0, &trace, regs, (r, w), &mut maps, &mut seen);
         } else {
             same = false;
         }
@@ -139,9 +171,12 @@ fn verdict(prog: &Prog<'_>, world: i64, scalars: &[i64], prove: bool) -> Option<
     }
     let t0 = un.ranks.first()?;
     let mut unit = Vec::with_capacity(units.len());
-    for (b, turns) in t0.bufs.iter().zip(&units) {
-        unit.push(match turns {
-            Some(true) => Some(b.len.div_exact(i64::from(w))?),
+    for ((b, turns), layout) in t0.bufs.iter().zip(&units).zip(&layouts) {
+        unit.push(match (layout, turns) {
+            // a part is one element in the run with every count 1, the
+            // only run `postcondition::rotated_verdict` makes with counts
+            (Layout::Parts(_), Some(true)) => Some(Lin::constant(1)),
+            (Layout::Plain, Some(true)) => Some(b.len.div_exact(i64::from(w))?),
             _ => None,
         });
     }
@@ -181,6 +216,131 @@ fn simple(t: &RankTrace) -> bool {
             .all(|(i, b)| b.param.is_none_or(|p| p == i as u32))
 }
 
+/// How rank `r`'s regions of one buffer are found from rank 0's (rank 0's
+/// length decides).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// No count entry in the length: the region moved by 0 or by `r` times
+    /// `len / world` elements (see [`turned`]); no count entry in its
+    /// bounds either.
+    Plain,
+    /// Laid out by every entry of count vector `p` (`sum(counts)`): rank
+    /// 0's part `j` is rank `r`'s part `j + r`, the whole buffer the whole
+    /// buffer; no other region.
+    Parts(usize),
+    /// One count entry long (`counts[rank]`): the region with its entries
+    /// renamed.
+    Entry,
+}
+
+/// What a region of rank 0 in a [`Layout::Parts`] buffer is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Class {
+    /// Part `j` of the vector.
+    Part(usize),
+    /// The whole buffer.
+    Whole,
+    /// Anything else: not handled.
+    Other,
+}
+
+/// The count vectors' prefix sums at one world size.
+struct Lines {
+    w: usize,
+    /// Per vector, `sum(counts[..j])` for `j` in `0..=world`.
+    prefix: Vec<Vec<Lin>>,
+    /// `j` of each of those forms but 0 (no two vectors share one).
+    index: FxHashMap<Lin, usize>,
+}
+
+impl Lines {
+    fn new(vectors: usize, w: u32) -> Self {
+        let mut index = FxHashMap::default();
+        let prefix = (0..vectors)
+            .map(|p| {
+                (0..=u64::from(w))
+                    .map(|j| {
+                        let l = Lin::count(counts::line_part(p as u32, counts::Line::Vector, 0, j));
+                        index.insert(l, j as usize);
+                        l
+                    })
+                    .collect()
+            })
+            .collect();
+        Self {
+            w: w as usize,
+            prefix,
+            index,
+        }
+    }
+
+    /// The layout of a buffer of rank 0 of length `len`, or `None` when
+    /// this reduction does not handle it.
+    fn layout(&self, len: &Lin) -> Option<Layout> {
+        if len.count_free() {
+            return Some(Layout::Plain);
+        }
+        if len.is_one_entry() {
+            return Some(Layout::Entry);
+        }
+        self.prefix
+            .iter()
+            .position(|p| p.get(self.w) == Some(len))
+            .map(Layout::Parts)
+    }
+
+    /// `j` when `l` is `sum(counts[..j])` of vector `p` (0 for `j = 0`).
+    fn prefix_index(&self, p: usize, l: &Lin) -> Option<usize> {
+        let j = if *l == Lin::constant(0) { 0 } else { *self.index.get(l)? };
+        (self.prefix.get(p)?.get(j)? == l).then_some(j)
+    }
+
+    /// What rank 0's region `reg` of a buffer laid out by vector `p` is.
+    fn class(&self, p: usize, reg: &Reg) -> Class {
+        match (self.prefix_index(p, &reg.start), self.prefix_index(p, &reg.end)) {
+            (Some(0), Some(e)) if e == self.w => Class::Whole,
+            (Some(s), Some(e)) if e == s + 1 => Class::Part(s),
+            _ => Class::Other,
+        }
+    }
+
+    /// Part `j` of vector `p` as bounds.
+    fn part(&self, p: usize, j: usize) -> Option<(&Lin, &Lin)> {
+        let v = self.prefix.get(p)?;
+        Some((v.get(j)?, v.get(j + 1)?))
+    }
+}
+
+/// What [`image`] reads and decides per buffer and region of rank 0.
+struct Maps<'a> {
+    layouts: &'a [Layout],
+    lines: &'a Lines,
+    /// Per region of rank 0 in a [`Layout::Parts`] buffer, its class once
+    /// found.
+    classes: &'a mut Vec<Option<Class>>,
+    units: &'a mut [Unit],
+}
+
+impl Maps<'_> {
+    /// The class of rank 0's region `reg0` (`id`: its index among the
+    /// interned regions, `None` for a copy's) in a buffer laid out by
+    /// vector `p`, found once per interned region.
+    fn class(&mut self, p: usize, id: Option<u32>, reg0: &Reg) -> Class {
+        let Some(i) = id.map(|i| i as usize) else {
+            return self.lines.class(p, reg0);
+        };
+        if let Some(Some(c)) = self.classes.get(i) {
+            return *c;
+        }
+        let c = self.lines.class(p, reg0);
+        if self.classes.len() <= i {
+            self.classes.resize(i + 1, None);
+        }
+        self.classes[i] = Some(c);
+        c
+    }
+}
+
 /// Whether `t` (rank `r`'s trace) is the image of `t0` (rank 0's) under the
 /// rotation by `r` (`rw`: `r` and the world size); decides the units of
 /// buffers not decided yet. `seen[i] == (r, j)` records that region `j`
@@ -191,9 +351,10 @@ fn image(
     t: &RankTrace,
     regs: &[Reg],
     (r, w): (u32, u32),
-    units: &mut [Unit],
+    maps: &mut Maps<'_>,
     seen: &mut Vec<(u32, u32)>,
 ) -> bool {
+    let (r64, w64) = (u64::from(r), u64::from(w));
     if t.events.len() != t0.events.len()
         || t.ops.len() != t0.ops.len()
         || t.copies.len() != t0.copies.len()
@@ -204,7 +365,7 @@ fn image(
         || t.bufs
             .iter()
             .zip(&t0.bufs)
-            .any(|(a, b)| a.len != b.len || a.param != b.param)
+            .any(|(a, b)| a.param != b.param || b.len.renamed(r64, w64) != Some(a.len))
     {
         return false;
     }
@@ -225,8 +386,6 @@ fn image(
             Some([ru, ru.sub(&b.len).ok()?])
         })
         .collect();
-    let mut turn = |a: &Reg, b: &Reg| turned(a, b, &shifts, units);
-    let (peer_shift, w64) = (u64::from(r), u64::from(w));
     for i in 0..t.ops.len() {
         let (a, b) = (&t.ops[i], &t0.ops[i]);
         let same = a.send == b.send
@@ -237,7 +396,7 @@ fn image(
             && a.ev == b.ev
             && a.done == b.done
             && a.handle == b.handle
-            && u64::from(a.peer) == (u64::from(b.peer) + peer_shift) % w64;
+            && u64::from(a.peer) == (u64::from(b.peer) + r64) % w64;
         if !same {
             return false;
         }
@@ -247,7 +406,7 @@ fn image(
         let (Some(ra), Some(rb)) = (regs.get(a.reg as usize), regs.get(b.reg as usize)) else {
             return false;
         };
-        if !turn(rb, ra) {
+        if !region_image(rb, Some(b.reg), ra, (r, w), &shifts, maps) {
             return false;
         }
         if seen.len() <= b.reg as usize {
@@ -255,10 +414,55 @@ fn image(
         }
         seen[b.reg as usize] = (r, a.reg);
     }
-    t.copies
-        .iter()
-        .zip(&t0.copies)
-        .all(|(a, b)| a.op == b.op && turn(&b.src, &a.src) && turn(&b.dst, &a.dst))
+    t.copies.iter().zip(&t0.copies).all(|(a, b)| {
+        a.op == b.op
+            && region_image(&b.src, None, &a.src, (r, w), &shifts, maps)
+            && region_image(&b.dst, None, &a.dst, (r, w), &shifts, maps)
+    })
+}
+
+/// Whether `reg` (on rank `r`) is the image of `reg0` (on rank 0; `id`:
+/// its index among the interned regions, to remember its class), by the
+/// layout of its buffer.
+fn region_image(
+    reg0: &Reg,
+    id: Option<u32>,
+    reg: &Reg,
+    (r, w): (u32, u32),
+    shifts: &[Option<[Lin; 2]>],
+    maps: &mut Maps<'_>,
+) -> bool {
+    let b = reg0.buf as usize;
+    if reg.buf != reg0.buf {
+        return false;
+    }
+    match maps.layouts.get(b) {
+        Some(Layout::Plain) => {
+            reg0.start.count_free() && reg0.end.count_free() && turned(reg0, reg, shifts, maps.units)
+        }
+        Some(Layout::Entry) => {
+            let (r, w) = (u64::from(r), u64::from(w));
+            if let Some(u) = maps.units.get_mut(b) {
+                *u = Some(false);
+            }
+            reg0.start.renamed(r, w) == Some(reg.start) && reg0.end.renamed(r, w) == Some(reg.end)
+        }
+        Some(&Layout::Parts(p)) => {
+            let class = maps.class(p, id, reg0);
+            if let Some(u) = maps.units.get_mut(b) {
+                *u = Some(true);
+            }
+            match class {
+                Class::Whole => reg == reg0,
+                Class::Part(j) => maps
+                    .lines
+                    .part(p, (j + r as usize) % w as usize)
+                    .is_some_and(|(s, e)| *s == reg.start && *e == reg.end),
+                Class::Other => false,
+            }
+        }
+        None => false,
+    }
 }
 
 /// Whether `reg` (on rank `r`) is `reg0` (on rank 0) moved by `r` units of
@@ -322,7 +526,13 @@ fn pair(un: &mut Unrolled<'_, '_>, w: u32) -> bool {
         for (&i, &j) in s.iter().zip(rv) {
             let (oi, oj) = (&t0.ops[i as usize], &t0.ops[j as usize]);
             let len = |reg: u32| un.regs.get(reg as usize).map(Reg::len);
-            if oi.reg != oj.reg && len(oi.reg) != len(oj.reg) {
+            // the receive is rank `d`'s op `j`, rank 0's turned by `d`: its
+            // length has the count entries renamed
+            let matched = match (len(oi.reg), len(oj.reg)) {
+                (Some(li), Some(lj)) => lj.renamed(u64::from(d), u64::from(w)) == Some(li),
+                _ => false,
+            };
+            if !matched {
                 return false;
             }
             let (evi, evj) = (oi.ev, oj.ev);

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::ir::*;
 
+mod catalogue;
 mod counts_paths;
 mod eval_props;
 mod exact;
@@ -19,6 +20,7 @@ mod plan;
 pub(crate) mod props;
 mod resolve;
 mod symmetry;
+mod symmetry_counts;
 mod syntax;
 mod timeline;
 
