@@ -215,7 +215,7 @@ impl Lin {
     }
 
     /// Renders the form with the variables' names.
-    pub(crate) fn display<'a>(&'a self, names: &'a [String]) -> LinDisplay<'a> {
+    pub(crate) fn display<'a>(&'a self, names: &'a [LenVar]) -> LinDisplay<'a> {
         LinDisplay { lin: self, names }
     }
 }
@@ -236,6 +236,42 @@ pub(crate) fn exists_positive(forms: &[Lin]) -> bool {
 /// every value (exact coefficient-wise).
 fn disjoint_always(a1: &Lin, b1: &Lin, a2: &Lin, b2: &Lin) -> bool {
     b1.le_always(a2) || b2.le_always(a1) || b1.le_always(a1) || b2.le_always(a2)
+}
+
+/// A length variable as the checker sees it: its name, and the shift
+/// `LO - 1` of its range `LO..` (or `LO..=HI`): the checker's variable is
+/// `n' = n - shift >= 1`, so that every decision below, made for `n' >= 1`,
+/// holds for `n >= LO` (reference, section 7, "For every length"). Forms
+/// and points are shown in `n`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LenVar {
+    pub(crate) name: String,
+    pub(crate) shift: i64,
+    /// The number of values `HI - LO + 1` of a bounded range: `n'` runs over
+    /// `1..=side`.
+    pub(crate) side: Option<i64>,
+}
+
+impl LenVar {
+    /// The variable `name` ranging over `lo..` or `lo..=hi`.
+    pub(crate) fn new(name: &str, (lo, hi): (i64, Option<i64>)) -> Self {
+        Self {
+            name: name.to_owned(),
+            shift: lo.saturating_sub(1),
+            side: hi.map(|hi| hi.saturating_sub(lo).saturating_add(1)),
+        }
+    }
+
+    /// The value of `n` at the checker's value `n'`.
+    pub(crate) fn value(&self, checker: i64) -> i64 {
+        checker.saturating_add(self.shift)
+    }
+}
+
+impl fmt::Display for LenVar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
 }
 
 /// A point (value of each variable up to the highest one used) where every
@@ -441,10 +477,21 @@ fn feasible(forms: &[Lin], w: usize) -> Option<bool> {
     None
 }
 
-/// "n = 1" / "n = 1, m = 2" for a point of [`positive_at`].
-pub(crate) fn point_text(point: &[i64], names: &[String]) -> String {
-    let parts: Vec<String> = names.iter().zip(point).map(|(n, v)| format!("{n} = {v}")).collect();
+/// "n = 1" / "n = 1, m = 2" for a point of [`positive_at`] (the checker's
+/// values, shown as the values of the variables).
+pub(crate) fn point_text(point: &[i64], names: &[LenVar]) -> String {
+    let parts: Vec<String> = names
+        .iter()
+        .zip(point)
+        .map(|(n, &v)| format!("{n} = {}", n.value(v)))
+        .collect();
     parts.join(", ")
+}
+
+/// Whether a point of the checker's values is worth naming in a message:
+/// some variable is not 1.
+pub(crate) fn point_named(point: &[i64], names: &[LenVar]) -> bool {
+    names.iter().zip(point).any(|(n, &v)| n.value(v) != 1)
 }
 
 /// When some value of the length variables breaks `lo <= hi` (for each
@@ -501,7 +548,7 @@ pub(crate) fn overlap_only_at(a1: &Lin, b1: &Lin, a2: &Lin, b2: &Lin) -> Option<
 /// [`Lin::display`].
 pub(crate) struct LinDisplay<'a> {
     lin: &'a Lin,
-    names: &'a [String],
+    names: &'a [LenVar],
 }
 
 impl fmt::Display for LinDisplay<'_> {
@@ -511,7 +558,7 @@ impl fmt::Display for LinDisplay<'_> {
             if k == 0 {
                 continue;
             }
-            let name = self.names.get(i - 1).map_or("?", String::as_str);
+            let name = self.names.get(i - 1).map_or("?", |v| v.name.as_str());
             let mag = k.unsigned_abs();
             if first {
                 if k < 0 {
@@ -530,7 +577,16 @@ impl fmt::Display for LinDisplay<'_> {
             first = false;
         }
         counts::display(self.lin.k, f, &mut first)?;
-        let c = self.lin.c[0];
+        // the constant of the form in `n = n' + shift`: `c - Σ k * shift`
+        let moved: i128 = self
+            .lin
+            .c
+            .iter()
+            .skip(1)
+            .zip(self.names)
+            .map(|(&k, v)| i128::from(k) * i128::from(v.shift))
+            .sum();
+        let c = i128::from(self.lin.c[0]) - moved;
         if first {
             write!(f, "{c}")
         } else if c > 0 {
@@ -559,7 +615,7 @@ mod tests {
         let two_n = n.add(&n).unwrap();
         assert_eq!(two_n, lin(&[0, 2]));
         assert_eq!(two_n.sub(&two_n).unwrap(), Lin::constant(0));
-        let names = vec!["n".to_owned(), "m".to_owned()];
+        let names = vec![LenVar::new("n", (1, None)), LenVar::new("m", (1, None))];
         assert_eq!(lin(&[3, 2]).display(&names).to_string(), "2 * n + 3");
         assert_eq!(lin(&[-3, -1, 1]).display(&names).to_string(), "-n + m - 3");
         assert_eq!(lin(&[0, 1]).display(&names).to_string(), "n");

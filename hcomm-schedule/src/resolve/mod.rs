@@ -22,10 +22,12 @@
 //! | a buffer parameter's length | `world`, scalars; any other name declares a length variable |
 //! | `#[requires]`, a postcondition's `root` | `world`, scalars |
 //! | a scalar range of `#[verify]` | `world` |
+//! | a length variable's range of `#[verify]` | none: integer constants |
 //!
 //! At most one diagnostic per statement (or parameter, attribute entry) and
 //! at most 8 in all.
 
+mod len_ranges;
 mod lengths;
 mod suggest;
 
@@ -295,6 +297,7 @@ impl Resolver {
     }
 
     fn ranges(&mut self, s: &mut Schedule) {
+        self.len_ranges(s);
         let mut has_range = vec![false; self.scalars.len()];
         for r in &mut s.verify.scalars {
             self.begin();
