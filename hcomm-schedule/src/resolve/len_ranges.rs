@@ -77,12 +77,12 @@ impl Resolver {
                 self.report(DiagKind::SyntaxError, r.span, message, hint);
                 continue;
             };
-            let problem = if r.lo < 0 {
-                Some(format!("starts at {}, below 0", r.lo))
+            let problem = if seen[var] {
+                Some(format!("`{name}` has two ranges in `#[verify]`"))
+            } else if r.lo < 0 {
+                Some(format!("the range `{}` of length variable `{name}` starts below 0", r.text()))
             } else if r.hi.is_some_and(|hi| hi < r.lo) {
-                Some("holds no value".to_owned())
-            } else if seen[var] {
-                Some("is the second range of this length variable".to_owned())
+                Some(format!("the range `{}` of length variable `{name}` holds no value", r.text()))
             } else {
                 None
             };
@@ -90,7 +90,7 @@ impl Resolver {
                 self.report(
                     DiagKind::SyntaxError,
                     r.span,
-                    format!("the range `{}` of length variable `{name}` {problem}", r.text()),
+                    problem,
                     Some(format!(
                         "a length variable takes one range of values >= 0, e.g. `{name} in 0..` or `{name} in 1..=16`"
                     )),

@@ -322,12 +322,13 @@ impl Resolver {
     fn range(&mut self, r: &mut ScalarRange, has_range: &mut [bool]) {
         let name = r.name.name.as_str();
         let Some(i) = self.scalar(name) else {
-            let candidates = self.scalars.iter().map(|(s, _)| s.as_str()).chain(["world"]);
+            let lens = self.len_vars.iter().map(|v| v.name.as_str());
+            let candidates = self.scalars.iter().map(|(s, _)| s.as_str()).chain(lens).chain(["world"]);
             let hint = suggest(name, candidates).map(did_you_mean);
             let message = if self.buffers.iter().any(|b| b == name) {
                 format!("`{name}` is a buffer; `#[verify]` gives ranges to `world` and scalar parameters")
             } else {
-                format!("`{name}` is not `world` or a scalar parameter")
+                format!("`{name}` is not `world`, a scalar parameter or a length variable")
             };
             self.report(DiagKind::UnknownName, r.name.span, message, hint);
             return;
