@@ -77,12 +77,6 @@ impl Lin {
         self.count_free().then_some(self.c)
     }
 
-    /// The constant term.
-    #[inline]
-    pub(crate) fn constant_term(&self) -> i64 {
-        self.c[0]
-    }
-
     /// The value when there are no length variables in it.
     #[inline]
     pub(crate) fn as_const(&self) -> Option<i64> {
@@ -209,6 +203,19 @@ impl Lin {
         }
     }
 
+    /// The constant term of the form written in the variables `n = n' +
+    /// shift` (the checker's forms are in `n'`): `c - Σ k * shift`.
+    pub(crate) fn written_constant(&self, names: &[LenVar]) -> i128 {
+        let moved: i128 = self
+            .c
+            .iter()
+            .skip(1)
+            .zip(names)
+            .map(|(&k, v)| i128::from(k) * i128::from(v.shift))
+            .sum();
+        i128::from(self.c[0]) - moved
+    }
+
     /// One past the highest variable index with a non-zero coefficient.
     fn width(&self) -> usize {
         (1..=MAX_LEN_VARS).rev().find(|&i| self.c[i] != 0).unwrap_or(0)
@@ -265,6 +272,17 @@ impl LenVar {
     /// The value of `n` at the checker's value `n'`.
     pub(crate) fn value(&self, checker: i64) -> i64 {
         checker.saturating_add(self.shift)
+    }
+
+    /// The checker's value of the least `n >= 1` of the range (`n = 0`
+    /// when the range holds no other value).
+    pub(crate) fn first_positive(&self) -> i64 {
+        let lo = self.shift.saturating_add(1);
+        let n = match self.side {
+            Some(side) if lo < 1 && side < 2 - lo => lo,
+            _ => lo.max(1),
+        };
+        n.saturating_sub(self.shift)
     }
 }
 
@@ -577,16 +595,7 @@ impl fmt::Display for LinDisplay<'_> {
             first = false;
         }
         counts::display(self.lin.k, f, &mut first)?;
-        // the constant of the form in `n = n' + shift`: `c - Σ k * shift`
-        let moved: i128 = self
-            .lin
-            .c
-            .iter()
-            .skip(1)
-            .zip(self.names)
-            .map(|(&k, v)| i128::from(k) * i128::from(v.shift))
-            .sum();
-        let c = i128::from(self.lin.c[0]) - moved;
+        let c = self.lin.written_constant(self.names);
         if first {
             write!(f, "{c}")
         } else if c > 0 {

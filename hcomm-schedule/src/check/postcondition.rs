@@ -243,8 +243,9 @@ const MAX_RUNS: i64 = 4096;
 ///
 /// * None: one run.
 /// * One variable `n` that scales every length and bound (no constant
-///   terms): `n' = 1` alone, since the run at `n' = k` is the run at
-///   `n' = 1` with every element split in `k`.
+///   terms as written): the least `n >= 1` of its range alone, since the
+///   run at `n = k` is the run at `n = 1` with every element split in `k`,
+///   and at `n = 0` every region is empty.
 /// * Every variable bounded (`n in LO..=HI`): every point of the declared
 ///   box, exact by enumeration.
 /// * Otherwise every point of the box `1..=K` in each variable, `K` from
@@ -255,8 +256,12 @@ fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
     let names = &un.prog.len_names;
     let span = un.prog.post.as_ref().map_or(un.prog.s.span, |p| p.span);
     let sit = || crate::situation::Situation::plain(un.prog, un.world, &un.scalars);
+    if names.len() == 1 && homogeneous(un) {
+        // the least n >= 1 of the range (n = 1 for `0..` and `1..`)
+        return Ok(vec![vec![names[0].first_positive()]]);
+    }
     let points = vec![vec![1_i64; names.len()]];
-    if names.is_empty() || (names.len() == 1 && homogeneous(un)) {
+    if names.is_empty() {
         return Ok(points);
     }
     let bounded = names.iter().all(|v| v.side.is_some());
@@ -293,9 +298,11 @@ fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
                  in lengths and region bounds small next to the length variable's coefficients"
             )
         } else {
+            let each: Vec<String> = names.iter().map(|n| format!("{n} in 1..=8")).collect();
             format!(
-                "bound them: `#[verify(.., {first} in 1..=8)]` for each length variable runs every point of that \
-                 box; or keep the constants and coefficients in lengths and region bounds small"
+                "bound them: `#[verify(.., {})]` runs every point of that box; or keep the constants and \
+                 coefficients in lengths and region bounds small",
+                each.join(", ")
             )
         };
         return Err(Diagnostic::new(
@@ -621,13 +628,14 @@ fn part_at(ends: &[usize], e: usize) -> Option<(usize, usize)> {
     ends.get(j).map(|_| (j, e - start))
 }
 
-/// Whether every length and region bound is a multiple of the one length
-/// variable `n`. Then the run at `n = k` is the run at `n = 1` with every
-/// element split into `k` (chunk and block boundaries scale with `n`), so
-/// the second point adds nothing.
+/// Whether every length and region bound, as written, is a multiple of the
+/// one length variable `n`. Then the run at `n = k` is the run at `n = 1`
+/// with every element split into `k` (chunk and block boundaries scale with
+/// `n`), so the second point adds nothing, and at `n = 0` every region is
+/// empty.
 fn homogeneous(un: &Unrolled<'_, '_>) -> bool {
     let mut all = true;
-    for_each_form(un, |l| all &= l.constant_term() == 0);
+    for_each_form(un, |l| all &= l.written_constant(&un.prog.len_names) == 0);
     all
 }
 
