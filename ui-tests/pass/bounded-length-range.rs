@@ -22,15 +22,15 @@ comm_schedule! {
 
 fn main() -> hcomm::Result<()> {
     let out = hcomm::host::run(2, |comm| {
-        let input = [comm.rank() as u16 + 1; 16];
-        let mut output = [0_u16; 32];
+        let input = [comm.rank() as i32 + 1; 16];
+        let mut output = [0_i32; 32];
         long_scratch(comm, &input, &mut output)?;
-        let long = [7_u16; 17];
-        let mut untouched = [0_u16; 34];
+        let long = [7_i32; 17];
+        let mut untouched = [0_i32; 34];
         let err = long_scratch(comm, &long, &mut untouched).unwrap_err();
         Ok((output, err, untouched))
     })?;
-    let mut expected = [1_u16; 32];
+    let mut expected = [1_i32; 32];
     expected[16..].fill(2);
     for (rank, (output, err, untouched)) in out.iter().enumerate() {
         assert_eq!(output, &expected, "rank {rank}");
