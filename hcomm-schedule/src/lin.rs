@@ -216,6 +216,14 @@ impl Lin {
         i128::from(self.c[0]) - moved
     }
 
+    /// [`Lin::coefficients`] of the form written in the variables `n = n' +
+    /// shift`: the constant term moved by [`Lin::written_constant`].
+    pub(crate) fn written_coefficients(&self, names: &[LenVar]) -> Option<[i64; MAX_LEN_VARS + 1]> {
+        let mut c = self.coefficients()?;
+        c[0] = i64::try_from(self.written_constant(names)).ok()?;
+        Some(c)
+    }
+
     /// One past the highest variable index with a non-zero coefficient.
     fn width(&self) -> usize {
         (1..=MAX_LEN_VARS).rev().find(|&i| self.c[i] != 0).unwrap_or(0)

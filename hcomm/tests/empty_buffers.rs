@@ -134,3 +134,32 @@ fn empty_gradient_buckets_among_full_ones_reduce_exactly() {
         }
     }
 }
+
+/// The same on the HCCL backend driven through the stand-in library:
+/// collectives with empty slices, and a schedule whose plan holds
+/// zero-length messages (`ring_all_gather` at `n = 0`) followed by one with
+/// data, exact.
+#[test]
+fn empty_buffers_on_the_hccl_stand_in() {
+    let path = hcomm_hccl_standin::cdylib_path().expect("the stand-in cdylib is built next to the tests");
+    let hccl = hcomm::hccl::Hccl::load_from(path).unwrap_or_else(|e| panic!("{e}"));
+    let opts = CommOptions::default().with_timeout(std::time::Duration::from_secs(20));
+    for world in 1..=4 {
+        let out = hccl
+            .run(world, &opts, |comm| {
+                empty_collectives(comm)?;
+                let (none, mut nothing): ([f32; 0], [f32; 0]) = ([], []);
+                hcomm::schedules::ring_all_gather(comm, &none, &mut nothing)?;
+                hcomm::schedules::ring_all_reduce(comm, &mut nothing, ReduceOp::Sum)?;
+                let mut all = vec![0.0_f32; 2 * comm.world()];
+                let r = comm.rank() as f32;
+                hcomm::schedules::ring_all_gather(comm, &[r, r + 0.5], &mut all)?;
+                Ok(all)
+            })
+            .unwrap_or_else(|e| panic!("world {world}: {e}"));
+        let expected: Vec<f32> = (0..world).flat_map(|r| [r as f32, r as f32 + 0.5]).collect();
+        for (rank, got) in out.iter().enumerate() {
+            assert_eq!(got, &expected, "world {world}, rank {rank}");
+        }
+    }
+}
