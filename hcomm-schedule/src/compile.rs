@@ -6,8 +6,8 @@
 use crate::cexpr::{CCount, CExpr, CLine, CLineKind, CWhich, CK};
 use crate::diag::{span_key, stmt_key, DiagKind, Diagnostic, Sink};
 use crate::ir::{
-    BinOp, BufKind, BufRef, Collective, Count, CountLine, Expr, ExprKind, Ident, LineKind, NameKind, OpExpr, PostKind, Region,
-    RegionKind, Schedule, ShiftBlocks, SpanId, Stmt, StmtKind, WorldSet,
+    BinOp, BufKind, BufRef, Collective, Count, CountLine, Expr, ExprKind, Ident, LineKind, NameKind, OpExpr, PostKind,
+    Region, RegionKind, Schedule, ShiftBlocks, SpanId, Stmt, StmtKind, WorldSet,
 };
 use crate::lin::LenVar;
 

@@ -3,8 +3,10 @@
 //! each entry `>= 0`).
 //!
 //! Region offsets and lengths are linear forms, so the checker can compare
-//! them exactly for *every* value of the length variables (which range over
-//! the integers `>= 1`):
+//! them exactly for *every* value of the length variables. The variables
+//! of the forms range over the integers `>= 1`: a length variable declared
+//! `n in LO..` (or `LO..=HI`) is `n' + LO - 1` in them ([`LenVar`]), so
+//! what holds for every `n' >= 1` holds for every `n >= LO`:
 //!
 //! * equality (matched lengths) is equality of coefficients;
 //! * `f >= 0` for all `n >= 1` holds iff every coefficient of a variable is

@@ -259,7 +259,11 @@ fn a_bounded_length_range_is_checked_at_the_call() {
             .output("output", &mut output[..])
             .run()
             .unwrap_err();
-        Ok((matches!(err, hcomm::Error::Precondition { .. }), err.to_string(), output))
+        Ok((
+            matches!(err, hcomm::Error::Precondition { .. }),
+            err.to_string(),
+            output,
+        ))
     })
     .unwrap();
     for (rank, (precondition, text, output)) in out.iter().enumerate() {

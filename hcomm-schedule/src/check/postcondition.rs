@@ -267,8 +267,14 @@ fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
     let bounded = names.iter().all(|v| v.side.is_some());
     let widest = names.iter().filter_map(|v| v.side).max().unwrap_or(1);
     let last = if bounded { widest } else { covering_bound(un, widest) };
-    let sides: Vec<i64> = names.iter().map(|v| v.side.map_or(last, |s| s.min(last)).max(1)).collect();
-    let runs = sides.iter().try_fold(1_i64, |acc, &x| acc.checked_mul(x)).unwrap_or(i64::MAX);
+    let sides: Vec<i64> = names
+        .iter()
+        .map(|v| v.side.map_or(last, |s| s.min(last)).max(1))
+        .collect();
+    let runs = sides
+        .iter()
+        .try_fold(1_i64, |acc, &x| acc.checked_mul(x))
+        .unwrap_or(i64::MAX);
     let longest = sides.iter().copied().max().unwrap_or(1);
     if longest > MAX_POINTS || runs > MAX_RUNS {
         let listed: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();

@@ -47,7 +47,10 @@ impl Resolver {
                         "the bounds of the range of length variable `{}` in `#[verify]` must be integer constants",
                         r.name.name
                     ),
-                    Some(format!("write e.g. `{} in 1..=16` or `{} in 0..`", r.name.name, r.name.name)),
+                    Some(format!(
+                        "write e.g. `{} in 1..=16` or `{} in 0..`",
+                        r.name.name, r.name.name
+                    )),
                 );
                 continue;
             };
@@ -80,9 +83,15 @@ impl Resolver {
             let problem = if seen[var] {
                 Some(format!("`{name}` has two ranges in `#[verify]`"))
             } else if r.lo < 0 {
-                Some(format!("the range `{}` of length variable `{name}` starts below 0", r.text()))
+                Some(format!(
+                    "the range `{}` of length variable `{name}` starts below 0",
+                    r.text()
+                ))
             } else if r.hi.is_some_and(|hi| hi < r.lo) {
-                Some(format!("the range `{}` of length variable `{name}` holds no value", r.text()))
+                Some(format!(
+                    "the range `{}` of length variable `{name}` holds no value",
+                    r.text()
+                ))
             } else {
                 None
             };

@@ -323,7 +323,12 @@ impl Resolver {
         let name = r.name.name.as_str();
         let Some(i) = self.scalar(name) else {
             let lens = self.len_vars.iter().map(|v| v.name.as_str());
-            let candidates = self.scalars.iter().map(|(s, _)| s.as_str()).chain(lens).chain(["world"]);
+            let candidates = self
+                .scalars
+                .iter()
+                .map(|(s, _)| s.as_str())
+                .chain(lens)
+                .chain(["world"]);
             let hint = suggest(name, candidates).map(did_you_mean);
             let message = if self.buffers.iter().any(|b| b == name) {
                 format!("`{name}` is a buffer; `#[verify]` gives ranges to `world` and scalar parameters")

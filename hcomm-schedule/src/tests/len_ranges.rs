@@ -63,8 +63,10 @@ fn a_region_that_needs_one_element_is_rejected_at_n_0() {
     assert_eq!(errors(&src("world in 2..=2")), Vec::<String>::new());
     assert_eq!(
         errors(&src("world in 2..=2, n in 0..")),
-        ["region out of bounds: with world = 2, rank 0 uses `a[n - 1..n]` = elements n - 1..n of a region of \
-          length n, which fails when n = 0"]
+        [
+            "region out of bounds: with world = 2, rank 0 uses `a[n - 1..n]` = elements n - 1..n of a region of \
+          length n, which fails when n = 0"
+        ]
     );
 }
 
@@ -121,7 +123,10 @@ fn the_postcondition_is_run_at_the_lower_bound() {
              here"
         ]
     );
-    assert_eq!(errors(&two_elements("world in 2..=2, n in 1..=1")), Vec::<String>::new());
+    assert_eq!(
+        errors(&two_elements("world in 2..=2, n in 1..=1")),
+        Vec::<String>::new()
+    );
 }
 
 /// A ring whose scratch buffer is 100 elements longer than a block: bounds
@@ -146,18 +151,28 @@ fn long_scratch(verify: &str) -> String {
 fn a_bounded_range_decides_what_the_unbounded_one_cannot() {
     assert_eq!(
         errors(&long_scratch("world in 2..=2")),
-        ["evaluation error: with world = 2, the postcondition is not decided: deciding every value of `n` takes a \
+        [
+            "evaluation error: with world = 2, the postcondition is not decided: deciding every value of `n` takes a \
           run at each `n` up to 203, and the checker runs at most 64\nhint: bound it: `#[verify(.., n in 1..=16)]` \
           runs every value of that range; or keep the constants in lengths and region bounds small next to the \
-          length variable's coefficients"]
+          length variable's coefficients"
+        ]
     );
-    assert_eq!(errors(&long_scratch("world in 2..=2, n in 1..=16")), Vec::<String>::new());
-    assert_eq!(errors(&long_scratch("world in 2..=2, n in 0..=63")), Vec::<String>::new());
+    assert_eq!(
+        errors(&long_scratch("world in 2..=2, n in 1..=16")),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        errors(&long_scratch("world in 2..=2, n in 0..=63")),
+        Vec::<String>::new()
+    );
     assert_eq!(
         errors(&long_scratch("world in 2..=2, n in 1..=65")),
-        ["evaluation error: with world = 2, the postcondition is not decided: deciding every value of `n` takes a \
+        [
+            "evaluation error: with world = 2, the postcondition is not decided: deciding every value of `n` takes a \
           run at each `n` up to 65, and the checker runs at most 64\nhint: narrow the ranges of the length \
-          variables in `#[verify]`, e.g. `n in 1..=16`"]
+          variables in `#[verify]`, e.g. `n in 1..=16`"
+        ]
     );
 }
 
@@ -202,11 +217,15 @@ fn malformed_ranges_are_refused_naming_the_cause() {
     let one = |verify: &str| errors(&ring(verify));
     assert_eq!(
         one("world in 1..=4, n in -1.."),
-        [format!("syntax error: the range `-1..` of length variable `n` starts below 0{HINT}")]
+        [format!(
+            "syntax error: the range `-1..` of length variable `n` starts below 0{HINT}"
+        )]
     );
     assert_eq!(
         one("world in 1..=4, n in 3..=2"),
-        [format!("syntax error: the range `3..=2` of length variable `n` holds no value{HINT}")]
+        [format!(
+            "syntax error: the range `3..=2` of length variable `n` holds no value{HINT}"
+        )]
     );
     assert_eq!(
         one("world in 1..=4, n in 0.., n in 1..=3"),
@@ -214,22 +233,27 @@ fn malformed_ranges_are_refused_naming_the_cause() {
     );
     assert_eq!(
         one("world in 1..=4, n in 0..world"),
-        ["syntax error: the bounds of the range of length variable `n` in `#[verify]` must be integer constants\n\
-          hint: write e.g. `n in 1..=16` or `n in 0..`"]
+        [
+            "syntax error: the bounds of the range of length variable `n` in `#[verify]` must be integer constants\n\
+          hint: write e.g. `n in 1..=16` or `n in 0..`"
+        ]
     );
     assert_eq!(
         one("world in 1.., n in 0.."),
-        ["syntax error: the world sizes in `#[verify]` have no upper bound\nhint: write `world in LO..=HI` or a \
-          list `world in [2, 4, 8]`"]
+        [
+            "syntax error: the world sizes in `#[verify]` have no upper bound\nhint: write `world in LO..=HI` or a \
+          list `world in [2, 4, 8]`"
+        ]
     );
     assert_eq!(
         one("world in 1..=4, m in 0.."),
-        ["syntax error: `m` is not a length variable; an open range `LO..` in `#[verify]` is for one\nhint: did \
-          you mean `n`?"]
+        [
+            "syntax error: `m` is not a length variable; an open range `LO..` in `#[verify]` is for one\nhint: did \
+          you mean `n`?"
+        ]
     );
     assert_eq!(
         one("world in 1..=4, root in 0..=3"),
         ["unknown name: `root` is not `world`, a scalar parameter or a length variable"]
     );
 }
-
