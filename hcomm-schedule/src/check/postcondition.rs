@@ -208,7 +208,14 @@ pub(crate) fn check_located(un: &Unrolled<'_, '_>, order: &[u32]) -> (Vec<Diagno
         // count entries at samples 1 and 2 (see `counts::Values`): a wrong
         // element there is the better message
         for sample in 1..=2 {
-            let mut p: Vec<i64> = (0..MAX_LEN_VARS as i64).map(|i| i + 2).collect();
+            // (inside a bounded range's box)
+            let names = &un.prog.len_names;
+            let mut p: Vec<i64> = (0..MAX_LEN_VARS)
+                .map(|i| {
+                    let v = i as i64 + 2;
+                    names.get(i).and_then(|n| n.side).map_or(v, |side| v.min(side))
+                })
+                .collect();
             p.push(sample);
             points.push(p);
         }
