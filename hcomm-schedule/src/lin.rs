@@ -731,6 +731,36 @@ mod tests {
             proptest::prop_assert_eq!(v, broken);
         }
 
+        /// A variable ranging from `lo` (0, 1 or 2) is `n' + lo - 1` in the
+        /// checker's forms: overlaps and broken bounds over `n' >= 1` are
+        /// those found by trying `n = lo, lo + 1, ..`, the first broken
+        /// bound is named in `n`, and the forms display as written.
+        #[test]
+        fn shifted_variables_agree_with_brute_force(
+            a1 in -8_i64..8, k1 in -3_i64..4, b1 in -8_i64..8, l1 in -3_i64..4,
+            a2 in -8_i64..8, k2 in -3_i64..4, b2 in -8_i64..8, l2 in -3_i64..4,
+            lo in 0_i64..3,
+        ) {
+            let var = LenVar::new("n", (lo, None));
+            let names = [var.clone()];
+            // `c + k n` with `n = n' + shift`
+            let moved = |c: i64, k: i64| lin(&[c + k * var.shift, k]);
+            let (s1, e1, s2, e2) = (moved(a1, k1), moved(b1, l1), moved(a2, k2), moved(b2, l2));
+            let at = |c: i64, k: i64, n: i64| c + k * n;
+            let share = |n: i64| {
+                let (x1, y1, x2, y2) = (at(a1, k1, n), at(b1, l1, n), at(a2, k2, n), at(b2, l2, n));
+                x1 < y1 && x2 < y2 && x1 < y2 && x2 < y1
+            };
+            proptest::prop_assert_eq!(overlaps(&s1, &e1, &s2, &e2), (lo..64).any(share));
+            let broken = (lo..64).find(|&n| at(a1, k1, n) > at(b1, l1, n));
+            let v = first_violation(&[(&s1, &e1)]).map(|p| var.value(p.first().copied().unwrap_or(1)));
+            proptest::prop_assert_eq!(v, broken);
+            proptest::prop_assert_eq!(
+                s1.display(&names).to_string(),
+                lin(&[a1, k1]).display(&[LenVar::new("n", (1, None))]).to_string()
+            );
+        }
+
         /// With two and three variables, the exact decision agrees with a
         /// search (the last variable solved exactly for each value of the
         /// others up to 40; the forms' crossings lie below that with these

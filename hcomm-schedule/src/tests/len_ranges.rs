@@ -257,3 +257,117 @@ fn malformed_ranges_are_refused_naming_the_cause() {
         ["unknown name: `root` is not `world`, a scalar parameter or a length variable"]
     );
 }
+
+#[test]
+fn an_overlap_only_at_n_0_is_named_there() {
+    // `c[0..1]` and `c[n..n + 1]` share element 0 at n = 0 alone
+    let src = |verify: &str| {
+        format!(
+            "#[verify({verify})]
+            fn f(a: &[T; 1], c: &mut [T; n + 1]) {{
+                batch {{
+                    recv c[0..1] from (rank + 1) % world;
+                    recv c[n..n + 1] from (rank - 1) % world;
+                    send a to (rank - 1) % world;
+                    send a to (rank + 1) % world;
+                }}
+            }}"
+        )
+    };
+    assert_eq!(errors(&src("world in 3..=3")), Vec::<String>::new());
+    assert_eq!(
+        errors(&src("world in 3..=3, n in 0..")),
+        [
+            "buffer hazard: with world = 3, rank 0's `batch` receives into `c[0..1]` and `c[n..n + 1]`, which overlap \
+          when n = 0\nhint: the operations of one `batch` run concurrently: use disjoint regions"
+        ]
+    );
+}
+
+/// Two length variables and a scratch buffer 40 elements longer than a
+/// block: the box that decides every value is past the checker's limits.
+fn two_variables(verify: &str) -> String {
+    format!(
+        "#[verify({verify})]
+        #[postcondition(all_gather(input -> output))]
+        fn two(tail: &[T; m], input: &[T; n + m], output: &mut [T; (n + m) * world]) {{
+            let tmp = scratch[T; n + m + 40];
+            copy input -> tmp[0..n + m];
+            copy tmp[0..n + m] -> output.chunk(rank);
+            batch {{
+                send output.chunk(rank) to (rank + 1) % world;
+                recv output.chunk((rank + 1) % world) from (rank + 1) % world;
+            }}
+        }}"
+    )
+}
+
+#[test]
+fn bounding_every_length_variable_decides_the_box() {
+    let unbounded = errors(&two_variables("world in 2..=2"));
+    assert_eq!(unbounded.len(), 1);
+    assert!(
+        unbounded[0].ends_with(
+            "hint: bound them: `#[verify(.., m in 1..=8, n in 1..=8)]` runs every point of that box; or keep the \
+             constants and coefficients in lengths and region bounds small"
+        ),
+        "{unbounded:?}"
+    );
+    assert_eq!(
+        errors(&two_variables("world in 2..=2, m in 1..=8, n in 0..=7")),
+        Vec::<String>::new()
+    );
+    // one bounded, the other not: the covering box, still past the limits
+    let half = errors(&two_variables("world in 2..=2, m in 0..=3"));
+    assert!(
+        half[0].starts_with("evaluation error: with world = 2, the postcondition is not decided"),
+        "{half:?}"
+    );
+}
+
+/// A ring all-gather of blocks of `n + m` elements forwarded in two pieces,
+/// `[0..n + 1]` and `[m - 1..m + n]`: they cover a block exactly when
+/// `m <= n + 2`.
+fn two_pieces(verify: &str) -> String {
+    format!(
+        "#[verify({verify})]
+        #[postcondition(all_gather(input -> output))]
+        fn pieces(input: &[T; n + m], output: &mut [T; (n + m) * world], tail: &[T; m]) {{
+            copy input -> output.chunk(rank);
+            for s in 0..world - 1 {{
+                batch {{
+                    send output.chunk((rank - s) % world)[0..n + 1] to (rank + 1) % world;
+                    recv output.chunk((rank - s - 1) % world)[0..n + 1] from (rank - 1) % world;
+                }}
+                batch {{
+                    send output.chunk((rank - s) % world)[m - 1..m + n] to (rank + 1) % world;
+                    recv output.chunk((rank - s - 1) % world)[m - 1..m + n] from (rank - 1) % world;
+                }}
+            }}
+        }}"
+    )
+}
+
+#[test]
+fn one_bounded_variable_cuts_the_covering_box() {
+    let first = |verify: &str| errors(&two_pieces(verify)).first().cloned().unwrap_or_default();
+    // every (n, m): wrong first at n = 1, m = 4
+    let w = first("world in 2..=2");
+    assert!(w.contains("with world = 2, n = 1, m = 4,"), "{w}");
+    // every n >= 1 and m <= 3: m <= n + 2 always holds, decided by the
+    // covering box cut at m = 3
+    assert_eq!(errors(&two_pieces("world in 2..=2, m in 1..=3")), Vec::<String>::new());
+    // m <= 4: the constraint's constant 4 makes the covering box 72 wide,
+    // past the limit; bounding n too runs the declared box
+    let w = first("world in 2..=2, m in 1..=4");
+    assert!(w.contains("up to 72 in each of `n` and `m`"), "{w}");
+    let w = first("world in 2..=2, n in 1..=8, m in 1..=4");
+    assert!(w.contains("with world = 2, n = 1, m = 4,"), "{w}");
+    // from n = 2, m <= 4 holds and m = 5 is the first wrong point
+    assert_eq!(
+        errors(&two_pieces("world in 2..=2, n in 2..=9, m in 1..=4")),
+        Vec::<String>::new()
+    );
+    let w = first("world in 2..=2, n in 2..=9, m in 1..=5");
+    assert!(w.contains("with world = 2, n = 2, m = 5,"), "{w}");
+}
