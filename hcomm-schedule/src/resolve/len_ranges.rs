@@ -14,8 +14,8 @@ use crate::eval;
 use crate::ir::{Expr, ExprKind, LenRange, ScalarRange, Schedule};
 
 /// The value of an integer constant expression (literals, operators,
-/// functions; no name).
-fn constant(e: &Expr) -> Option<i64> {
+/// functions; no name): a bound of a length variable's range.
+pub(crate) fn constant(e: &Expr) -> Option<i64> {
     match &e.kind {
         ExprKind::Int(v) => Some(*v),
         ExprKind::Unary(op, a) => eval::unary(*op, constant(a)?).ok(),
@@ -26,6 +26,14 @@ fn constant(e: &Expr) -> Option<i64> {
         }
         ExprKind::Name(_) | ExprKind::Count(_) => None,
     }
+}
+
+/// The message and hint of a length range whose bound is not a constant.
+pub(crate) fn not_constant(name: &str) -> (String, String) {
+    (
+        format!("the bounds of the range of length variable `{name}` in `#[verify]` must be integer constants"),
+        format!("write e.g. `{name} in 1..=16` or `{name} in 0..`"),
+    )
 }
 
 impl Resolver {
@@ -40,18 +48,8 @@ impl Resolver {
             self.begin();
             let bounds = constant(&r.lo).zip(constant(&r.hi));
             let Some((lo, hi)) = bounds else {
-                self.report(
-                    DiagKind::SyntaxError,
-                    r.span,
-                    format!(
-                        "the bounds of the range of length variable `{}` in `#[verify]` must be integer constants",
-                        r.name.name
-                    ),
-                    Some(format!(
-                        "write e.g. `{} in 1..=16` or `{} in 0..`",
-                        r.name.name, r.name.name
-                    )),
-                );
+                let (message, hint) = not_constant(&r.name.name);
+                self.report(DiagKind::SyntaxError, r.span, message, Some(hint));
                 continue;
             };
             s.verify.lengths.push(LenRange {

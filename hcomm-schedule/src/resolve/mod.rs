@@ -27,7 +27,7 @@
 //! At most one diagnostic per statement (or parameter, attribute entry) and
 //! at most 8 in all.
 
-mod len_ranges;
+pub(crate) mod len_ranges;
 mod lengths;
 mod suggest;
 

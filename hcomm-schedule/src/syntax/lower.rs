@@ -18,15 +18,9 @@ use crate::diag::{DiagKind, Diagnostic};
 use crate::eval;
 use crate::ir;
 use crate::ir::SpanId;
-use crate::resolve::{suggest, UNRESOLVED};
+use crate::resolve::{len_ranges, suggest, UNRESOLVED};
 
 /// The functions of the language.
-/// What `Lower::constant` reads, for its message: `world` sizes.
-const WORLD_CONST: &str = "world sizes";
-
-/// What `Lower::constant` reads, for its message: a length range.
-const LEN_CONST: &str = "the bounds of a length variable's range";
-
 const FUNCTIONS: [(&str, ir::Func); 6] = [
     ("log2", ir::Func::Log2),
     ("ceil_log2", ir::Func::CeilLog2),
@@ -449,23 +443,27 @@ impl Lower<'_> {
                 );
                 continue;
             };
+            let lo = self.expr(start);
             let name_ident = self.ident(&entry.name);
             let span = self.spans.id(entry_sp);
             let Some(end) = end else {
                 // `LO..`: a length variable's open range (resolution checks
                 // that `name` is one)
-                if let Some(lo) = self.constant(start, LEN_CONST) {
-                    spec.lengths.push(ir::LenRange {
+                match len_ranges::constant(&lo) {
+                    Some(lo) => spec.lengths.push(ir::LenRange {
                         var: UNRESOLVED,
                         name: name_ident,
                         lo,
                         hi: None,
                         span,
-                    });
+                    }),
+                    None => {
+                        let (message, hint) = len_ranges::not_constant(&name);
+                        self.report(DiagKind::SyntaxError, entry_sp, message, Some(hint));
+                    }
                 }
                 continue;
             };
-            let lo = self.expr(start);
             let hi = self.expr(end);
             spec.scalars.push(ir::ScalarRange {
                 scalar: UNRESOLVED,
@@ -489,8 +487,8 @@ impl Lower<'_> {
                 inclusive,
                 ..
             } => ir::WorldSet::Range {
-                lo: self.constant(start, WORLD_CONST)?,
-                hi: self.constant(end, WORLD_CONST)?,
+                lo: self.constant(start)?,
+                hi: self.constant(end)?,
                 inclusive: *inclusive,
             },
             ValueSet::Range { sp, .. } => {
@@ -502,37 +500,32 @@ impl Lower<'_> {
                 );
                 return None;
             }
-            ValueSet::List { values, .. } => ir::WorldSet::List(
-                values
-                    .iter()
-                    .map(|v| self.constant(v, WORLD_CONST))
-                    .collect::<Option<_>>()?,
-            ),
+            ValueSet::List { values, .. } => {
+                ir::WorldSet::List(values.iter().map(|v| self.constant(v)).collect::<Option<_>>()?)
+            }
         })
     }
 
     /// An integer constant of `#[verify(world in ..)]`: literals, `-`, `+`,
     /// `-`, `*`, `<<` and `pow2`, computed by the language's evaluator
     /// (overflow is not a constant).
-    fn constant(&mut self, e: &Expr, what: &str) -> Option<i64> {
+    fn constant(&mut self, e: &Expr) -> Option<i64> {
         let value = match e {
             Expr::Int(lit) => lit.base10_parse::<i64>().ok(),
-            Expr::Paren { expr, .. } => return self.constant(expr, what),
+            Expr::Paren { expr, .. } => return self.constant(expr),
             Expr::Unary {
                 op: ir::UnOp::Neg,
                 expr,
                 ..
-            } => self
-                .constant(expr, what)
-                .and_then(|x| eval::unary(ir::UnOp::Neg, x).ok()),
+            } => self.constant(expr).and_then(|x| eval::unary(ir::UnOp::Neg, x).ok()),
             Expr::Binary { op, lhs, rhs, .. }
                 if matches!(op, ir::BinOp::Add | ir::BinOp::Sub | ir::BinOp::Mul | ir::BinOp::Shl) =>
             {
-                let (a, b) = (self.constant(lhs, what)?, self.constant(rhs, what)?);
+                let (a, b) = (self.constant(lhs)?, self.constant(rhs)?);
                 eval::binary(*op, a, b).ok()
             }
             Expr::Call { func, args, .. } if func == "pow2" && args.len() == 1 => {
-                let k = self.constant(&args[0], what)?;
+                let k = self.constant(&args[0])?;
                 eval::call(ir::Func::Pow2, &[k]).ok()
             }
             _ => None,
@@ -541,7 +534,7 @@ impl Lower<'_> {
             self.report(
                 DiagKind::SyntaxError,
                 e.sp(),
-                format!("{what} in `#[verify]` must be integer constants"),
+                "world sizes in `#[verify]` must be integer constants".to_owned(),
                 None,
             );
         }
