@@ -14,7 +14,7 @@ pub use crate::contents::{Contents, Reduction, Value};
 use crate::check::{deadlock, matching, postcondition};
 use crate::compile::compile;
 use crate::diag::{DiagKind, Diagnostic};
-use crate::ir::Schedule;
+use crate::ir::{LenRange, Schedule};
 use crate::unroll::unroll;
 use crate::verify::check_world;
 
@@ -39,10 +39,14 @@ pub fn predict(
         let each: Vec<String> = s
             .len_vars
             .iter()
-            .zip(&ranges)
-            .map(|(v, &(lo, hi))| match hi {
-                Some(hi) => format!("`{}` in {lo}..={hi}", v.name),
-                None => format!("`{}` in {lo}..", v.name),
+            .enumerate()
+            .map(|(i, v)| {
+                let range = s.verify.lengths.iter().find(|r| r.var == i);
+                format!(
+                    "`{}` in {}",
+                    v.name,
+                    range.map_or_else(|| "1..".to_owned(), LenRange::text)
+                )
             })
             .collect();
         return Err(vec![Diagnostic::new(

@@ -449,18 +449,17 @@ impl Lower<'_> {
             let Some(end) = end else {
                 // `LO..`: a length variable's open range (resolution checks
                 // that `name` is one)
-                match len_ranges::constant(&lo) {
-                    Some(lo) => spec.lengths.push(ir::LenRange {
+                if let Some(lo) = len_ranges::constant(&lo) {
+                    spec.lengths.push(ir::LenRange {
                         var: UNRESOLVED,
                         name: name_ident,
                         lo,
                         hi: None,
                         span,
-                    }),
-                    None => {
-                        let (message, hint) = len_ranges::not_constant(&name);
-                        self.report(DiagKind::SyntaxError, entry_sp, message, Some(hint));
-                    }
+                    });
+                } else {
+                    let (message, hint) = len_ranges::not_constant(&name);
+                    self.report(DiagKind::SyntaxError, entry_sp, message, Some(hint));
                 }
                 continue;
             };

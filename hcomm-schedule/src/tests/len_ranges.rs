@@ -233,8 +233,10 @@ fn malformed_ranges_are_refused_naming_the_cause() {
     );
     assert_eq!(
         one("world in 1..=4, n in world - 4.."),
-        ["syntax error: the bounds of the range of length variable `n` in `#[verify]` must be integer constants\n\
-          hint: write e.g. `n in 1..=16` or `n in 0..`"]
+        [
+            "syntax error: the bounds of the range of length variable `n` in `#[verify]` must be integer constants\n\
+          hint: write e.g. `n in 1..=16` or `n in 0..`"
+        ]
     );
     assert_eq!(
         one("world in 1..=4, n in 0..world"),
