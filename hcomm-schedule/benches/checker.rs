@@ -129,6 +129,7 @@ fn ring_all_gather(hi: i64) -> Schedule {
                 inclusive: true,
             },
             scalars: Vec::new(),
+            lengths: Vec::new(),
             span: S,
         },
         requires: Vec::new(),

@@ -6,9 +6,10 @@
 use crate::cexpr::{CCount, CExpr, CLine, CLineKind, CWhich, CK};
 use crate::diag::{span_key, stmt_key, DiagKind, Diagnostic, Sink};
 use crate::ir::{
-    BufKind, BufRef, Collective, Count, CountLine, Expr, ExprKind, Ident, LineKind, NameKind, OpExpr, PostKind, Region,
-    RegionKind, Schedule, ShiftBlocks, SpanId, Stmt, StmtKind, WorldSet,
+    BinOp, BufKind, BufRef, Collective, Count, CountLine, Expr, ExprKind, Ident, LineKind, NameKind, OpExpr, PostKind,
+    Region, RegionKind, Schedule, ShiftBlocks, SpanId, Stmt, StmtKind, WorldSet,
 };
+use crate::lin::LenVar;
 
 /// At most this many world sizes in a verify set.
 pub(crate) const MAX_WORLDS: usize = 1 << 16;
@@ -229,7 +230,9 @@ pub(crate) struct Prog<'s> {
     pub(crate) body: Block<'s>,
     pub(crate) stmts: Vec<StmtInfo<'s>>,
     pub(crate) buf_len: Vec<CExpr>,
-    pub(crate) len_names: Vec<String>,
+    /// The length variables: names and ranges (the checker's variables are
+    /// `n' = n - LO + 1`, see [`LenVar`]).
+    pub(crate) len_names: Vec<LenVar>,
     /// Name of each request handle slot.
     pub(crate) handle_names: Vec<&'s str>,
     pub(crate) post: Option<CPost<'s>>,
@@ -309,7 +312,12 @@ pub(crate) fn compile(s: &Schedule) -> (Prog<'_>, Vec<Diagnostic>) {
         body,
         stmts: c.stmts,
         buf_len,
-        len_names: s.len_vars.iter().map(|v| v.name.clone()).collect(),
+        len_names: s
+            .len_vars
+            .iter()
+            .enumerate()
+            .map(|(i, v)| LenVar::new(&v.name, s.verify.len_range(i)))
+            .collect(),
         handle_names: c.handle_names,
         post,
         nregions: c.nregions as usize,
@@ -409,7 +417,19 @@ impl<'s> Compiler<'s> {
             NameKind::World => slot(WORLD),
             NameKind::Rank => slot(RANK),
             NameKind::Scalar(i) if i < self.s.scalars.len() => slot(FIRST_SCALAR + i as u32),
-            NameKind::LenVar(i) if i < self.s.len_vars.len() => CExpr::new(CK::Len(i as u32), span, true),
+            NameKind::LenVar(i) if i < self.s.len_vars.len() => {
+                // `n = n' + LO - 1` with `n' >= 1` (reference, section 7,
+                // "For every length"): the checker decides over `n'`
+                let var = CExpr::new(CK::Len(i as u32), span, true);
+                match self.s.verify.len_range(i).0 - 1 {
+                    0 => var,
+                    shift => CExpr::new(
+                        CK::Binary(BinOp::Add, Box::new(var), Box::new(CExpr::int(shift, span))),
+                        span,
+                        true,
+                    ),
+                }
+            }
             NameKind::Var => match self.lookup(text) {
                 Some(EntryKind::Var(s)) => slot(s),
                 _ => CExpr::int(0, span),

@@ -184,6 +184,9 @@ pub struct VerifySpec {
     /// One range per scalar parameter (in any order). A scalar without one is
     /// a `missing range` error; two for the same scalar are a `syntax error`.
     pub scalars: Vec<ScalarRange>,
+    /// One range per length variable that has one (in any order); a length
+    /// variable without one ranges over `1..` (reference, section 2).
+    pub lengths: Vec<LenRange>,
     /// The attribute (or the item's span for the default).
     pub span: SpanId,
 }
@@ -199,8 +202,18 @@ impl VerifySpec {
                 inclusive: true,
             },
             scalars: Vec::new(),
+            lengths: Vec::new(),
             span,
         }
+    }
+
+    /// The values of length variable `var`: its declared range, else `1..`
+    /// (first value, last value when bounded).
+    pub fn len_range(&self, var: usize) -> (i64, Option<i64>) {
+        self.lengths
+            .iter()
+            .find(|r| r.var == var)
+            .map_or((1, None), |r| (r.lo, r.hi))
     }
 }
 
@@ -237,6 +250,33 @@ pub struct ScalarRange {
     pub inclusive: bool,
     /// The whole `NAME in LO..HI`.
     pub span: SpanId,
+}
+
+/// `NAME in LO..`, `NAME in LO..HI` or `NAME in LO..=HI` inside
+/// `#[verify(..)]` for a length variable: integer constants, `LO >= 0`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LenRange {
+    /// Index into [`Schedule::len_vars`] (`resolve::UNRESOLVED` until
+    /// resolution sets it from `name`).
+    pub var: usize,
+    /// The variable's name as written in the attribute.
+    pub name: Ident,
+    /// The first value.
+    pub lo: i64,
+    /// The last value (inclusive); `None` for `LO..`.
+    pub hi: Option<i64>,
+    /// The whole `NAME in ..`.
+    pub span: SpanId,
+}
+
+impl LenRange {
+    /// The range as written in messages: `0..`, `1..=16`.
+    pub fn text(&self) -> String {
+        match self.hi {
+            Some(hi) => format!("{}..={hi}", self.lo),
+            None => format!("{}..", self.lo),
+        }
+    }
 }
 
 /// A reduction operator.

@@ -76,7 +76,8 @@
 //!   and with several by integer Fourier-Motzkin elimination (`lin.rs`;
 //!   eliminations with a unit coefficient only, else "overlap"). Other
 //!   length facts (bounds, even chunks, equal lengths) are exact for every
-//!   value `>= 1`.
+//!   value `>= 1`, or `>= LO` under `#[verify(n in LO..)]` (the checker's
+//!   variable is `n - LO + 1`, `lin::LenVar`).
 //! * **Deadlock report.** One diagnostic on the first blocking step of the
 //!   cycle (starting from its lowest rank), listing up to six ranks; each
 //!   other blocking statement of the cycle is a note with the same wording.
@@ -89,7 +90,8 @@
 //!   that this decides every `n`; past 64 an `evaluation error`); with
 //!   several, at the values up to one past each variable's last crossing of
 //!   two bound forms (their combinations when at most 64, a sample), then
-//!   at `2, 3, ..` (variable `i` at `i + 2`).
+//!   at `2, 3, ..` (variable `i` at `i + 2`). Under bounded ranges
+//!   (`#[verify(n in 1..=16)]`) every point of the declared box.
 //!   Each run moves groups of the lengths' common factor as one symbol.
 //!   Multisets compared by count and
 //!   two 64-bit additive fingerprints (for `max` and `min`, which are

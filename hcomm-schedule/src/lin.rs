@@ -3,8 +3,10 @@
 //! each entry `>= 0`).
 //!
 //! Region offsets and lengths are linear forms, so the checker can compare
-//! them exactly for *every* value of the length variables (which range over
-//! the integers `>= 1`):
+//! them exactly for *every* value of the length variables. The variables
+//! of the forms range over the integers `>= 1`: a length variable declared
+//! `n in LO..` (or `LO..=HI`) is `n' + LO - 1` in them ([`LenVar`]), so
+//! what holds for every `n' >= 1` holds for every `n >= LO`:
 //!
 //! * equality (matched lengths) is equality of coefficients;
 //! * `f >= 0` for all `n >= 1` holds iff every coefficient of a variable is
@@ -75,12 +77,6 @@ impl Lin {
     /// count entry occurs in it.
     pub(crate) fn coefficients(&self) -> Option<[i64; MAX_LEN_VARS + 1]> {
         self.count_free().then_some(self.c)
-    }
-
-    /// The constant term.
-    #[inline]
-    pub(crate) fn constant_term(&self) -> i64 {
-        self.c[0]
     }
 
     /// The value when there are no length variables in it.
@@ -223,13 +219,34 @@ impl Lin {
         }
     }
 
+    /// The constant term of the form written in the variables `n = n' +
+    /// shift` (the checker's forms are in `n'`): `c - Σ k * shift`.
+    pub(crate) fn written_constant(&self, names: &[LenVar]) -> i128 {
+        let moved: i128 = self
+            .c
+            .iter()
+            .skip(1)
+            .zip(names)
+            .map(|(&k, v)| i128::from(k) * i128::from(v.shift))
+            .sum();
+        i128::from(self.c[0]) - moved
+    }
+
+    /// [`Lin::coefficients`] of the form written in the variables `n = n' +
+    /// shift`: the constant term moved by [`Lin::written_constant`].
+    pub(crate) fn written_coefficients(&self, names: &[LenVar]) -> Option<[i64; MAX_LEN_VARS + 1]> {
+        let mut c = self.coefficients()?;
+        c[0] = i64::try_from(self.written_constant(names)).ok()?;
+        Some(c)
+    }
+
     /// One past the highest variable index with a non-zero coefficient.
     fn width(&self) -> usize {
         (1..=MAX_LEN_VARS).rev().find(|&i| self.c[i] != 0).unwrap_or(0)
     }
 
     /// Renders the form with the variables' names.
-    pub(crate) fn display<'a>(&'a self, names: &'a [String]) -> LinDisplay<'a> {
+    pub(crate) fn display<'a>(&'a self, names: &'a [LenVar]) -> LinDisplay<'a> {
         LinDisplay { lin: self, names }
     }
 }
@@ -250,6 +267,53 @@ pub(crate) fn exists_positive(forms: &[Lin]) -> bool {
 /// every value (exact coefficient-wise).
 fn disjoint_always(a1: &Lin, b1: &Lin, a2: &Lin, b2: &Lin) -> bool {
     b1.le_always(a2) || b2.le_always(a1) || b1.le_always(a1) || b2.le_always(a2)
+}
+
+/// A length variable as the checker sees it: its name, and the shift
+/// `LO - 1` of its range `LO..` (or `LO..=HI`): the checker's variable is
+/// `n' = n - shift >= 1`, so that every decision below, made for `n' >= 1`,
+/// holds for `n >= LO` (reference, section 7, "For every length"). Forms
+/// and points are shown in `n`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LenVar {
+    pub(crate) name: String,
+    pub(crate) shift: i64,
+    /// The number of values `HI - LO + 1` of a bounded range: `n'` runs over
+    /// `1..=side`.
+    pub(crate) side: Option<i64>,
+}
+
+impl LenVar {
+    /// The variable `name` ranging over `lo..` or `lo..=hi`.
+    pub(crate) fn new(name: &str, (lo, hi): (i64, Option<i64>)) -> Self {
+        Self {
+            name: name.to_owned(),
+            shift: lo.saturating_sub(1),
+            side: hi.map(|hi| hi.saturating_sub(lo).saturating_add(1)),
+        }
+    }
+
+    /// The value of `n` at the checker's value `n'`.
+    pub(crate) fn value(&self, checker: i64) -> i64 {
+        checker.saturating_add(self.shift)
+    }
+
+    /// The checker's value of the least `n >= 1` of the range (`n = 0`
+    /// when the range holds no other value).
+    pub(crate) fn first_positive(&self) -> i64 {
+        let lo = self.shift.saturating_add(1);
+        let n = match self.side {
+            Some(side) if lo < 1 && side < 2 - lo => lo,
+            _ => lo.max(1),
+        };
+        n.saturating_sub(self.shift)
+    }
+}
+
+impl fmt::Display for LenVar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
 }
 
 /// A point (value of each variable up to the highest one used) where every
@@ -455,10 +519,21 @@ fn feasible(forms: &[Lin], w: usize) -> Option<bool> {
     None
 }
 
-/// "n = 1" / "n = 1, m = 2" for a point of [`positive_at`].
-pub(crate) fn point_text(point: &[i64], names: &[String]) -> String {
-    let parts: Vec<String> = names.iter().zip(point).map(|(n, v)| format!("{n} = {v}")).collect();
+/// "n = 1" / "n = 1, m = 2" for a point of [`positive_at`] (the checker's
+/// values, shown as the values of the variables).
+pub(crate) fn point_text(point: &[i64], names: &[LenVar]) -> String {
+    let parts: Vec<String> = names
+        .iter()
+        .zip(point)
+        .map(|(n, &v)| format!("{n} = {}", n.value(v)))
+        .collect();
     parts.join(", ")
+}
+
+/// Whether a point of the checker's values is worth naming in a message:
+/// some variable is not 1.
+pub(crate) fn point_named(point: &[i64], names: &[LenVar]) -> bool {
+    names.iter().zip(point).any(|(n, &v)| n.value(v) != 1)
 }
 
 /// When some value of the length variables breaks `lo <= hi` (for each
@@ -515,7 +590,7 @@ pub(crate) fn overlap_only_at(a1: &Lin, b1: &Lin, a2: &Lin, b2: &Lin) -> Option<
 /// [`Lin::display`].
 pub(crate) struct LinDisplay<'a> {
     lin: &'a Lin,
-    names: &'a [String],
+    names: &'a [LenVar],
 }
 
 impl fmt::Display for LinDisplay<'_> {
@@ -525,7 +600,7 @@ impl fmt::Display for LinDisplay<'_> {
             if k == 0 {
                 continue;
             }
-            let name = self.names.get(i - 1).map_or("?", String::as_str);
+            let name = self.names.get(i - 1).map_or("?", |v| v.name.as_str());
             let mag = k.unsigned_abs();
             if first {
                 if k < 0 {
@@ -544,7 +619,7 @@ impl fmt::Display for LinDisplay<'_> {
             first = false;
         }
         counts::display(self.lin.k, f, &mut first)?;
-        let c = self.lin.c[0];
+        let c = self.lin.written_constant(self.names);
         if first {
             write!(f, "{c}")
         } else if c > 0 {
@@ -573,7 +648,7 @@ mod tests {
         let two_n = n.add(&n).unwrap();
         assert_eq!(two_n, lin(&[0, 2]));
         assert_eq!(two_n.sub(&two_n).unwrap(), Lin::constant(0));
-        let names = vec!["n".to_owned(), "m".to_owned()];
+        let names = vec![LenVar::new("n", (1, None)), LenVar::new("m", (1, None))];
         assert_eq!(lin(&[3, 2]).display(&names).to_string(), "2 * n + 3");
         assert_eq!(lin(&[-3, -1, 1]).display(&names).to_string(), "-n + m - 3");
         assert_eq!(lin(&[0, 1]).display(&names).to_string(), "n");
@@ -668,6 +743,36 @@ mod tests {
             let broken = (1..64).find(|&n| at(&s1, n) > at(&e1, n));
             let v = first_violation(&[(&s1, &e1)]).map(|p| p.first().copied().unwrap_or(1));
             proptest::prop_assert_eq!(v, broken);
+        }
+
+        /// A variable ranging from `lo` (0, 1 or 2) is `n' + lo - 1` in the
+        /// checker's forms: overlaps and broken bounds over `n' >= 1` are
+        /// those found by trying `n = lo, lo + 1, ..`, the first broken
+        /// bound is named in `n`, and the forms display as written.
+        #[test]
+        fn shifted_variables_agree_with_brute_force(
+            a1 in -8_i64..8, k1 in -3_i64..4, b1 in -8_i64..8, l1 in -3_i64..4,
+            a2 in -8_i64..8, k2 in -3_i64..4, b2 in -8_i64..8, l2 in -3_i64..4,
+            lo in 0_i64..3,
+        ) {
+            let var = LenVar::new("n", (lo, None));
+            let names = [var.clone()];
+            // `c + k n` with `n = n' + shift`
+            let moved = |c: i64, k: i64| lin(&[c + k * var.shift, k]);
+            let (s1, e1, s2, e2) = (moved(a1, k1), moved(b1, l1), moved(a2, k2), moved(b2, l2));
+            let at = |c: i64, k: i64, n: i64| c + k * n;
+            let share = |n: i64| {
+                let (x1, y1, x2, y2) = (at(a1, k1, n), at(b1, l1, n), at(a2, k2, n), at(b2, l2, n));
+                x1 < y1 && x2 < y2 && x1 < y2 && x2 < y1
+            };
+            proptest::prop_assert_eq!(overlaps(&s1, &e1, &s2, &e2), (lo..64).any(share));
+            let broken = (lo..64).find(|&n| at(a1, k1, n) > at(b1, l1, n));
+            let v = first_violation(&[(&s1, &e1)]).map(|p| var.value(p.first().copied().unwrap_or(1)));
+            proptest::prop_assert_eq!(v, broken);
+            proptest::prop_assert_eq!(
+                s1.display(&names).to_string(),
+                lin(&[a1, k1]).display(&[LenVar::new("n", (1, None))]).to_string()
+            );
         }
 
         /// With two and three variables, the exact decision agrees with a

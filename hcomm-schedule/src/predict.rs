@@ -14,7 +14,7 @@ pub use crate::contents::{Contents, Reduction, Value};
 use crate::check::{deadlock, matching, postcondition};
 use crate::compile::compile;
 use crate::diag::{DiagKind, Diagnostic};
-use crate::ir::Schedule;
+use crate::ir::{LenRange, Schedule};
 use crate::unroll::unroll;
 use crate::verify::check_world;
 
@@ -33,17 +33,35 @@ pub fn predict(
     if !diags.is_empty() {
         return Err(diags);
     }
-    if lengths.len() != s.len_vars.len() || lengths.iter().any(|&l| l < 1) {
+    let ranges: Vec<(i64, Option<i64>)> = (0..s.len_vars.len()).map(|i| s.verify.len_range(i)).collect();
+    let inside = |(&l, &(lo, hi)): (&i64, &(i64, Option<i64>))| l >= lo && hi.is_none_or(|hi| l <= hi);
+    if lengths.len() != s.len_vars.len() || !lengths.iter().zip(&ranges).all(inside) {
+        let each: Vec<String> = s
+            .len_vars
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let range = s.verify.lengths.iter().find(|r| r.var == i);
+                format!(
+                    "`{}` in {}",
+                    v.name,
+                    range.map_or_else(|| "1..".to_owned(), LenRange::text)
+                )
+            })
+            .collect();
         return Err(vec![Diagnostic::new(
             DiagKind::EvaluationError,
             s.span,
             format!(
-                "`{}` has {} length variables, each at least 1; given {lengths:?}",
+                "`{}` has {} length variables ({}); given {lengths:?}",
                 s.name,
-                s.len_vars.len()
+                s.len_vars.len(),
+                each.join(", ")
             ),
         )]);
     }
+    // the checker's values `n' = n - LO + 1` (`crate::lin::LenVar`)
+    let point: Vec<i64> = lengths.iter().zip(&ranges).map(|(&l, &(lo, _))| l - lo + 1).collect();
     let (prog, diags) = compile(s);
     if !diags.is_empty() {
         return Err(diags);
@@ -54,5 +72,5 @@ pub fn predict(
         return Err(diags);
     }
     let order = deadlock::check(&un)?;
-    Ok(postcondition::final_contents(&un, lengths, &order))
+    Ok(postcondition::final_contents(&un, &point, &order))
 }

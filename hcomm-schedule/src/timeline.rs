@@ -572,7 +572,7 @@ impl<'u, 'p, 's> Layout<'u, 'p, 's> {
                 column: other.map_or(own, |c| c.max(own)),
                 region,
                 len,
-                len_form: reg.len().coefficients(),
+                len_form: reg.len().written_coefficients(&un.prog.len_names),
                 tag: o.tag,
                 reduce: reduce.map(|op| op.as_str().to_owned()),
                 unmatched,
@@ -759,7 +759,7 @@ impl<'u, 'p, 's> PlanLayout<'u, 'p, 's> {
                     column: sc.max(rc),
                     region,
                     len,
-                    len_form: reg.len().coefficients(),
+                    len_form: reg.len().written_coefficients(&un.prog.len_names),
                     tag: o.tag,
                     reduce: un.ranks[q as usize].ops[j as usize]
                         .reduce

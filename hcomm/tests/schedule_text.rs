@@ -211,6 +211,74 @@ fn wrong_arguments_are_preconditions_naming_the_argument() {
     assert!(length.contains("output"), "{length}");
 }
 
+/// `n in 0..`: an empty payload is `n = 0`; the one-element headers still
+/// travel, exact against the serial reference, within the verify set and
+/// past it (world 5, checked at the first call).
+#[test]
+fn a_length_variable_ranging_from_0_runs_with_empty_payloads() {
+    let headed = named("headed_all_gather");
+    for world in 1..=5 {
+        for n in 0..=2 {
+            let out = hcomm::host::run(world, |comm| {
+                let input: Vec<i64> = (0..=n).map(|i| value(comm.rank(), i)).collect();
+                let mut output = vec![0_i64; (n + 1) * world];
+                headed
+                    .call(comm)
+                    .input("input", &input[..])
+                    .output("output", &mut output[..])
+                    .run()?;
+                Ok(output)
+            })
+            .unwrap_or_else(|e| panic!("world {world}, n = {n}: {e}"));
+            let expected: Vec<i64> = (0..world).flat_map(|r| (0..=n).map(move |i| value(r, i))).collect();
+            for (rank, got) in out.iter().enumerate() {
+                assert_eq!(got, &expected, "world {world}, n = {n}, rank {rank}");
+            }
+        }
+    }
+}
+
+/// `n in 0..=4`: empty buffers run and return `Ok`; a call with `n = 5` is
+/// `Err(Precondition)` naming the variable, its value and the range, on
+/// every rank, before any communication.
+#[test]
+fn a_bounded_length_range_is_checked_at_the_call() {
+    let small = named("small_all_gather");
+    let out = hcomm::host::run(3, |comm| {
+        let mut empty: [i64; 0] = [];
+        small
+            .call(comm)
+            .input("input", &[][..])
+            .output("output", &mut empty[..])
+            .run()?;
+        let input = [1_i64; 5];
+        let mut output = [0_i64; 15];
+        let err = small
+            .call(comm)
+            .input("input", &input[..])
+            .output("output", &mut output[..])
+            .run()
+            .unwrap_err();
+        Ok((
+            matches!(err, hcomm::Error::Precondition { .. }),
+            err.to_string(),
+            output,
+        ))
+    })
+    .unwrap();
+    for (rank, (precondition, text, output)) in out.iter().enumerate() {
+        assert!(precondition, "rank {rank}: {text}");
+        assert!(
+            text.contains(
+                "`small_all_gather`: length variable `n` = 5 (from buffer `input` of 5 elements) is outside its \
+                 range 0..=4 (world = 3)"
+            ),
+            "rank {rank}: {text}"
+        );
+        assert_eq!(output, &[0; 15], "rank {rank}: nothing moved");
+    }
+}
+
 // ------------------------------------------------------------ diagnostics
 
 /// The `comm_schedule! { .. }` invocation of a ui-test, everything else

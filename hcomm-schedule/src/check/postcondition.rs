@@ -208,7 +208,14 @@ pub(crate) fn check_located(un: &Unrolled<'_, '_>, order: &[u32]) -> (Vec<Diagno
         // count entries at samples 1 and 2 (see `counts::Values`): a wrong
         // element there is the better message
         for sample in 1..=2 {
-            let mut p: Vec<i64> = (0..MAX_LEN_VARS as i64).map(|i| i + 2).collect();
+            // (inside a bounded range's box)
+            let names = &un.prog.len_names;
+            let mut p: Vec<i64> = (0..MAX_LEN_VARS)
+                .map(|i| {
+                    let v = i as i64 + 2;
+                    names.get(i).and_then(|n| n.side).map_or(v, |side| v.min(side))
+                })
+                .collect();
             p.push(sample);
             points.push(p);
         }
@@ -238,39 +245,77 @@ const MAX_POINTS: i64 = 64;
 /// (64 values of each of two; 16 of each of three).
 const MAX_RUNS: i64 = 4096;
 
-/// The values of the length variables the symbolic execution runs at.
+/// The values of the length variables the symbolic execution runs at (the
+/// checker's values `n' = n - LO + 1`, see [`crate::lin::LenVar`]).
 ///
 /// * None: one run.
 /// * One variable `n` that scales every length and bound (no constant
-///   terms): `n = 1` alone, since the run at `n = k` is the run at `n = 1`
-///   with every element split in `k`.
+///   terms as written): the least `n >= 1` of its range alone, since the
+///   run at `n = k` is the run at `n = 1` with every element split in `k`,
+///   and at `n = 0` every region is empty.
+/// * Every variable bounded (`n in LO..=HI`): every point of the declared
+///   box, exact by enumeration.
 /// * Otherwise every point of the box `1..=K` in each variable, `K` from
-///   [`covering_bound`], which decides every value; a `K` past
-///   [`MAX_POINTS`] or a box past [`MAX_RUNS`] points is an error naming
-///   it (never a sample).
+///   [`covering_bound`], which decides every value, a bounded variable cut
+///   at its last value; a side past [`MAX_POINTS`] or a box past
+///   [`MAX_RUNS`] points is an error naming it (never a sample).
 fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
     let names = &un.prog.len_names;
     let span = un.prog.post.as_ref().map_or(un.prog.s.span, |p| p.span);
     let sit = || crate::situation::Situation::plain(un.prog, un.world, &un.scalars);
+    if names.len() == 1 && homogeneous(un) {
+        // the least n >= 1 of the range (n = 1 for `0..` and `1..`)
+        return Ok(vec![vec![names[0].first_positive()]]);
+    }
     let points = vec![vec![1_i64; names.len()]];
-    if names.is_empty() || (names.len() == 1 && homogeneous(un)) {
+    if names.is_empty() {
         return Ok(points);
     }
-    let last = covering_bound(un);
-    let vars = u32::try_from(names.len()).unwrap_or(u32::MAX);
-    let runs = last.checked_pow(vars).unwrap_or(i64::MAX);
-    if last > MAX_POINTS || runs > MAX_RUNS {
+    let bounded = names.iter().all(|v| v.side.is_some());
+    let widest = names.iter().filter_map(|v| v.side).max().unwrap_or(1);
+    let last = if bounded { widest } else { covering_bound(un, widest) };
+    let sides: Vec<i64> = names
+        .iter()
+        .map(|v| v.side.map_or(last, |s| s.min(last)).max(1))
+        .collect();
+    let runs = sides
+        .iter()
+        .try_fold(1_i64, |acc, &x| acc.checked_mul(x))
+        .unwrap_or(i64::MAX);
+    let longest = sides.iter().copied().max().unwrap_or(1);
+    if longest > MAX_POINTS || runs > MAX_RUNS {
         let listed: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
         let (what, limit) = if let [name] = names.as_slice() {
             (
-                format!("`{name}` takes a run at each `{name}` up to {last}"),
+                format!("`{name}` takes a run at each `{name}` up to {}", name.value(last)),
                 format!("at most {MAX_POINTS}"),
             )
         } else {
             let listed = listed.join(" and ");
+            let shape = if bounded {
+                format!("of their declared box ({runs} points) over")
+            } else {
+                format!("up to {last} in each of")
+            };
             (
-                format!("the length variables takes a run at every point up to {last} in each of {listed}"),
+                format!("the length variables takes a run at every point {shape} {listed}"),
                 format!("at most {MAX_POINTS} values of each and {MAX_RUNS} points in all"),
+            )
+        };
+        let first = &names[0].name;
+        let hint = if bounded {
+            format!("narrow the ranges of the length variables in `#[verify]`, e.g. `{first} in 1..=16`")
+        } else if names.len() == 1 {
+            format!(
+                "bound it: `#[verify(.., {first} in 1..=16)]` runs every value of that range; or keep the constants \
+                 in lengths and region bounds small next to the length variable's coefficients"
+            )
+        } else {
+            let each: Vec<String> = names.iter().map(|n| format!("{n} in 1..=8")).collect();
+            format!(
+                "bound them: `#[verify(.., {})]` runs every point of that box; or keep the constants and \
+                 coefficients in lengths and region bounds small",
+                each.join(", ")
             )
         };
         return Err(Diagnostic::new(
@@ -281,19 +326,14 @@ fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
                 sit()
             ),
         )
-        .with_hint(if names.len() == 1 {
-            "keep the constants in lengths and region bounds small next to the length variable's coefficients"
-        } else {
-            "keep the constants and coefficients in lengths and region bounds small, or write the lengths with \
-             fewer length variables"
-        }));
+        .with_hint(hint));
     }
     let mut all = points;
     for _ in 0..runs - 1 {
         let mut next = all.last().cloned().unwrap_or_default();
         // the next point of the box, the first variable turning slowest
-        for x in next.iter_mut().rev() {
-            if *x < last {
+        for (x, &side) in next.iter_mut().zip(&sides).rev() {
+            if *x < side {
                 *x += 1;
                 break;
             }
@@ -327,7 +367,11 @@ fn points(un: &Unrolled<'_, '_>) -> Result<Vec<Vec<i64>>, Diagnostic> {
 /// with every value at most `k! A^(k-1) (B + 1)` (a vertex by Cramer's
 /// rule, plus the fractional part of at most `k` extreme rays), and `K =
 /// k! A^(k-1) (B + 2)`: for one variable, `2 max(C + D, E) + 3`.
-fn covering_bound(un: &Unrolled<'_, '_>) -> i64 {
+///
+/// A bounded variable `n' <= side` adds the constraint `side - n' >= 0`:
+/// `B` is at least `least` (the widest such side), and the point found
+/// satisfies the constraint, so it lies in the box cut at `side`.
+fn covering_bound(un: &Unrolled<'_, '_>, least: i64) -> i64 {
     // (|constant term|, largest |coefficient| of a variable)
     let k = |l: &Lin| -> (i128, i128) {
         let Some(c) = l.coefficients() else {
@@ -399,7 +443,7 @@ fn covering_bound(un: &Unrolled<'_, '_>) -> i64 {
             _ => (0, 0),
         };
     }
-    let b = 2 * (c.0 + d.0).max(e.0) + 1;
+    let b = (2 * (c.0 + d.0).max(e.0) + 1).max(i128::from(least));
     let a = (2 * (c.1 + d.1).max(e.1)).max(1);
     let vars = un.prog.len_names.len().max(1);
     let mut bound = b + 2;
@@ -436,10 +480,8 @@ enum NoRun {
 /// The diagnostic for a postcondition the run at `point` could not decide.
 fn not_run(un: &Unrolled<'_, '_>, post: &CPost<'_>, point: &[i64], why: &NoRun) -> Diagnostic {
     let mut sit = crate::situation::Situation::plain(un.prog, un.world, &un.scalars).to_string();
-    if point.iter().any(|&x| x != 1) {
-        for (n, v) in un.prog.len_names.iter().zip(point) {
-            let _ = write!(sit, ", {n} = {v}");
-        }
+    if crate::lin::point_named(point, &un.prog.len_names) {
+        let _ = write!(sit, ", {}", crate::lin::point_text(point, &un.prog.len_names));
     }
     match why {
         NoRun::TooLarge(need) => Diagnostic::new(
@@ -599,13 +641,14 @@ fn part_at(ends: &[usize], e: usize) -> Option<(usize, usize)> {
     ends.get(j).map(|_| (j, e - start))
 }
 
-/// Whether every length and region bound is a multiple of the one length
-/// variable `n`. Then the run at `n = k` is the run at `n = 1` with every
-/// element split into `k` (chunk and block boundaries scale with `n`), so
-/// the second point adds nothing.
+/// Whether every length and region bound, as written, is a multiple of the
+/// one length variable `n`. Then the run at `n = k` is the run at `n = 1`
+/// with every element split into `k` (chunk and block boundaries scale with
+/// `n`), so the second point adds nothing, and at `n = 0` every region is
+/// empty.
 fn homogeneous(un: &Unrolled<'_, '_>) -> bool {
     let mut all = true;
-    for_each_form(un, |l| all &= l.constant_term() == 0);
+    for_each_form(un, |l| all &= l.written_constant(&un.prog.len_names) == 0);
     all
 }
 
@@ -1929,10 +1972,8 @@ impl Exec<'_, '_, '_> {
             }
         };
         let mut sit = crate::situation::Situation::plain(un.prog, un.world, &un.scalars).to_string();
-        if self.point.iter().any(|&x| x != 1) {
-            for (n, v) in un.prog.len_names.iter().zip(self.point) {
-                let _ = write!(sit, ", {n} = {v}");
-            }
+        if crate::lin::point_named(self.point, &un.prog.len_names) {
+            let _ = write!(sit, ", {}", crate::lin::point_text(self.point, &un.prog.len_names));
         }
         if !un.prog.s.counts.is_empty() {
             for (p, c) in un.prog.s.counts.iter().enumerate() {

@@ -22,10 +22,12 @@
 //! | a buffer parameter's length | `world`, scalars; any other name declares a length variable |
 //! | `#[requires]`, a postcondition's `root` | `world`, scalars |
 //! | a scalar range of `#[verify]` | `world` |
+//! | a length variable's range of `#[verify]` | none: integer constants |
 //!
 //! At most one diagnostic per statement (or parameter, attribute entry) and
 //! at most 8 in all.
 
+pub(crate) mod len_ranges;
 mod lengths;
 mod suggest;
 
@@ -295,6 +297,7 @@ impl Resolver {
     }
 
     fn ranges(&mut self, s: &mut Schedule) {
+        self.len_ranges(s);
         let mut has_range = vec![false; self.scalars.len()];
         for r in &mut s.verify.scalars {
             self.begin();
@@ -319,12 +322,18 @@ impl Resolver {
     fn range(&mut self, r: &mut ScalarRange, has_range: &mut [bool]) {
         let name = r.name.name.as_str();
         let Some(i) = self.scalar(name) else {
-            let candidates = self.scalars.iter().map(|(s, _)| s.as_str()).chain(["world"]);
+            let lens = self.len_vars.iter().map(|v| v.name.as_str());
+            let candidates = self
+                .scalars
+                .iter()
+                .map(|(s, _)| s.as_str())
+                .chain(lens)
+                .chain(["world"]);
             let hint = suggest(name, candidates).map(did_you_mean);
             let message = if self.buffers.iter().any(|b| b == name) {
                 format!("`{name}` is a buffer; `#[verify]` gives ranges to `world` and scalar parameters")
             } else {
-                format!("`{name}` is not `world` or a scalar parameter")
+                format!("`{name}` is not `world`, a scalar parameter or a length variable")
             };
             self.report(DiagKind::UnknownName, r.name.span, message, hint);
             return;

@@ -18,7 +18,7 @@ use crate::diag::{DiagKind, Diagnostic};
 use crate::eval;
 use crate::ir;
 use crate::ir::SpanId;
-use crate::resolve::{suggest, UNRESOLVED};
+use crate::resolve::{len_ranges, suggest, UNRESOLVED};
 
 /// The functions of the language.
 const FUNCTIONS: [(&str, ir::Func); 6] = [
@@ -444,9 +444,26 @@ impl Lower<'_> {
                 continue;
             };
             let lo = self.expr(start);
-            let hi = self.expr(end);
             let name_ident = self.ident(&entry.name);
             let span = self.spans.id(entry_sp);
+            let Some(end) = end else {
+                // `LO..`: a length variable's open range (resolution checks
+                // that `name` is one)
+                if let Some(lo) = len_ranges::constant(&lo) {
+                    spec.lengths.push(ir::LenRange {
+                        var: UNRESOLVED,
+                        name: name_ident,
+                        lo,
+                        hi: None,
+                        span,
+                    });
+                } else {
+                    let (message, hint) = len_ranges::not_constant(&name);
+                    self.report(DiagKind::SyntaxError, entry_sp, message, Some(hint));
+                }
+                continue;
+            };
+            let hi = self.expr(end);
             spec.scalars.push(ir::ScalarRange {
                 scalar: UNRESOLVED,
                 name: name_ident,
@@ -464,12 +481,24 @@ impl Lower<'_> {
     fn world_set(&mut self, set: &ValueSet) -> Option<ir::WorldSet> {
         Some(match set {
             ValueSet::Range {
-                start, end, inclusive, ..
+                start,
+                end: Some(end),
+                inclusive,
+                ..
             } => ir::WorldSet::Range {
                 lo: self.constant(start)?,
                 hi: self.constant(end)?,
                 inclusive: *inclusive,
             },
+            ValueSet::Range { sp, .. } => {
+                self.report(
+                    DiagKind::SyntaxError,
+                    *sp,
+                    "the world sizes in `#[verify]` have no upper bound".to_owned(),
+                    Some("write `world in LO..=HI` or a list `world in [2, 4, 8]`".to_owned()),
+                );
+                return None;
+            }
             ValueSet::List { values, .. } => {
                 ir::WorldSet::List(values.iter().map(|v| self.constant(v)).collect::<Option<_>>()?)
             }

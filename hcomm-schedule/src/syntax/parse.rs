@@ -378,10 +378,10 @@ pub(crate) struct VerifyEntry {
 
 /// The values of a verify entry.
 pub(crate) enum ValueSet {
-    /// `A..B` or `A..=B`.
+    /// `A..B` or `A..=B`; `A..` (no `end`) for a length variable.
     Range {
         start: Expr,
-        end: Expr,
+        end: Option<Expr>,
         inclusive: bool,
         sp: Sp,
     },
@@ -488,8 +488,13 @@ fn parse_verify(input: ParseStream) -> syn::Result<Vec<VerifyEntry>> {
         {
             let start = parse_expr(input, 0)?;
             let inclusive = parse_range_dots(input)?;
-            let end = parse_expr(input, 0)?;
-            let sp = start.sp().to(end.sp());
+            // `LO..` ends at the entry's end (a length variable's open range)
+            let end = if !inclusive && (input.is_empty() || input.peek(Token![,])) {
+                None
+            } else {
+                Some(parse_expr(input, 0)?)
+            };
+            let sp = end.as_ref().map_or(start.sp(), |e| start.sp().to(e.sp()));
             ValueSet::Range {
                 start,
                 end,

@@ -14,6 +14,7 @@ mod eval_props;
 mod exact;
 mod fail;
 mod forms;
+mod len_ranges;
 mod lockstep;
 pub(crate) mod pass;
 mod plan;

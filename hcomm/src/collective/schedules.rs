@@ -5,6 +5,8 @@
 //!
 //! The collectives of [`Comm`](crate::Comm) call these with a handle whose
 //! messages belong to the collective, so they never match user messages.
+//! Their length variables range from 0 (`n in 0..`): an empty buffer runs
+//! the schedule, which moves nothing, so the ranks still agree on the call.
 //! They are public so that programs can call a specific algorithm directly
 //! (then on the user's message channels, tag 0) and read its IR
 //! (`ring_all_gather::SCHEDULE`).
@@ -21,7 +23,7 @@ comm_schedule! {
     /// `output`: the copy was just written, so a neighbour reading it on
     /// another core would fetch every line from this core's cache (twice
     /// as slow at 1 MiB on two cores).
-    #[verify(world in 1..=32)]
+    #[verify(world in 1..=32, n in 0..)]
     #[postcondition(all_gather(input -> output))]
     pub fn ring_all_gather(input: &[T; n], output: &mut [T; n * world]) {
         copy input -> output.chunk(rank);
@@ -42,7 +44,7 @@ comm_schedule! {
     /// Recursive-doubling all-gather: partners `2^k` apart swap all they
     /// have gathered so far (the first swap sends the input itself, as the
     /// ring does).
-    #[verify(world in 1..=32)]
+    #[verify(world in 1..=32, n in 0..)]
     #[requires(is_pow2(world))]
     #[postcondition(all_gather(input -> output))]
     pub fn recursive_doubling_all_gather(input: &[T; n], output: &mut [T; n * world]) {
@@ -67,7 +69,7 @@ comm_schedule! {
 
     /// Bruck's all-gather for any world size: gathers rotated into a
     /// scratch buffer in `ceil(log2(world))` steps, then rotates into place.
-    #[verify(world in 1..=32)]
+    #[verify(world in 1..=32, n in 0..)]
     #[postcondition(all_gather(input -> output))]
     pub fn bruck_all_gather(input: &[T; n], output: &mut [T; n * world]) {
         let tmp = scratch[T; n * world];
@@ -90,7 +92,7 @@ comm_schedule! {
     /// Direct all-gather: in step `s` send the input to `rank + s` and
     /// receive the input of `rank - s`. The collectives' direct all-gather
     /// issues these messages, all posted at once.
-    #[verify(world in 1..=32)]
+    #[verify(world in 1..=32, n in 0..)]
     #[postcondition(all_gather(input -> output))]
     pub fn direct_all_gather(input: &[T; n], output: &mut [T; n * world]) {
         copy input -> output.chunk(rank);
@@ -104,7 +106,7 @@ comm_schedule! {
 
     /// Pairwise all-to-all: in step `s` send to `rank + s`, receive from
     /// `rank - s`.
-    #[verify(world in 1..=32)]
+    #[verify(world in 1..=32, n in 0..)]
     #[postcondition(all_to_all(input -> output))]
     pub fn pairwise_all_to_all(input: &[T; n * world], output: &mut [T; n * world]) {
         copy input.chunk(rank) -> output.chunk(rank);
@@ -118,7 +120,7 @@ comm_schedule! {
 
     /// Binomial-tree broadcast from `root`: in round `k` every rank that has
     /// the data passes it `2^k` ranks further.
-    #[verify(world in 1..=32, root in 0..world)]
+    #[verify(world in 1..=32, root in 0..world, n in 0..)]
     #[postcondition(broadcast(buf, root = root))]
     pub fn binomial_broadcast(buf: &mut [T; n], root: usize) {
         let v = (rank - root) % world;
@@ -141,7 +143,7 @@ comm_schedule! {
     /// the same bits. The collectives' one-shot all-reduce moves the same
     /// contributions through the board of an in-process group instead of
     /// messages, and folds them in the same order.
-    #[verify(world in 1..=16)]
+    #[verify(world in 1..=16, n in 0..)]
     #[postcondition(all_reduce(input -> output, op))]
     pub fn one_shot_all_reduce(input: &[T; n], output: &mut [T; n], op: ReduceOp) {
         let all = scratch[T; n * world];
@@ -161,7 +163,7 @@ comm_schedule! {
     /// One-shot all-gather: every rank sends its input to every peer at
     /// once. The collectives' one-shot all-gather moves the same blocks
     /// through the board of an in-process group.
-    #[verify(world in 1..=16)]
+    #[verify(world in 1..=16, n in 0..)]
     #[postcondition(all_gather(input -> output))]
     pub fn one_shot_all_gather(input: &[T; n], output: &mut [T; n * world]) {
         copy input -> output.chunk(rank);
@@ -179,7 +181,7 @@ comm_schedule! {
     /// rank `j` at once, and folds the chunks it gets in rank order. The
     /// collectives' one-shot reduce-scatter reads the same chunks from the
     /// board of an in-process group and folds them in the same order.
-    #[verify(world in 1..=16)]
+    #[verify(world in 1..=16, n in 0..)]
     #[postcondition(reduce_scatter(input -> output, op))]
     pub fn one_shot_reduce_scatter(input: &[T; n * world], output: &mut [T; n], op: ReduceOp) {
         let all = scratch[T; n * world];
@@ -199,7 +201,7 @@ comm_schedule! {
     /// One-shot all-to-all: every rank sends block `j` of its input to rank
     /// `j` at once. The collectives' one-shot all-to-all reads the same
     /// blocks from the board of an in-process group.
-    #[verify(world in 1..=16)]
+    #[verify(world in 1..=16, n in 0..)]
     #[postcondition(all_to_all(input -> output))]
     pub fn one_shot_all_to_all(input: &[T; n * world], output: &mut [T; n * world]) {
         copy input.chunk(rank) -> output.chunk(rank);
@@ -214,7 +216,7 @@ comm_schedule! {
     /// One-shot broadcast: the root sends its buffer to every rank at once.
     /// The collectives' one-shot broadcast has every rank read it from the
     /// board of an in-process group.
-    #[verify(world in 1..=16, root in 0..world)]
+    #[verify(world in 1..=16, root in 0..world, n in 0..)]
     #[postcondition(broadcast(buf, root = root))]
     pub fn one_shot_broadcast(buf: &mut [T; n], root: usize) {
         if rank == root {
@@ -233,7 +235,7 @@ comm_schedule! {
     /// Ring all-reduce of `buf` in place with `op`: a reduce-scatter ring
     /// (receives combine into the block), then an all-gather ring. Checked
     /// for every operator.
-    #[verify(world in 1..=32)]
+    #[verify(world in 1..=32, n in 0..)]
     #[postcondition(all_reduce(buf, op))]
     pub fn ring_all_reduce(buf: &mut [T; n * world], op: ReduceOp) {
         for s in 0..world - 1 {
@@ -256,7 +258,7 @@ comm_schedule! {
     /// into its output, peer `r + s` in step `s`, then fetches every other
     /// chunk from its owner. The collectives' direct all-reduce issues
     /// these messages (in cache-sized pieces, its sends posted up front).
-    #[verify(world in 1..=16)]
+    #[verify(world in 1..=16, n in 0..)]
     #[postcondition(all_reduce(input -> output, op))]
     pub fn direct_all_reduce(input: &[T; n * world], output: &mut [T; n * world], op: ReduceOp) {
         copy input.chunk(rank) -> output.chunk(rank);
@@ -278,7 +280,7 @@ comm_schedule! {
     /// input into its output, peer `r + s` in step `s`. The collectives'
     /// direct reduce-scatter issues these messages (in cache-sized pieces,
     /// its sends posted up front).
-    #[verify(world in 1..=16)]
+    #[verify(world in 1..=16, n in 0..)]
     #[postcondition(reduce_scatter(input -> output, op))]
     pub fn direct_reduce_scatter(input: &[T; n * world], output: &mut [T; n], op: ReduceOp) {
         copy input.chunk(rank) -> output;
@@ -297,7 +299,7 @@ comm_schedule! {
     /// all-gather by recursive doubling over `p` chunks; the odd ranks hand
     /// the result back. The collectives' halving-doubling all-reduce issues
     /// these messages.
-    #[verify(world in 1..=16)]
+    #[verify(world in 1..=16, n in 0..)]
     #[postcondition(all_reduce(buf, op))]
     pub fn halving_doubling_all_reduce(buf: &mut [T; n * pow2(log2(world))], op: ReduceOp) {
         let p = pow2(log2(world));
@@ -339,7 +341,7 @@ comm_schedule! {
     /// all-reduce of small messages): after the same fold as
     /// [`halving_doubling_all_reduce()`], virtual ranks `2^k` apart exchange
     /// their whole partial results (sent from a copy) and combine them.
-    #[verify(world in 1..=16)]
+    #[verify(world in 1..=16, n in 0..)]
     #[postcondition(all_reduce(buf, op))]
     pub fn recursive_doubling_all_reduce(buf: &mut [T; n], op: ReduceOp) {
         let p = pow2(log2(world));
@@ -373,7 +375,7 @@ comm_schedule! {
     /// the input, partners `world / 2^(k+1)` apart exchange the half of
     /// their current range that the other keeps and combine the half they
     /// keep; chunk `rank` is the result.
-    #[verify(world in [1, 2, 4, 8, 16])]
+    #[verify(world in [1, 2, 4, 8, 16], n in 0..)]
     #[requires(is_pow2(world))]
     #[postcondition(reduce_scatter(input -> output, op))]
     pub fn recursive_halving_reduce_scatter(input: &[T; n * world], output: &mut [T; n], op: ReduceOp) {
@@ -395,7 +397,7 @@ comm_schedule! {
     /// scratch chunks in turn, the output in the last step), passes on the
     /// previous partial result (its chunk `rank - 1` in the first step) and
     /// combines the one arriving from the left into the new one.
-    #[verify(world in 1..=16)]
+    #[verify(world in 1..=16, n in 0..)]
     #[postcondition(reduce_scatter(input -> output, op))]
     pub fn ring_reduce_scatter(input: &[T; n * world], output: &mut [T; n], op: ReduceOp) {
         let tmp = scratch[T; 2 * n];
@@ -438,7 +440,7 @@ comm_schedule! {
     /// lowest set bit, then sends its own to `v - 2^k` at that bit. The root
     /// accumulates in the output, inner ranks in a copy of the input, and
     /// leaves send their input as it is.
-    #[verify(world in 1..=16, root in 0..world)]
+    #[verify(world in 1..=16, root in 0..world, n in 0..)]
     #[postcondition(reduce(input -> output, op, root = root))]
     pub fn binomial_reduce(input: &[T; n], output: &mut [T; n], op: ReduceOp, root: usize) {
         let v = (rank - root) % world;
@@ -477,7 +479,7 @@ comm_schedule! {
     /// `j` to rank `j`, then `world - 1` ring steps pass chunk `rank - s` to
     /// the right. The collectives' scatter + all-gather broadcast issues
     /// these messages (the ring in pipelined segments).
-    #[verify(world in 1..=16, root in 0..world)]
+    #[verify(world in 1..=16, root in 0..world, n in 0..)]
     #[postcondition(broadcast(buf, root = root))]
     pub fn scatter_all_gather_broadcast(buf: &mut [T; n * world], root: usize) {
         if rank == root {
@@ -543,9 +545,6 @@ pub(super) unsafe fn all_gather<T: Element>(
     send: RawBuf<T>,
     recv: RawBuf<T>,
 ) -> Result<()> {
-    if send.len == 0 {
-        return Ok(()); // schedule length variables are >= 1; nothing moves
-    }
     let coll = c.comm.for_collective(&c.header);
     // SAFETY: forwarded from the caller; the two views are disjoint.
     let (input, output) = unsafe { (send.as_slice(), recv.as_mut_slice()) };
@@ -563,9 +562,6 @@ pub(super) unsafe fn all_gather<T: Element>(
 /// `send` valid; `recv` valid, writable, disjoint from `send`, of equal
 /// length divisible by the world size, for the whole call.
 pub(super) unsafe fn all_to_all<T: Element>(c: &Ctx<'_>, send: RawBuf<T>, recv: RawBuf<T>) -> Result<()> {
-    if send.len == 0 {
-        return Ok(());
-    }
     let coll = c.comm.for_collective(&c.header);
     // SAFETY: forwarded from the caller; the two views are disjoint.
     let (input, output) = unsafe { (send.as_slice(), recv.as_mut_slice()) };
@@ -578,9 +574,6 @@ pub(super) unsafe fn all_to_all<T: Element>(c: &Ctx<'_>, send: RawBuf<T>, recv: 
 ///
 /// `buf` valid, writable and not accessed otherwise for the whole call.
 pub(super) unsafe fn broadcast<T: Element>(c: &Ctx<'_>, buf: RawBuf<T>, root: usize) -> Result<()> {
-    if buf.len == 0 {
-        return Ok(());
-    }
     let coll = c.comm.for_collective(&c.header);
     // SAFETY: forwarded from the caller.
     binomial_broadcast(&coll, unsafe { buf.as_mut_slice() }, root)

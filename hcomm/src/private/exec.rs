@@ -292,19 +292,40 @@ impl<'a, T: Element> Exec<'a, T> {
         constant: i64,
         var: &'static str,
     ) -> Result<i64> {
+        // the values of `var`: its range in `#[verify]`, else `1..`
+        let declared = self.schedule.verify.lengths.iter().find(|r| r.name.name == var);
+        let (lo, hi) = declared.map_or((1, None), |r| (r.lo, r.hi));
         if let Ok(actual_i) = i64::try_from(actual) {
-            if coef != 0 && (actual_i - constant) % coef == 0 && (actual_i - constant) / coef >= 1 {
-                let value = (actual_i - constant) / coef;
-                self.lens.borrow_mut().push(value);
-                return Ok(value);
+            let rest = actual_i.checked_sub(constant);
+            if let Some(value) = rest.filter(|r| coef != 0 && r % coef == 0).map(|r| r / coef) {
+                if value >= lo && hi.is_none_or(|hi| value <= hi) {
+                    self.lens.borrow_mut().push(value);
+                    return Ok(value);
+                }
+                if let Some(r) = declared.filter(|_| value >= 0) {
+                    return Err(Error::precondition(format!(
+                        "`{}`: length variable `{var}` = {value} (from buffer `{buffer}` of {actual} elements) is \
+                         outside its range {} (world = {})",
+                        self.schedule.name,
+                        r.text(),
+                        self.comm.world()
+                    )));
+                }
             }
         }
-        Err(Self::unsolved_len(buffer, actual, coef, constant, var))
+        Err(Self::unsolved_len(buffer, actual, coef, constant, var, lo))
     }
 
     /// Why [`Exec::solve_len`] has no solution.
     #[cold]
-    fn unsolved_len(buffer: &'static str, actual: usize, coef: i64, constant: i64, var: &'static str) -> Error {
+    fn unsolved_len(
+        buffer: &'static str,
+        actual: usize,
+        coef: i64,
+        constant: i64,
+        var: &'static str,
+        lo: i64,
+    ) -> Error {
         if let Err(e) = int(actual) {
             return e;
         }
@@ -314,7 +335,7 @@ impl<'a, T: Element> Exec<'a, T> {
             (1, k) => format!("{var} + {k}"),
             (c, k) => format!("{c} * {var} + {k}"),
         };
-        Error::buffer_length(buffer, actual, format_args!("`{shape}` with `{var}` >= 1"))
+        Error::buffer_length(buffer, actual, format_args!("`{shape}` with `{var}` >= {lo}"))
     }
 
     /// Registers the count parameter `name`: `world` entries, or `world *
