@@ -528,7 +528,10 @@ impl Comm {
             .collect();
         members.sort_unstable();
         let members: Vec<usize> = members.into_iter().map(|(_, r)| r).collect();
-        let backend = self.inner.backend.subgroup(&format!("split#{n}/{color}"), &members)?;
+        let backend = self
+            .inner
+            .backend
+            .split(&format!("split#{n}/{color}"), &members, self.timeout())?;
         Ok(Some(Comm::from_backend(backend, &self.options())))
     }
 
