@@ -328,8 +328,8 @@ impl Engine {
                         {
                             // SAFETY: the `Backend::post` contract keeps the
                             // send's `count` elements valid until released.
-                            let data = unsafe { std::slice::from_raw_parts(op.ptr.cast_const(), bytes) }.to_vec();
-                            link.send(Msg::Eager {
+                            let data = unsafe { std::slice::from_raw_parts(op.ptr.cast_const(), bytes) };
+                            let head = Msg::Eager {
                                 group,
                                 context: op.context,
                                 tag: op.tag,
@@ -337,8 +337,9 @@ impl Engine {
                                 count: op.count as u64,
                                 dtype: op.dtype,
                                 header: op.header,
-                                data: Bytes(data),
-                            });
+                                data: Bytes(Vec::new()),
+                            };
+                            link.send_eager(head, data);
                         } else if let Some(link) = link {
                             link.send(Msg::Rts {
                                 group,

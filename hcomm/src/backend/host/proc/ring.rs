@@ -84,16 +84,15 @@ impl Ring {
         }
     }
 
-    /// Appends `frame` (the sending side; one thread at a time): false when
-    /// the ring has no room for it now, an error when it never will.
-    pub(super) fn push(&self, frame: &[u8]) -> io::Result<bool> {
-        if frame.len() > CAPACITY {
+    /// Appends one frame made of `parts` end to end (the sending side; one
+    /// thread at a time): false when the ring has no room for it now, an
+    /// error when it never will.
+    pub(super) fn push(&self, parts: &[&[u8]]) -> io::Result<bool> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > CAPACITY {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!(
-                    "a control message of {} bytes exceeds the ring of {CAPACITY}",
-                    frame.len()
-                ),
+                format!("a control message of {len} bytes exceeds the ring of {CAPACITY}"),
             ));
         }
         let head = self.position(HEAD).load(Ordering::Acquire);
@@ -102,22 +101,26 @@ impl Ring {
         if used > CAPACITY {
             return Err(corrupt());
         }
-        if CAPACITY - used < frame.len() {
+        if CAPACITY - used < len {
             return Ok(false);
         }
-        let start = (tail % CAPACITY as u64) as usize;
-        let first = frame.len().min(CAPACITY - start);
-        // SAFETY: both ranges lie in the data area (`start + first <=
-        // CAPACITY`, and the rest from its beginning); they are free (the
-        // receiver read up to `head`, and `tail - head + len <= CAPACITY`),
-        // so the receiver does not read them until `tail` moves below.
-        unsafe {
-            let data = self.base().add(DATA);
-            std::ptr::copy_nonoverlapping(frame.as_ptr(), data.add(start), first);
-            std::ptr::copy_nonoverlapping(frame.as_ptr().add(first), data, frame.len() - first);
+        let mut start = (tail % CAPACITY as u64) as usize;
+        for part in parts {
+            let first = part.len().min(CAPACITY - start);
+            // SAFETY: both ranges lie in the data area (`start + first <=
+            // CAPACITY`, and the rest from its beginning); they are free
+            // (the receiver read up to `head`, and `tail - head + len <=
+            // CAPACITY`), so the receiver does not read them until `tail`
+            // moves below.
+            unsafe {
+                let data = self.base().add(DATA);
+                std::ptr::copy_nonoverlapping(part.as_ptr(), data.add(start), first);
+                std::ptr::copy_nonoverlapping(part.as_ptr().add(first), data, part.len() - first);
+            }
+            start = (start + part.len()) % CAPACITY;
         }
         self.position(TAIL)
-            .store(tail.wrapping_add(frame.len() as u64), Ordering::Release);
+            .store(tail.wrapping_add(len as u64), Ordering::Release);
         Ok(true)
     }
 
@@ -136,31 +139,41 @@ impl Ring {
         self.asleep().load(Ordering::SeqCst) > 0
     }
 
-    /// Appends every message there is to `out` and frees it (the receiving
-    /// side; one thread at a time); the number of bytes taken.
-    pub(super) fn take(&self, out: &mut Vec<u8>) -> io::Result<usize> {
+    /// Hands every message there is to `f` and then frees it (the
+    /// receiving side; one thread at a time): in place where the messages
+    /// lie end to end in the mapping, else (where they wrap around its
+    /// end) copied into `spill` first. `None` when there is none.
+    pub(super) fn read<T>(&self, spill: &mut Vec<u8>, f: impl FnOnce(&[u8]) -> T) -> io::Result<Option<T>> {
         let tail = self.position(TAIL).load(Ordering::Acquire);
         let head = self.position(HEAD).load(Ordering::Relaxed);
         let n = usize::try_from(tail.wrapping_sub(head)).unwrap_or(usize::MAX);
         if n == 0 {
-            return Ok(0);
+            return Ok(None);
         }
         if n > CAPACITY {
             return Err(corrupt());
         }
         let start = (head % CAPACITY as u64) as usize;
-        let first = n.min(CAPACITY - start);
-        out.reserve(n);
-        // SAFETY: both ranges lie in the data area and hold what the sender
-        // published before `tail` (acquired above); it writes none of them
-        // again until `head` moves past them below.
-        unsafe {
+        // SAFETY: the ranges lie in the data area (`start + n <= CAPACITY`
+        // in place; else up to its end and the rest from its beginning)
+        // and hold what the sender published before `tail` (acquired
+        // above); it writes none of them again until `head` moves past
+        // them below, after `f` returned.
+        let result = unsafe {
             let data = self.base().add(DATA).cast_const();
-            out.extend_from_slice(std::slice::from_raw_parts(data.add(start), first));
-            out.extend_from_slice(std::slice::from_raw_parts(data, n - first));
-        }
+            if start + n <= CAPACITY {
+                f(std::slice::from_raw_parts(data.add(start), n))
+            } else {
+                let first = CAPACITY - start;
+                spill.clear();
+                spill.reserve(n);
+                spill.extend_from_slice(std::slice::from_raw_parts(data.add(start), first));
+                spill.extend_from_slice(std::slice::from_raw_parts(data, n - first));
+                f(spill)
+            }
+        };
         self.position(HEAD).store(tail, Ordering::Release);
-        Ok(n)
+        Ok(Some(result))
     }
 
     /// The receiver is about to sleep: counts it among the sleepers, so a
@@ -195,31 +208,33 @@ mod tests {
     fn frames_pass_in_order_across_the_wrap_and_a_full_ring_refuses() {
         let rx = Ring::create().unwrap();
         let tx = Ring::open(std::process::id() as i32, rx.fd()).unwrap();
-        let mut out = Vec::new();
+        let (mut out, mut spill) = (Vec::new(), Vec::new());
         let frame: Vec<u8> = (0..=255u8).cycle().take(CAPACITY / 3 + 7).collect();
         let mut sent = Vec::new();
         for round in 0..10u8 {
             let f: Vec<u8> = frame.iter().map(|b| b.wrapping_add(round)).collect();
-            assert!(tx.push(&f).unwrap());
+            assert!(tx.push(&[&f[..7], &f[7..]]).unwrap());
             sent.extend_from_slice(&f);
             if round % 2 == 1 {
-                rx.take(&mut out).unwrap();
+                rx.read(&mut spill, |b| out.extend_from_slice(b)).unwrap();
             }
         }
-        rx.take(&mut out).unwrap();
+        rx.read(&mut spill, |b| out.extend_from_slice(b)).unwrap();
         assert_eq!(out, sent);
         // Full: three quarters fit, the fourth waits until the receiver
         // takes.
         let quarter = vec![7u8; CAPACITY / 4 + 1];
         for _ in 0..3 {
-            assert!(tx.push(&quarter).unwrap());
+            assert!(tx.push(&[&quarter]).unwrap());
         }
-        assert!(!tx.push(&quarter).unwrap());
-        assert!(tx.push(&vec![0; CAPACITY + 1]).is_err());
+        assert!(!tx.push(&[&quarter]).unwrap());
+        assert!(tx.push(&[&vec![0; CAPACITY + 1]]).is_err());
         out.clear();
-        assert_eq!(rx.take(&mut out).unwrap(), 3 * quarter.len());
+        assert_eq!(rx.read(&mut spill, |b| out.extend_from_slice(b)).unwrap(), Some(()));
+        assert_eq!(out.len(), 3 * quarter.len());
+        assert_eq!(rx.read(&mut spill, |b| b.len()).unwrap(), None);
         assert!(out.iter().all(|&b| b == 7));
-        assert!(tx.push(&quarter).unwrap());
+        assert!(tx.push(&[&quarter]).unwrap());
     }
 
     #[test]
@@ -230,7 +245,7 @@ mod tests {
         assert!(rx.sleep_begin());
         assert!(tx.receiver_asleep());
         rx.sleep_end();
-        assert!(tx.push(b"x").unwrap());
+        assert!(tx.push(&[b"x"]).unwrap());
         assert!(!rx.sleep_begin());
         assert!(!tx.receiver_asleep());
     }
