@@ -124,15 +124,12 @@ fn exact(r: usize, near: &Comm, far: &Comm) {
                     (0..2 * m).all(|k| recv[k] == value(group[k / m], k % m + round)),
                     "all_gather of {m}"
                 );
-                for root in 0..2 {
+                for (root, &from) in group.iter().enumerate() {
                     let mut buf: Vec<i32> = (0..n)
                         .map(|i| if sub.rank() == root { value(r, i) } else { -1 })
                         .collect();
                     sub.broadcast(&mut buf, root).unwrap();
-                    assert!(
-                        (0..n).all(|i| buf[i] == value(group[root], i)),
-                        "broadcast of {n} from {root}"
-                    );
+                    assert!((0..n).all(|i| buf[i] == value(from, i)), "broadcast of {n} from {root}");
                 }
             }
         }

@@ -232,7 +232,7 @@ mod tests {
         out.clear();
         assert_eq!(rx.read(&mut spill, |b| out.extend_from_slice(b)).unwrap(), Some(()));
         assert_eq!(out.len(), 3 * quarter.len());
-        assert_eq!(rx.read(&mut spill, |b| b.len()).unwrap(), None);
+        assert_eq!(rx.read(&mut spill, <[u8]>::len).unwrap(), None);
         assert!(out.iter().all(|&b| b == 7));
         assert!(tx.push(&[&quarter]).unwrap());
     }

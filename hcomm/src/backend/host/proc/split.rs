@@ -26,7 +26,7 @@ use crate::error::Result;
 /// The tag of the board's handshake messages on the new group's
 /// collective channels: they are the group's first messages, and every
 /// one completes before the split returns.
-const BOARD_TAG: i64 = -0x0b0a_4d;
+const BOARD_TAG: i64 = -0x000b_0a4d;
 
 /// Sent in place of a descriptor by a member that has no region.
 const NO_REGION: u64 = u64::MAX;
