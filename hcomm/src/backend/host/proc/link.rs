@@ -251,10 +251,8 @@ struct Inbox {
     bytes: Vec<u8>,
     /// How many of `bytes` were received.
     have: usize,
-    /// Messages of the ring that wrap around its end, copied out.
+    /// Messages taken from the ring.
     ring_bytes: Vec<u8>,
-    /// Messages decoded from the ring, not yet handled.
-    msgs: Vec<Msg>,
     /// Looks at the ring since the connection was last read.
     looks: u32,
     /// Set once the connection ended: nobody reads it any more.
@@ -387,27 +385,15 @@ impl Link {
     /// Handles the messages in the ring, if this link has one.
     fn take_ring(&self, inbox: &mut Inbox, handle: &mut impl FnMut(Msg) -> io::Result<()>) -> Result<(), String> {
         let Some(ring) = &self.rx else { return Ok(()) };
-        // Decoded in place, then freed before they are handled (handling
-        // may wait for room in the peer's ring, which the peer may free
-        // only once it has room in this one).
-        let msgs = &mut inbox.msgs;
-        let decoded = ring
-            .read(&mut inbox.ring_bytes, |bytes| {
-                let used = handle_frames(bytes, &mut |m| {
-                    msgs.push(m);
-                    Ok(())
-                })?;
-                if used != bytes.len() {
-                    return Err("a message in the ring was cut short".to_owned());
-                }
-                Ok(())
-            })
-            .map_err(|e| e.to_string())?;
-        let result = decoded.unwrap_or(Ok(()));
-        for msg in inbox.msgs.drain(..) {
-            handle(msg).map_err(|e| e.to_string())?;
+        inbox.ring_bytes.clear();
+        if ring.take(&mut inbox.ring_bytes).map_err(|e| e.to_string())? == 0 {
+            return Ok(());
         }
-        result
+        let used = handle_frames(&inbox.ring_bytes, handle)?;
+        if used != inbox.ring_bytes.len() {
+            return Err("a message in the ring was cut short".to_owned());
+        }
+        Ok(())
     }
 
     /// Handles the messages the connection holds, without waiting; the

@@ -139,41 +139,31 @@ impl Ring {
         self.asleep().load(Ordering::SeqCst) > 0
     }
 
-    /// Hands every message there is to `f` and then frees it (the
-    /// receiving side; one thread at a time): in place where the messages
-    /// lie end to end in the mapping, else (where they wrap around its
-    /// end) copied into `spill` first. `None` when there is none.
-    pub(super) fn read<T>(&self, spill: &mut Vec<u8>, f: impl FnOnce(&[u8]) -> T) -> io::Result<Option<T>> {
+    /// Appends every message there is to `out` and frees it (the receiving
+    /// side; one thread at a time); the number of bytes taken.
+    pub(super) fn take(&self, out: &mut Vec<u8>) -> io::Result<usize> {
         let tail = self.position(TAIL).load(Ordering::Acquire);
         let head = self.position(HEAD).load(Ordering::Relaxed);
         let n = usize::try_from(tail.wrapping_sub(head)).unwrap_or(usize::MAX);
         if n == 0 {
-            return Ok(None);
+            return Ok(0);
         }
         if n > CAPACITY {
             return Err(corrupt());
         }
         let start = (head % CAPACITY as u64) as usize;
-        // SAFETY: the ranges lie in the data area (`start + n <= CAPACITY`
-        // in place; else up to its end and the rest from its beginning)
-        // and hold what the sender published before `tail` (acquired
-        // above); it writes none of them again until `head` moves past
-        // them below, after `f` returned.
-        let result = unsafe {
+        let first = n.min(CAPACITY - start);
+        out.reserve(n);
+        // SAFETY: both ranges lie in the data area and hold what the sender
+        // published before `tail` (acquired above); it writes none of them
+        // again until `head` moves past them below.
+        unsafe {
             let data = self.base().add(DATA).cast_const();
-            if start + n <= CAPACITY {
-                f(std::slice::from_raw_parts(data.add(start), n))
-            } else {
-                let first = CAPACITY - start;
-                spill.clear();
-                spill.reserve(n);
-                spill.extend_from_slice(std::slice::from_raw_parts(data.add(start), first));
-                spill.extend_from_slice(std::slice::from_raw_parts(data, n - first));
-                f(spill)
-            }
-        };
+            out.extend_from_slice(std::slice::from_raw_parts(data.add(start), first));
+            out.extend_from_slice(std::slice::from_raw_parts(data, n - first));
+        }
         self.position(HEAD).store(tail, Ordering::Release);
-        Ok(Some(result))
+        Ok(n)
     }
 
     /// The receiver is about to sleep: counts it among the sleepers, so a
@@ -208,7 +198,7 @@ mod tests {
     fn frames_pass_in_order_across_the_wrap_and_a_full_ring_refuses() {
         let rx = Ring::create().unwrap();
         let tx = Ring::open(std::process::id() as i32, rx.fd()).unwrap();
-        let (mut out, mut spill) = (Vec::new(), Vec::new());
+        let mut out = Vec::new();
         let frame: Vec<u8> = (0..=255u8).cycle().take(CAPACITY / 3 + 7).collect();
         let mut sent = Vec::new();
         for round in 0..10u8 {
@@ -216,10 +206,10 @@ mod tests {
             assert!(tx.push(&[&f[..7], &f[7..]]).unwrap());
             sent.extend_from_slice(&f);
             if round % 2 == 1 {
-                rx.read(&mut spill, |b| out.extend_from_slice(b)).unwrap();
+                rx.take(&mut out).unwrap();
             }
         }
-        rx.read(&mut spill, |b| out.extend_from_slice(b)).unwrap();
+        rx.take(&mut out).unwrap();
         assert_eq!(out, sent);
         // Full: three quarters fit, the fourth waits until the receiver
         // takes.
@@ -230,9 +220,8 @@ mod tests {
         assert!(!tx.push(&[&quarter]).unwrap());
         assert!(tx.push(&[&vec![0; CAPACITY + 1]]).is_err());
         out.clear();
-        assert_eq!(rx.read(&mut spill, |b| out.extend_from_slice(b)).unwrap(), Some(()));
-        assert_eq!(out.len(), 3 * quarter.len());
-        assert_eq!(rx.read(&mut spill, <[u8]>::len).unwrap(), None);
+        assert_eq!(rx.take(&mut out).unwrap(), 3 * quarter.len());
+        assert_eq!(rx.take(&mut out).unwrap(), 0);
         assert!(out.iter().all(|&b| b == 7));
         assert!(tx.push(&[&quarter]).unwrap());
     }
