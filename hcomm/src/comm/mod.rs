@@ -508,6 +508,9 @@ impl Comm {
     /// Splits the group: ranks passing the same `color` form one new
     /// communicator, ordered by `key` then by rank. A rank passing `None`
     /// joins none and gets `Ok(None)`. Collective over this communicator.
+    /// Where this communicator's processes share a board in memory (one
+    /// host), each new communicator gets a board of its own: its members
+    /// exchange a few messages, each waiting at most the timeout.
     pub fn split(&self, color: Option<u32>, key: i64) -> Result<Option<Comm>> {
         self.call("split", || self.split_now(color, key))
     }

@@ -613,29 +613,11 @@ impl Link {
     /// copied once, from where it is into the ring (else as one message).
     pub(super) fn send_eager(&self, head: Msg, data: &[u8]) {
         let Some(ring) = self.tx.as_ref().filter(|_| self.cma) else {
-            let Msg::Eager {
-                group,
-                context,
-                tag,
-                send,
-                count,
-                dtype,
-                header,
-                ..
-            } = head
-            else {
-                return self.send(head);
-            };
-            return self.send(Msg::Eager {
-                group,
-                context,
-                tag,
-                send,
-                count,
-                dtype,
-                header,
-                data: Bytes(data.to_vec()),
-            });
+            let mut msg = head;
+            if let Msg::Eager { data: d, .. } = &mut msg {
+                d.0 = data.to_vec();
+            }
+            return self.send(msg);
         };
         if lock(&self.queue).closed {
             return;
@@ -932,9 +914,6 @@ impl<R: Read> Read for TagReader<R> {
     }
 }
 
-/// Handles the whole frames at the start of `bytes` (decoded) by `handle`;
-/// how many bytes they took, or why the stream is corrupt or handling
-/// failed.
 /// The frame of `head`, a `Msg::Eager` whose data is empty, into `buf`,
 /// as the first part of that message's frame with `len` bytes of data:
 /// the data, which comes last in the message, is encoded as its length
@@ -966,6 +945,9 @@ fn eager_head(head: &Msg, len: usize, buf: &mut Vec<u8>) -> io::Result<()> {
     Ok(())
 }
 
+/// Handles the whole frames at the start of `bytes` (decoded) by `handle`;
+/// how many bytes they took, or why the stream is corrupt or handling
+/// failed.
 fn handle_frames(bytes: &[u8], handle: &mut impl FnMut(Msg) -> io::Result<()>) -> Result<usize, String> {
     let mut at = 0;
     while let Some(head) = bytes.get(at..at + 4) {
