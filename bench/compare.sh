@@ -109,6 +109,7 @@ MPI_OPS=$(echo "$OPS" | sed 's/all_reduce/allreduce/; s/all_gather/allgather/; s
 } > "$OUT/machine.txt"
 
 for k in $(seq 1 "$RUNS"); do
+  echo "load average before run $k: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/machine.txt"
   for n in $RANKS; do
     echo "== run $k/$RUNS, $n ranks: hcomm" >&2
     for op in ${OPS//,/ }; do

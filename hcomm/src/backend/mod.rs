@@ -140,6 +140,14 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Every member calls it with the same `key`; no message is exchanged.
     fn subgroup(&self, key: &str, members: &[usize]) -> Result<Arc<dyn Backend>>;
 
+    /// [`Backend::subgroup`] for a split, which every member calls at once:
+    /// the members may exchange messages (for a board of their own), each
+    /// wait at most `timeout`.
+    fn split(&self, key: &str, members: &[usize], timeout: Duration) -> Result<Arc<dyn Backend>> {
+        let _ = timeout;
+        self.subgroup(key, members)
+    }
+
     /// Whether every collective runs through [`Backend::native_collective`]
     /// (the device library's own algorithms).
     fn native_collectives(&self) -> bool {

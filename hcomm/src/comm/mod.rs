@@ -508,6 +508,9 @@ impl Comm {
     /// Splits the group: ranks passing the same `color` form one new
     /// communicator, ordered by `key` then by rank. A rank passing `None`
     /// joins none and gets `Ok(None)`. Collective over this communicator.
+    /// Where this communicator's processes share a board in memory (one
+    /// host), each new communicator gets a board of its own: its members
+    /// exchange a few messages, each waiting at most the timeout.
     pub fn split(&self, color: Option<u32>, key: i64) -> Result<Option<Comm>> {
         self.call("split", || self.split_now(color, key))
     }
@@ -528,7 +531,10 @@ impl Comm {
             .collect();
         members.sort_unstable();
         let members: Vec<usize> = members.into_iter().map(|(_, r)| r).collect();
-        let backend = self.inner.backend.subgroup(&format!("split#{n}/{color}"), &members)?;
+        let backend = self
+            .inner
+            .backend
+            .split(&format!("split#{n}/{color}"), &members, self.timeout())?;
         Ok(Some(Comm::from_backend(backend, &self.options())))
     }
 

@@ -49,9 +49,11 @@ const SCRATCH_BYTES: usize = 256 << 10;
 /// their offer in the shared ring (`Msg::Eager`): the receiver copies them
 /// out of the message instead of reading the sender's memory, which costs
 /// a system call. Past this size the single copy wins, since an eager
-/// message is copied more than once on each side (the crossover, measured
-/// with `sendrecv` on 2 processes, is in BENCHMARKS.md's sections on the
-/// shared board and the single copy).
+/// message is copied once by the sender and three times by the receiver
+/// (out of the ring, out of the message, into the receive) (the
+/// crossover, measured with `sendrecv` on 2 processes, is in
+/// BENCHMARKS.md's sections on the shared board and the single copy, and
+/// rechecked in "Eager sends copied once by the sender").
 pub(super) const EAGER_BYTES: usize = 8 << 10;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -328,8 +330,8 @@ impl Engine {
                         {
                             // SAFETY: the `Backend::post` contract keeps the
                             // send's `count` elements valid until released.
-                            let data = unsafe { std::slice::from_raw_parts(op.ptr.cast_const(), bytes) }.to_vec();
-                            link.send(Msg::Eager {
+                            let data = unsafe { std::slice::from_raw_parts(op.ptr.cast_const(), bytes) };
+                            let head = Msg::Eager {
                                 group,
                                 context: op.context,
                                 tag: op.tag,
@@ -337,8 +339,9 @@ impl Engine {
                                 count: op.count as u64,
                                 dtype: op.dtype,
                                 header: op.header,
-                                data: Bytes(data),
-                            });
+                                data: Bytes(Vec::new()),
+                            };
+                            link.send_eager(head, data);
                         } else if let Some(link) = link {
                             link.send(Msg::Rts {
                                 group,

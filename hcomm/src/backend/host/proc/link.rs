@@ -586,7 +586,7 @@ impl Link {
         let written = if let Some(ring) = &self.tx {
             held.iter().chain(&msg).try_for_each(|m| {
                 write_frame(&mut io::sink(), m, &mut buf)?;
-                self.push_ring(ring, &buf)
+                self.push_ring(ring, &[&buf])
             })
         } else if held.is_empty() {
             match &msg {
@@ -608,11 +608,44 @@ impl Link {
         }
     }
 
-    /// Appends `frame` to the peer's ring, waiting for room (at most
-    /// [`DIRECT_WRITE_LIMIT`]), and wakes the peer if it may sleep.
-    fn push_ring(&self, ring: &Ring, frame: &[u8]) -> io::Result<()> {
+    /// Sends `head`, a `Msg::Eager` whose data is empty, with `data` as its
+    /// data: through the peer's ring, after the held messages, the data
+    /// copied once, from where it is into the ring (else as one message).
+    pub(super) fn send_eager(&self, head: Msg, data: &[u8]) {
+        let Some(ring) = self.tx.as_ref().filter(|_| self.cma) else {
+            let mut msg = head;
+            if let Msg::Eager { data: d, .. } = &mut msg {
+                d.0 = data.to_vec();
+            }
+            return self.send(msg);
+        };
+        if lock(&self.queue).closed {
+            return;
+        }
+        let mut buf = lock(&self.direct);
+        let held = self.take_held();
+        let written = held
+            .iter()
+            .try_for_each(|m| {
+                write_frame(&mut io::sink(), m, &mut buf)?;
+                self.push_ring(ring, &[&buf])
+            })
+            .and_then(|()| {
+                eager_head(&head, data.len(), &mut buf)?;
+                self.push_ring(ring, &[&buf, data])
+            });
+        if written.is_err() {
+            drop(buf);
+            self.shutdown();
+        }
+    }
+
+    /// Appends the frame made of `parts` to the peer's ring, waiting for
+    /// room (at most [`DIRECT_WRITE_LIMIT`]), and wakes the peer if it may
+    /// sleep.
+    fn push_ring(&self, ring: &Ring, parts: &[&[u8]]) -> io::Result<()> {
         let mut full_since = None;
-        while !ring.push(frame)? {
+        while !ring.push(parts)? {
             let since = *full_since.get_or_insert_with(std::time::Instant::now);
             if since.elapsed() > DIRECT_WRITE_LIMIT {
                 return Err(io::Error::new(
@@ -881,6 +914,37 @@ impl<R: Read> Read for TagReader<R> {
     }
 }
 
+/// The frame of `head`, a `Msg::Eager` whose data is empty, into `buf`,
+/// as the first part of that message's frame with `len` bytes of data:
+/// the data, which comes last in the message, is encoded as its length
+/// (a varint) and its bytes, so the frame of the empty data minus its
+/// length of 0, plus the length `len`, is followed by exactly the bytes.
+fn eager_head(head: &Msg, len: usize, buf: &mut Vec<u8>) -> io::Result<()> {
+    if !matches!(head, Msg::Eager { data, .. } if data.0.is_empty()) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the head of an eager message holds data",
+        ));
+    }
+    write_frame(&mut io::sink(), head, buf)?;
+    if buf.pop() != Some(0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "an eager message does not end with its data",
+        ));
+    }
+    let mut n = len;
+    while n >= 0x80 {
+        buf.push((n & 0x7f) as u8 | 0x80);
+        n >>= 7;
+    }
+    buf.push(n as u8);
+    let frame = u32::try_from(buf.len() - 4 + len)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "frame too long"))?;
+    buf[..4].copy_from_slice(&frame.to_le_bytes());
+    Ok(())
+}
+
 /// Handles the whole frames at the start of `bytes` (decoded) by `handle`;
 /// how many bytes they took, or why the stream is corrupt or handling
 /// failed.
@@ -1026,6 +1090,42 @@ mod tests {
 
     fn data(len: usize) -> Vec<u8> {
         (0..len).map(|i| (i * 31 % 251) as u8).collect()
+    }
+
+    #[test]
+    fn an_eager_head_and_its_data_make_the_frame_of_the_whole_message() {
+        for len in [0, 1, 127, 128, 4096, 8192, 16_383, 16_384, 1 << 20] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 13 % 251) as u8).collect();
+            let msg = |data: Vec<u8>| Msg::Eager {
+                group: 9,
+                context: Context::Coll,
+                tag: 4,
+                send: WireOp { slot: 2, generation: 7 },
+                count: len as u64,
+                dtype: DataType::U8,
+                header: None,
+                data: Bytes(data),
+            };
+            let mut whole = Vec::new();
+            write_frame(&mut io::sink(), &msg(data.clone()), &mut whole).unwrap();
+            let mut head = Vec::new();
+            eager_head(&msg(Vec::new()), len, &mut head).unwrap();
+            head.extend_from_slice(&data);
+            assert_eq!(head, whole, "{len} bytes");
+        }
+        let mut buf = Vec::new();
+        let full = Msg::Eager {
+            group: 0,
+            context: Context::P2p,
+            tag: 0,
+            send: WireOp { slot: 0, generation: 0 },
+            count: 1,
+            dtype: DataType::U8,
+            header: None,
+            data: Bytes(vec![1]),
+        };
+        let e = eager_head(&full, 1, &mut buf).unwrap_err();
+        assert!(e.to_string().contains("holds data"), "{e}");
     }
 
     #[test]

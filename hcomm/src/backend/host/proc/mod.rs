@@ -9,8 +9,9 @@
 //! connections and copies the data itself; a connection thread does so
 //! only while no thread of the rank waits. Sends up to `EAGER_BYTES` carry
 //! their data in the ring (copied in and out, no system call); when every
-//! rank runs on this host, the one-shot collectives of the world group run
-//! on a board in memory the processes share (`shm.rs`).
+//! rank runs on this host, the one-shot collectives of the world group and
+//! of its splits run on a board in memory the processes share (`shm.rs`,
+//! `split.rs`).
 //!
 //! `HCOMM_TRANSPORT=cma` keeps the single copy for every message and the
 //! collectives off the board; `tcp` forces the streamed path on one host
@@ -21,6 +22,7 @@ mod link;
 mod memfd;
 mod ring;
 mod shm;
+mod split;
 
 use std::io::BufReader;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -113,14 +115,32 @@ pub(crate) struct ProcBackend {
     members: Vec<usize>,
     rank: usize,
     topology: Topology,
-    /// The shared board of the world group when every rank runs on this
-    /// host (`shm.rs`); `None` for subgroups.
+    /// The shared board of the group when every rank of the world runs on
+    /// this host (`shm.rs`): the world group's, or a split's (`split.rs`);
+    /// `None` for other subgroups.
     board: Option<Arc<ShmBoard>>,
 }
 
 impl ProcBackend {
     fn engine(&self) -> &Arc<Engine> {
         &self.handle.0
+    }
+
+    /// The backend of the subgroup `members` (ranks of this group) made
+    /// under `key`, without a board.
+    fn sub(&self, key: &str, members: &[usize]) -> Result<ProcBackend> {
+        let (rank, global) = subgroup_of(self.rank, &self.members, members)?;
+        let group = subgroup_id(self.group, key, &global);
+        self.engine().join_group(group, &global);
+        Ok(ProcBackend {
+            presence: Arc::clone(&self.presence),
+            handle: Arc::clone(&self.handle),
+            group,
+            members: global,
+            rank,
+            topology: subgroup_topology(&self.topology),
+            board: None,
+        })
     }
 }
 
@@ -183,19 +203,15 @@ impl Backend for ProcBackend {
     }
 
     fn subgroup(&self, key: &str, members: &[usize]) -> Result<Arc<dyn Backend>> {
-        let (rank, global) = subgroup_of(self.rank, &self.members, members)?;
-        let group = subgroup_id(self.group, key, &global);
-        self.engine().join_group(group, &global);
-        let topology = subgroup_topology(&self.topology);
-        Ok(Arc::new(ProcBackend {
-            presence: Arc::clone(&self.presence),
-            handle: Arc::clone(&self.handle),
-            group,
-            members: global,
-            rank,
-            topology,
-            board: None,
-        }))
+        Ok(Arc::new(self.sub(key, members)?))
+    }
+
+    fn split(&self, key: &str, members: &[usize], timeout: Duration) -> Result<Arc<dyn Backend>> {
+        let mut sub = self.sub(key, members)?;
+        if self.board.is_some() && sub.members.len() > 1 {
+            sub.board = split::split_board(&sub, timeout)?.map(Arc::new);
+        }
+        Ok(Arc::new(sub))
     }
 
     fn abort(&self, reason: &str) {
@@ -203,8 +219,8 @@ impl Backend for ProcBackend {
     }
 }
 
-/// The shared board of a job's processes on one host (the world group,
-/// when every rank runs here and mapped every region).
+/// The shared board of a job's processes on one host (the world group or
+/// a split of it, when every rank runs here and mapped every region).
 impl Board for ProcBackend {
     fn capacity(&self) -> usize {
         BOARD_BYTES

@@ -84,16 +84,15 @@ impl Ring {
         }
     }
 
-    /// Appends `frame` (the sending side; one thread at a time): false when
-    /// the ring has no room for it now, an error when it never will.
-    pub(super) fn push(&self, frame: &[u8]) -> io::Result<bool> {
-        if frame.len() > CAPACITY {
+    /// Appends one frame made of `parts` end to end (the sending side; one
+    /// thread at a time): false when the ring has no room for it now, an
+    /// error when it never will.
+    pub(super) fn push(&self, parts: &[&[u8]]) -> io::Result<bool> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > CAPACITY {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!(
-                    "a control message of {} bytes exceeds the ring of {CAPACITY}",
-                    frame.len()
-                ),
+                format!("a control message of {len} bytes exceeds the ring of {CAPACITY}"),
             ));
         }
         let head = self.position(HEAD).load(Ordering::Acquire);
@@ -102,22 +101,26 @@ impl Ring {
         if used > CAPACITY {
             return Err(corrupt());
         }
-        if CAPACITY - used < frame.len() {
+        if CAPACITY - used < len {
             return Ok(false);
         }
-        let start = (tail % CAPACITY as u64) as usize;
-        let first = frame.len().min(CAPACITY - start);
-        // SAFETY: both ranges lie in the data area (`start + first <=
-        // CAPACITY`, and the rest from its beginning); they are free (the
-        // receiver read up to `head`, and `tail - head + len <= CAPACITY`),
-        // so the receiver does not read them until `tail` moves below.
-        unsafe {
-            let data = self.base().add(DATA);
-            std::ptr::copy_nonoverlapping(frame.as_ptr(), data.add(start), first);
-            std::ptr::copy_nonoverlapping(frame.as_ptr().add(first), data, frame.len() - first);
+        let mut start = (tail % CAPACITY as u64) as usize;
+        for part in parts {
+            let first = part.len().min(CAPACITY - start);
+            // SAFETY: both ranges lie in the data area (`start + first <=
+            // CAPACITY`, and the rest from its beginning); they are free
+            // (the receiver read up to `head`, and `tail - head + len <=
+            // CAPACITY`), so the receiver does not read them until `tail`
+            // moves below.
+            unsafe {
+                let data = self.base().add(DATA);
+                std::ptr::copy_nonoverlapping(part.as_ptr(), data.add(start), first);
+                std::ptr::copy_nonoverlapping(part.as_ptr().add(first), data, part.len() - first);
+            }
+            start = (start + part.len()) % CAPACITY;
         }
         self.position(TAIL)
-            .store(tail.wrapping_add(frame.len() as u64), Ordering::Release);
+            .store(tail.wrapping_add(len as u64), Ordering::Release);
         Ok(true)
     }
 
@@ -200,7 +203,7 @@ mod tests {
         let mut sent = Vec::new();
         for round in 0..10u8 {
             let f: Vec<u8> = frame.iter().map(|b| b.wrapping_add(round)).collect();
-            assert!(tx.push(&f).unwrap());
+            assert!(tx.push(&[&f[..7], &f[7..]]).unwrap());
             sent.extend_from_slice(&f);
             if round % 2 == 1 {
                 rx.take(&mut out).unwrap();
@@ -212,14 +215,15 @@ mod tests {
         // takes.
         let quarter = vec![7u8; CAPACITY / 4 + 1];
         for _ in 0..3 {
-            assert!(tx.push(&quarter).unwrap());
+            assert!(tx.push(&[&quarter]).unwrap());
         }
-        assert!(!tx.push(&quarter).unwrap());
-        assert!(tx.push(&vec![0; CAPACITY + 1]).is_err());
+        assert!(!tx.push(&[&quarter]).unwrap());
+        assert!(tx.push(&[&vec![0; CAPACITY + 1]]).is_err());
         out.clear();
         assert_eq!(rx.take(&mut out).unwrap(), 3 * quarter.len());
+        assert_eq!(rx.take(&mut out).unwrap(), 0);
         assert!(out.iter().all(|&b| b == 7));
-        assert!(tx.push(&quarter).unwrap());
+        assert!(tx.push(&[&quarter]).unwrap());
     }
 
     #[test]
@@ -230,7 +234,7 @@ mod tests {
         assert!(rx.sleep_begin());
         assert!(tx.receiver_asleep());
         rx.sleep_end();
-        assert!(tx.push(b"x").unwrap());
+        assert!(tx.push(&[b"x"]).unwrap());
         assert!(!rx.sleep_begin());
         assert!(!tx.receiver_asleep());
     }

@@ -227,7 +227,7 @@ impl ProcBoard<'_> {
     }
 }
 
-/// The board of the world group of a job's processes on one host.
+/// The board of a group of a job's processes on one host (the world or a split).
 pub(crate) struct ShmBoard {
     me: usize,
     /// Every rank's region, in rank order (this rank's own included).
