@@ -435,21 +435,10 @@ fn bugs_that_show_only_above_64_ranks_are_rejected_exactly() {
 /// (default 60).
 #[test]
 fn bugs_that_show_only_at_some_points_of_two_lengths_are_rejected_exactly() {
-    use differential::twogen::{self, TwoCase};
+    use differential::twogen;
     let seed = env_u64("HCOMM_DIFF_SEED").unwrap_or(0x5eed);
     let cases = env_u64("HCOMM_TWO_CASES").unwrap_or(60);
-    let runs_to = |tc: &TwoCase, n: i64, m: i64, prologue| {
-        let s: &'static _ = Box::leak(Box::new(tc.case.schedule.clone()));
-        execute_sized(
-            Backend::Host,
-            s,
-            tc.case.world,
-            &[n, m],
-            &tc.sizes(n, m),
-            ACCEPTED_TIMEOUT,
-            prologue,
-        )
-    };
+    let runs_to = run_two;
     let mut counts = BTreeMap::<String, usize>::new();
     let mut disagreements = Vec::new();
     for index in 0..cases {
@@ -505,6 +494,129 @@ fn bugs_that_show_only_at_some_points_of_two_lengths_are_rejected_exactly() {
         disagreements.len()
     );
     assert!(disagreements.is_empty(), "{}", disagreements.join("\n\n"));
+}
+
+/// Runs a [`TwoCase`](differential::twogen::TwoCase) at `(n, m)` on the
+/// host backend.
+fn run_two(
+    tc: &differential::twogen::TwoCase,
+    n: i64,
+    m: i64,
+    prologue: Prologue,
+) -> hcomm::Result<Vec<Vec<Vec<u64>>>> {
+    let s: &'static _ = Box::leak(Box::new(tc.case.schedule.clone()));
+    execute_sized(
+        Backend::Host,
+        s,
+        tc.case.world,
+        &[n, m],
+        &tc.sizes(n, m),
+        ACCEPTED_TIMEOUT,
+        prologue,
+    )
+}
+
+/// The two-length broadcasts under declared ranges
+/// ([`differential::rangegen`]: `n in 0..`, `LO..=HI`, `LO..HI` or the
+/// default, for each of `n` and `m`). The checker is exact for the
+/// declared ranges: a case is rejected for its postcondition, naming a
+/// point `(n, m)`, exactly when its planted gap shows at some point of the
+/// ranges, and its unchecked run there is wrong; every other case, planted
+/// or not, is accepted, runs to the serial reference at every point of
+/// the ranges (unbounded ones up to 3 past their least value, empty
+/// buffers included) and to the checker's prediction at its own point,
+/// and a checked call just outside a declared range is
+/// `Err(Precondition)`. `HCOMM_RANGE_CASES` sets the number of cases
+/// (default 40).
+#[test]
+fn bugs_inside_declared_length_ranges_are_rejected_exactly() {
+    use differential::rangegen;
+    let seed = env_u64("HCOMM_DIFF_SEED").unwrap_or(0x5eed);
+    let cases = env_u64("HCOMM_RANGE_CASES").unwrap_or(40);
+    let mut counts = BTreeMap::<String, usize>::new();
+    let mut disagreements = Vec::new();
+    for index in 0..cases {
+        let rc = rangegen::case(seed, index);
+        let tc = &rc.two;
+        let (n, m) = (tc.case.n, tc.m);
+        let p = prediction_at(&tc.case, &[n, m]);
+        let first = p.1.first().map(ToString::to_string).unwrap_or_default();
+        let right = |n, m, prologue| {
+            run_two(tc, n, m, prologue).map(|out| out.iter().all(|bufs| bufs[OUT] == tc.reference(n, m)))
+        };
+        let wrong = match (rc.witness(), p.0) {
+            (Some((wn, wm)), Verdict::Rejected(DiagKind::PostconditionViolated)) => {
+                let named = first.contains("n = ") && first.contains("m = ");
+                if right(wn, wm, Prologue::Unchecked).unwrap_or(true) {
+                    Some(format!(
+                        "rejected ({first}), but the run at n = {wn}, m = {wm} is right"
+                    ))
+                } else {
+                    (!named).then(|| format!("the diagnostic names no point (n, m): {first}"))
+                }
+            }
+            (None, Verdict::Accepted) => {
+                let [sn, sm] = rc.spans;
+                let predicted = run_two(tc, n, m, Prologue::Checked).map(|out| {
+                    out.iter().enumerate().any(|(r, bufs)| {
+                        p.2.as_ref().is_some_and(|v| {
+                            v[r][OUT]
+                                .iter()
+                                .zip(&bufs[OUT])
+                                .any(|(w, g)| w.is_some_and(|w| w != *g))
+                        })
+                    })
+                });
+                let off = sn
+                    .values(3)
+                    .flat_map(|a| sm.values(3).map(move |b| (a, b)))
+                    .find_map(|(a, b)| match right(a, b, Prologue::Checked) {
+                        Ok(true) => None,
+                        got => Some(format!("accepted, but the run at n = {a}, m = {b} gives {got:?}")),
+                    });
+                let outside = (sn.outside().into_iter().map(|a| (a, sm.lo)))
+                    .chain(sm.outside().into_iter().map(|b| (sn.lo, b)))
+                    .find_map(|(a, b)| match run_two(tc, a, b, Prologue::Checked) {
+                        Err(hcomm::Error::Precondition { .. }) => None,
+                        got => Some(format!(
+                            "n = {a}, m = {b} lies outside the ranges, but the call gives {:?}",
+                            got.map(|_| "Ok")
+                        )),
+                    });
+                match predicted {
+                    Ok(true) => Some("a rank's `out` differs from the checker's prediction".to_owned()),
+                    Err(e) => Some(format!("accepted, but the run failed: {e}")),
+                    Ok(false) => off.or(outside),
+                }
+            }
+            (witness, v) => Some(format!(
+                "the gap shows at {witness:?} of the ranges, but the checker says {v:?}: {first}"
+            )),
+        };
+        let kind = match (tc.gap.is_some(), p.0) {
+            (true, Verdict::Accepted) => "planted, right for its ranges, accepted".to_owned(),
+            (planted, v) => format!("{v:?}, planted {planted}"),
+        };
+        *counts.entry(kind).or_default() += 1;
+        if let Some(w) = wrong {
+            disagreements.push(format!(
+                "{w}\ncase {index} (seed {seed}), world {}, n {n}, m {m}, spans {:?}, planted: {:?}\n{}",
+                tc.case.world, rc.spans, tc.planted, tc.source
+            ));
+        }
+    }
+    eprintln!("length ranges: {counts:?}, {} disagreements", disagreements.len());
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n\n"));
+    for kind in [
+        "Accepted, planted false",
+        "Rejected(PostconditionViolated), planted true",
+        "planted, right for its ranges, accepted",
+    ] {
+        assert!(
+            counts.get(kind).copied().unwrap_or(0) * 8 >= cases as usize,
+            "too few `{kind}`: {counts:?}"
+        );
+    }
 }
 
 /// Generated all-gathervs ([`differential::countgen`]) whose planted bug

@@ -3,10 +3,10 @@
 //! (`hcomm_schedule::predict`) and are run for real through hcomm's
 //! schedule executor ([`interp`]) on the host backend and on the HCCL
 //! stand-in. [`judge`] says whether the two agree. [`postgen`],
-//! [`largegen`], [`twogen`] and [`countgen`] write schedules with
-//! postconditions as text, with planted bugs that show only at some
-//! lengths, above 64 ranks, at some points of two lengths or at
-//! non-uniform counts.
+//! [`largegen`], [`twogen`], [`rangegen`] and [`countgen`] write schedules
+//! with postconditions as text, with planted bugs that show only at some
+//! lengths, above 64 ranks, at some points of two lengths (under declared
+//! length ranges, empty buffers included) or at non-uniform counts.
 #![allow(dead_code, unreachable_pub)]
 
 pub mod build;
@@ -15,6 +15,7 @@ pub mod gen;
 pub mod interp;
 pub mod largegen;
 pub mod postgen;
+pub mod rangegen;
 pub mod render;
 pub mod twogen;
 

@@ -7,6 +7,7 @@
 //! `n = m = 1` and wherever `u ≤ v + d`, wrong elsewhere in the box.
 
 use proptest::prelude::RngExt;
+use proptest::test_runner::TestRng;
 
 use super::gen::Case;
 use super::initial;
@@ -25,6 +26,8 @@ pub struct TwoCase {
     pub source: String,
     /// The planted bug, if any.
     pub planted: Option<String>,
+    /// Where the planted bug shows.
+    pub gap: Option<Gap>,
 }
 
 impl TwoCase {
@@ -41,6 +44,26 @@ impl TwoCase {
     }
 }
 
+/// Where a planted case's pieces leave a gap: at the points where the
+/// length variable `u` passes `v + d` (`0` is `n`, `1` is `m`).
+#[derive(Clone, Copy, Debug)]
+pub struct Gap {
+    /// The variable that must pass the other.
+    pub u: usize,
+    /// The variable it passes.
+    pub v: usize,
+    /// By how much it must pass it.
+    pub d: i64,
+}
+
+impl Gap {
+    /// Whether the gap is there at `(n, m)`: the run is wrong there.
+    pub fn shows(self, n: i64, m: i64) -> bool {
+        let at = [n, m];
+        at[self.u] > at[self.v] + self.d
+    }
+}
+
 /// Case `index` of the run seeded with `seed`.
 ///
 /// # Panics
@@ -51,6 +74,18 @@ pub fn case(seed: u64, index: u64) -> TwoCase {
     let world: i64 = rng.random_range(2..=6);
     let (n, m): (i64, i64) = (rng.random_range(1..=4), rng.random_range(1..=4));
     let extra: i64 = rng.random_range(2..=4);
+    assemble(&mut rng, world, (n, m), extra, "", extra + 1)
+}
+
+/// A case at `world` run at `(n, m)`, `out` of `n + m + extra` elements;
+/// `verify` follows the world in `#[verify]` (`", n in 0.."`), and a
+/// planted first piece ends at most `reach` past `v` (`reach <= extra`
+/// keeps it inside `out` where the other variable may be 0).
+///
+/// # Panics
+///
+/// When the generated text does not parse or resolve (a generator bug).
+pub fn assemble(rng: &mut TestRng, world: i64, (n, m): (i64, i64), extra: i64, verify: &str, reach: i64) -> TwoCase {
     let (v, u) = if rng.random_range(0..2) == 0 {
         ("n", "m")
     } else {
@@ -58,12 +93,17 @@ pub fn case(seed: u64, index: u64) -> TwoCase {
     };
     let buggy = rng.random_range(0..2) == 1;
     let a: i64 = rng.random_range(0..=1);
-    let (end, start, planted) = if buggy {
-        let d: i64 = rng.random_range(0..=extra + 1 - a);
+    let (end, start, gap) = if buggy {
+        let d: i64 = rng.random_range(0..=reach - a);
+        let index = |x: &str| usize::from(x == "m");
         (
             format!("{v} + {}", a + d),
             format!("{u} + {a}"),
-            Some(format!("a gap between the pieces when {u} > {v} + {d}")),
+            Some(Gap {
+                u: index(u),
+                v: index(v),
+                d,
+            }),
         )
     } else {
         (format!("{v} + {a}"), format!("{v} + {a}"), None)
@@ -89,14 +129,19 @@ pub fn case(seed: u64, index: u64) -> TwoCase {
         )
     };
     let source = format!(
-        "#[verify(world in [{world}])]\n#[postcondition(broadcast(out, root = 0))]\n\
+        "#[verify(world in [{world}]{verify})]\n#[postcondition(broadcast(out, root = 0))]\n\
          fn case(inp: &[T; n], out: &mut [T; {len}], acc: &[T; m]) {{\n{body}}}\n"
     );
+    let planted = gap.map(|g| {
+        let name = |i: usize| ["n", "m"][i];
+        format!("a gap between the pieces when {} > {} + {}", name(g.u), name(g.v), g.d)
+    });
     TwoCase {
         case: postgen::text_case(&source, world, n, planted.is_some()),
         m,
         extra,
         source,
         planted,
+        gap,
     }
 }
