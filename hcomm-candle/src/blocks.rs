@@ -4,14 +4,7 @@
 //! on CPU storage by this module's tests).
 
 use candle_core::{Layout, Shape};
-
-/// The dimension a step splits or joins: the first (the sequence) or the
-/// last (the hidden one).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Dim {
-    First,
-    Last,
-}
+use hcomm::tp::Dim;
 
 /// The blocks of a tensor along `axis`: `outer` runs (the product of the
 /// dimensions before it), each of `len` slices of `inner` elements;
@@ -29,15 +22,9 @@ impl Blocks {
     /// The blocks of a tensor of `dims` along `dim`, for `parts` equal
     /// parts; the error names `what` and the cause.
     pub(crate) fn new(dims: &[usize], dim: Dim, parts: usize, what: &str) -> Result<Blocks, String> {
-        let axis = match (dim, dims.len()) {
-            (_, 0) => {
-                return Err(format!(
-                    "{what}: a tensor of no dimensions (a scalar) has no dimension to split or join"
-                ))
-            }
-            (Dim::First, _) => 0,
-            (Dim::Last, n) => n - 1,
-        };
+        let axis = dim
+            .index(dims.len())
+            .ok_or_else(|| format!("{what}: a tensor of no dimensions (a scalar) has no dimension to split or join"))?;
         let len = dims[axis];
         if !len.is_multiple_of(parts) {
             return Err(format!(
@@ -87,7 +74,9 @@ mod tests {
     use candle_core::backend::BackendStorage;
     use candle_core::{CpuStorage, Device, Tensor};
 
-    use super::{Blocks, Dim};
+    use hcomm::tp::Dim;
+
+    use super::Blocks;
 
     /// Rank `r`'s tensor of `dims`: distinct values per rank and element.
     fn rank_tensor(r: usize, dims: &[usize]) -> Tensor {

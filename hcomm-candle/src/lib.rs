@@ -77,8 +77,6 @@ mod claim;
 #[cfg(feature = "cuda")]
 mod cuda;
 pub mod device;
-#[cfg(any(feature = "cuda", test))]
-mod step;
 
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp1, InplaceOp1, Layout, Shape, Tensor, WithDType};

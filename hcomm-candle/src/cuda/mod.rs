@@ -116,7 +116,11 @@ pub(crate) fn apply(
 ) -> candle_core::Result<(CudaStorage, Shape)> {
     let what = mapping.name();
     nccl_only(group, what)?;
-    let step = crate::step::of(mapping, backward).map_err(precondition)?;
+    let step = if backward {
+        mapping.backward_step()
+    } else {
+        mapping.forward_step()
+    };
     with_type!(storage.dtype(), T => {
         agree::all_agree::<T>(group, what, &storage.device, layout.dims(), true)?;
         steps::run::<T>(group, step, what, storage, layout)

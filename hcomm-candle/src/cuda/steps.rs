@@ -1,15 +1,17 @@
-//! The steps of Megatron-LM's mappings ([`crate::step`]) on CUDA storage: the collectives run on device memory through the NCCL backend,
-//! and the copies around them (a contiguous copy, a rank's slice, the
-//! blocks of a gather or a reduce-scatter along an inner dimension) are
-//! candle's own strided copies on its stream.
+//! The steps of Megatron-LM's mappings ([`hcomm::tp::Step`], the table on
+//! [`hcomm::tp::Mapping`]) on CUDA storage: the collectives run on device
+//! memory through the NCCL backend, and the copies around them (a
+//! contiguous copy, a rank's slice, the blocks of a gather or a
+//! reduce-scatter along an inner dimension) are candle's own strided
+//! copies on its stream.
 
 use candle_core::backend::BackendStorage;
 use candle_core::{CudaDevice, CudaStorage, Layout, Shape};
+use hcomm::tp::{Dim, Step};
 use hcomm::{Comm, ReduceOp};
 
 use super::{lend, precondition, CudaElement};
-use crate::blocks::{Blocks, Dim};
-use crate::step::Step;
+use crate::blocks::Blocks;
 use crate::to_candle;
 
 /// `step` on the tensor of `storage` and `layout` (any strides and start
@@ -43,6 +45,9 @@ pub(super) fn run<T: CudaElement>(
         }
         Step::AllGather(dim) => all_gather::<T>(group, dim, what, storage, layout),
         Step::ReduceScatter(dim) => reduce_scatter::<T>(group, dim, what, storage, layout),
+        other => Err(precondition(format!(
+            "{what}: this version of hcomm_candle has no CUDA step for {other:?}. hint: apply the mapping to a CPU tensor"
+        ))),
     }
 }
 

@@ -1,7 +1,8 @@
 //! Tensor-parallel operations on `ndarray` arrays: the sums, gathers and
 //! splits of Megatron-LM's column- and row-parallel layers, and
 //! Megatron-LM's paired mappings ([`Mapping`]), each forward with the
-//! backward that autograd runs for it.
+//! backward that autograd runs for it, and the table of their [`Step`]s
+//! (on [`Mapping`]) for code that runs them on memory of its own.
 //!
 //! Every operation is collective over `group` (usually
 //! [`Context::tp`](crate::parallel::Context::tp)) except [`split`]. `dim`
@@ -43,6 +44,7 @@
 
 mod mapping;
 mod ops;
+mod step;
 
 pub use mapping::{
     copy_to_tensor_model_parallel_region, gather_from_sequence_parallel_region,
@@ -51,3 +53,4 @@ pub use mapping::{
     scatter_to_tensor_model_parallel_region, Mapping,
 };
 pub use ops::{all_gather, all_reduce, all_reduce_with, reduce_scatter, split};
+pub use step::{Dim, Step};
