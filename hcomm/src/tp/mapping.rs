@@ -216,7 +216,7 @@ mod tests {
             Step::AllReduce => sum(),
             Step::Split(d) => part(&xs[r], d),
             Step::AllGather(d) => {
-                let views: Vec<_> = xs.iter().map(Array2::view).collect();
+                let views: Vec<_> = xs.iter().map(|x| x.view()).collect();
                 concatenate(axis(d), &views).unwrap()
             }
             Step::ReduceScatter(d) => part(&sum(), d),
