@@ -394,11 +394,21 @@ pub(crate) fn connect(
         let wait = deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_secs(1));
-        let theirs = handshake(&mut stream, &me, Some(peer), wait).map_err(|why| Error::Config {
-            message: format!(
-                "rank {rank}: rank {peer} at {addr} failed the handshake: {why}; hint: every process of a job needs \
-                 the same `{SECRET_VAR}`"
-            ),
+        let started = Instant::now();
+        let theirs = handshake(&mut stream, &me, Some(peer), wait).map_err(|why| match why {
+            // a peer that is frozen or too slow, not one that refused us
+            Refusal::Quiet(e) => Error::Timeout {
+                operation: format!("the handshake with rank {peer} at {addr} ({e})"),
+                rank,
+                waited: started.elapsed(),
+                limit: timeout,
+            },
+            Refusal::Said(why) => Error::Config {
+                message: format!(
+                    "rank {rank}: rank {peer} at {addr} failed the handshake: {why}; hint: every process of a job \
+                     needs the same `{SECRET_VAR}`"
+                ),
+            },
         })?;
         *slot = Some((stream, theirs));
     }
@@ -621,7 +631,7 @@ fn accept_peers(
 ) -> Result<()> {
     let (rank, world) = (me.rank, me.world);
     listener.set_nonblocking(true).map_err(|e| os_error("listener", &e))?;
-    let (done_tx, done_rx) = std::sync::mpsc::channel::<(TcpStream, std::result::Result<Peer, String>)>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<(TcpStream, std::result::Result<Peer, Refusal>)>();
     let mut pending = 0usize;
     let mut accepted = 0;
     let mut next_check = Instant::now();
@@ -705,10 +715,10 @@ fn handshake(
     me: &Me,
     expect: Option<usize>,
     wait: Duration,
-) -> std::result::Result<Peer, String> {
-    let nonce = auth::nonce().map_err(|e| e.to_string())?;
+) -> std::result::Result<Peer, Refusal> {
+    let nonce = auth::nonce().map_err(|e| Refusal::Said(e.to_string()))?;
     let mut buf = Vec::new();
-    let io = |e: std::io::Error| e.to_string();
+    let io = Refusal::from_io;
     stream.set_read_timeout(Some(wait)).map_err(io)?;
     let hello = Msg::Hello {
         rank: me.rank as u32,
@@ -735,10 +745,12 @@ fn handshake(
         cores,
     } = theirs
     else {
-        return Err("its first message is not a hello".into());
+        return Err(Refusal::Said("its first message is not a hello".into()));
     };
     if job != me.job {
-        return Err("it belongs to another job (or has a wrong secret)".into());
+        return Err(Refusal::Said(
+            "it belongs to another job (or has a wrong secret)".into(),
+        ));
     }
     let r = their_rank as usize;
     let fits = match expect {
@@ -746,7 +758,10 @@ fn handshake(
         None => r > me.rank && r < me.world,
     };
     if !fits {
-        return Err(format!("it claims rank {r}, not one rank {} expects there", me.rank));
+        return Err(Refusal::Said(format!(
+            "it claims rank {r}, not one rank {} expects there",
+            me.rank
+        )));
     }
     let mine = (me.rank as u64).to_le_bytes();
     let their = (r as u64).to_le_bytes();
@@ -765,7 +780,9 @@ fn handshake(
         .secret
         .verify(b"hcomm hello", &[&their_nonce, &nonce, &their, &mine, &job], &proof.tag)
     {
-        return Err(format!("its proof for rank {r} does not verify (a wrong secret)"));
+        return Err(Refusal::Said(format!(
+            "its proof for rank {r} does not verify (a wrong secret)"
+        )));
     }
     if expect.is_none() {
         write_frame(stream, &Proof { tag }, &mut buf).map_err(io)?;
@@ -786,6 +803,35 @@ fn handshake(
         cores,
         link_key,
     })
+}
+
+/// Why a peer failed the handshake.
+#[derive(Debug)]
+enum Refusal {
+    /// It said nothing within the wait (a frozen or overloaded process):
+    /// the read timed out.
+    Quiet(std::io::Error),
+    /// It answered wrongly, or the connection failed or ended (a peer that
+    /// refuses a wrong secret closes the connection).
+    Said(String),
+}
+
+impl Refusal {
+    fn from_io(e: std::io::Error) -> Refusal {
+        match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => Refusal::Quiet(e),
+            _ => Refusal::Said(e.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Quiet(e) => write!(f, "it said nothing in time ({e})"),
+            Refusal::Said(why) => f.write_str(why),
+        }
+    }
 }
 
 /// The reader and writer threads of the connection to `peer`.
@@ -996,6 +1042,35 @@ mod tests {
         assert_eq!(link_key, b.link_key);
         assert_ne!(link_key, [0; auth::KEY_BYTES]);
         assert_ne!(link_key, secret.derive(b"hcomm link", &[]));
+    }
+
+    /// A rank 0 whose process is frozen: the kernel accepts the connection
+    /// into the listener's backlog, and nobody answers the hello. Rank 1's
+    /// handshake is a timeout, not a configuration error about the secret.
+    #[test]
+    fn a_silent_peer_in_the_handshake_is_a_timeout_naming_it() {
+        let secret = JobSecret::new("0123456789abcdef-quiet").unwrap();
+        let board = Board::default();
+        let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let endpoint = postcard::to_stdvec(&Endpoint {
+            ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port,
+        })
+        .unwrap();
+        board.publish("hcomm/peer/0", &endpoint).unwrap();
+        let start = Instant::now();
+        let got = connect(&board, 1, 2, &Topology::FullMesh, Duration::from_secs(1), &[0], &secret);
+        let took = start.elapsed();
+        match got {
+            Err(Error::Timeout { operation, rank: 1, .. }) => {
+                assert!(operation.contains("rank 0"), "{operation}");
+            }
+            Err(e) => panic!("expected a timeout naming rank 0, got {e}"),
+            Ok(_) => panic!("joined a job whose rank 0 never answered"),
+        }
+        assert!(took < Duration::from_secs(3), "took {took:?}");
+        drop(silent);
     }
 
     #[test]
