@@ -28,6 +28,10 @@ DEADLOCK = (
     "}"
 )
 
+# The same ring with a length range: empty buffers allowed, at most 2
+# elements per rank.
+RANGED = RING.replace("world in 1..=3", "world in 1..=4, n in 0..=2").replace("fn ring", "fn ranged")
+
 SCALED = """
     #[verify(world in 1..=4)]
     fn reduce_blocks(x: &[T; k * world], out: &mut [T; k], op: ReduceOp) {
@@ -73,3 +77,19 @@ def test_wrong_number_of_arrays_names_the_parameters(comm):
 def test_two_items_are_refused():
     with pytest.raises(hcomm.Precondition, match="holds 2 schedules"):
         hcomm.Schedule(RING + RING.replace("fn ring", "fn ring2"))
+
+
+def test_length_range_from_text_runs_empty_buffers_and_refuses_values_outside(comm):
+    w, r = comm.size(), comm.rank()
+    ranged = hcomm.Schedule(RANGED)
+    # n = 0: an empty bucket runs the schedule (the ranks still agree)
+    empty = np.zeros(0, dtype=np.float32)
+    ranged(comm, np.zeros(0, dtype=np.float32), empty)
+    assert empty.size == 0
+    x = np.array([r, 10 + r], dtype=np.float32)
+    out = np.zeros(2 * w, dtype=np.float32)
+    ranged(comm, x, out)
+    np.testing.assert_array_equal(out, np.array([[q, 10 + q] for q in range(w)], dtype=np.float32).ravel())
+    # n = 3 lies outside 0..=2: every rank refuses it before communicating
+    with pytest.raises(hcomm.Precondition, match=r"length variable `n` = 3 .*outside its range 0\.\.=2"):
+        ranged(comm, np.zeros(3, dtype=np.float32), np.zeros(3 * w, dtype=np.float32))
