@@ -10,7 +10,6 @@
 //! The processes are this test binary itself, running the ignored test
 //! `shm_rank` with `HCOMM_TEST_SCENARIO` naming what to do.
 
-use std::collections::BTreeSet;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
@@ -18,7 +17,7 @@ use hcomm::{Algorithm, Collective, Comm, ReduceOp};
 
 mod common;
 
-use common::{assert_all_said, launch_entry, said, text, SCENARIO};
+use common::{assert_all_said, dev_shm, launch_entry, said, text, SCENARIO};
 
 /// The board's size per rank, in bytes (`BOARD_BYTES`).
 const BOARD: usize = 64 << 10;
@@ -26,20 +25,6 @@ const BOARD: usize = 64 << 10;
 /// `hcomm-run -n N` this binary's `shm_rank` with `scenario`.
 fn launch(n: usize, scenario: &str, extra_env: &[(&str, &str)]) -> Output {
     launch_entry(n, "shm_rank", scenario, extra_env)
-}
-
-/// The names in `/dev/shm` that could be hcomm's (other programs on a
-/// shared host, Open MPI among them, put their own there meanwhile).
-fn dev_shm() -> BTreeSet<String> {
-    std::fs::read_dir("/dev/shm").map_or_else(
-        |_| BTreeSet::new(),
-        |d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.contains("hcomm"))
-                .collect()
-        },
-    )
 }
 
 #[test]

@@ -10,30 +10,16 @@
 //! The processes are this test binary itself, running the ignored test
 //! `split_rank` with `HCOMM_TEST_SCENARIO` naming what to do.
 
-use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use hcomm::{Algorithm, Collective, Comm, ReduceOp};
 
 mod common;
 
-use common::{assert_all_said, launch_entry, said, text, SCENARIO};
+use common::{assert_all_said, dev_shm, launch_entry, said, text, SCENARIO};
 
 /// The board's size per rank, in bytes (`BOARD_BYTES`).
 const BOARD: usize = 64 << 10;
-
-/// The names in `/dev/shm` that could be hcomm's.
-fn dev_shm() -> BTreeSet<String> {
-    std::fs::read_dir("/dev/shm").map_or_else(
-        |_| BTreeSet::new(),
-        |d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.contains("hcomm"))
-                .collect()
-        },
-    )
-}
 
 #[test]
 fn splits_of_four_processes_run_one_shot_collectives_on_boards_of_their_own() {

@@ -6,6 +6,7 @@
 //! `scenario passed`.
 #![allow(dead_code, unreachable_pub)]
 
+use std::collections::BTreeSet;
 use std::process::{Command, Output};
 
 /// The variable that names the scenario a rank runs.
@@ -60,4 +61,18 @@ pub fn assert_all_said(o: &Output, n: usize, what: &str) {
 pub fn assert_all_passed(o: &Output, n: usize) {
     assert!(o.status.success(), "{}", text(o));
     assert_all_said(o, n, "scenario passed");
+}
+
+/// The names in `/dev/shm` that could be hcomm's (other programs on a
+/// shared host, Open MPI among them, put their own there meanwhile).
+pub fn dev_shm() -> BTreeSet<String> {
+    std::fs::read_dir("/dev/shm").map_or_else(
+        |_| BTreeSet::new(),
+        |d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.contains("hcomm"))
+                .collect()
+        },
+    )
 }
