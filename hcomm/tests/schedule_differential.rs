@@ -438,7 +438,6 @@ fn bugs_that_show_only_at_some_points_of_two_lengths_are_rejected_exactly() {
     use differential::twogen;
     let seed = env_u64("HCOMM_DIFF_SEED").unwrap_or(0x5eed);
     let cases = env_u64("HCOMM_TWO_CASES").unwrap_or(60);
-    let runs_to = run_two;
     let mut counts = BTreeMap::<String, usize>::new();
     let mut disagreements = Vec::new();
     for index in 0..cases {
@@ -447,25 +446,9 @@ fn bugs_that_show_only_at_some_points_of_two_lengths_are_rejected_exactly() {
         let p = prediction_at(&tc.case, &[n, m]);
         let first = p.1.first().map(ToString::to_string).unwrap_or_default();
         let wrong = match (&tc.planted, p.0) {
-            (None, Verdict::Accepted) => match runs_to(&tc, n, m, Prologue::Checked) {
-                Err(e) => Some(format!("accepted, but the run failed: {e}")),
-                Ok(out) => out.iter().enumerate().find_map(|(r, bufs)| {
-                    let predicted = p.2.as_ref().map(|v| &v[r][OUT]);
-                    let differs = predicted
-                        .is_some_and(|want| want.iter().zip(&bufs[OUT]).any(|(w, g)| w.is_some_and(|w| w != *g)));
-                    if differs {
-                        Some(format!("rank {r}'s `out` differs from the checker's prediction"))
-                    } else {
-                        (bufs[OUT] != tc.reference(n, m))
-                            .then(|| format!("rank {r}'s `out` differs from the serial reference"))
-                    }
-                }),
-            },
+            (None, Verdict::Accepted) => accepted_two_run(&tc, &p, n, m),
             (Some(_), Verdict::Rejected(DiagKind::PostconditionViolated)) => {
-                let right = |n, m| {
-                    runs_to(&tc, n, m, Prologue::Unchecked)
-                        .is_ok_and(|out| out.iter().all(|bufs| bufs[OUT] == tc.reference(n, m)))
-                };
+                let right = |n, m| two_right(&tc, n, m, Prologue::Unchecked).unwrap_or(false);
                 let named = first.contains("n = ") && first.contains("m = ");
                 if !right(1, 1) {
                     Some("the planted bug shows at n = m = 1 already".to_owned())
@@ -516,6 +499,35 @@ fn run_two(
     )
 }
 
+/// Whether every rank's `out` ends as `tc`'s serial reference at `(n, m)`.
+fn two_right(tc: &differential::twogen::TwoCase, n: i64, m: i64, prologue: Prologue) -> hcomm::Result<bool> {
+    run_two(tc, n, m, prologue).map(|out| out.iter().all(|bufs| bufs[OUT] == tc.reference(n, m)))
+}
+
+/// What is wrong with an accepted `tc` run, checked, at `(n, m)`: the run
+/// fails, or a rank's `out` differs from the checker's prediction `p` (at
+/// that point) or from the serial reference.
+fn accepted_two_run(
+    tc: &differential::twogen::TwoCase,
+    p: &differential::Prediction,
+    n: i64,
+    m: i64,
+) -> Option<String> {
+    match run_two(tc, n, m, Prologue::Checked) {
+        Err(e) => Some(format!("accepted, but the run failed: {e}")),
+        Ok(out) => out.iter().enumerate().find_map(|(r, bufs)| {
+            let predicted = p.2.as_ref().map(|v| &v[r][OUT]);
+            let differs =
+                predicted.is_some_and(|want| want.iter().zip(&bufs[OUT]).any(|(w, g)| w.is_some_and(|w| w != *g)));
+            if differs {
+                Some(format!("rank {r}'s `out` differs from the checker's prediction"))
+            } else {
+                (bufs[OUT] != tc.reference(n, m)).then(|| format!("rank {r}'s `out` differs from the serial reference"))
+            }
+        }),
+    }
+}
+
 /// The two-length broadcasts under declared ranges
 /// ([`differential::rangegen`]: `n in 0..`, `LO..=HI`, `LO..HI` or the
 /// default, for each of `n` and `m`). The checker is exact for the
@@ -541,9 +553,7 @@ fn bugs_inside_declared_length_ranges_are_rejected_exactly() {
         let (n, m) = (tc.case.n, tc.m);
         let p = prediction_at(&tc.case, &[n, m]);
         let first = p.1.first().map(ToString::to_string).unwrap_or_default();
-        let right = |n, m, prologue| {
-            run_two(tc, n, m, prologue).map(|out| out.iter().all(|bufs| bufs[OUT] == tc.reference(n, m)))
-        };
+        let right = |n, m, prologue| two_right(tc, n, m, prologue);
         let wrong = match (rc.witness(), p.0) {
             (Some((wn, wm)), Verdict::Rejected(DiagKind::PostconditionViolated)) => {
                 let named = first.contains("n = ") && first.contains("m = ");
@@ -557,16 +567,6 @@ fn bugs_inside_declared_length_ranges_are_rejected_exactly() {
             }
             (None, Verdict::Accepted) => {
                 let [sn, sm] = rc.spans;
-                let predicted = run_two(tc, n, m, Prologue::Checked).map(|out| {
-                    out.iter().enumerate().any(|(r, bufs)| {
-                        p.2.as_ref().is_some_and(|v| {
-                            v[r][OUT]
-                                .iter()
-                                .zip(&bufs[OUT])
-                                .any(|(w, g)| w.is_some_and(|w| w != *g))
-                        })
-                    })
-                });
                 let off = sn
                     .values(3)
                     .flat_map(|a| sm.values(3).map(move |b| (a, b)))
@@ -583,11 +583,7 @@ fn bugs_inside_declared_length_ranges_are_rejected_exactly() {
                             got.map(|_| "Ok")
                         )),
                     });
-                match predicted {
-                    Ok(true) => Some("a rank's `out` differs from the checker's prediction".to_owned()),
-                    Err(e) => Some(format!("accepted, but the run failed: {e}")),
-                    Ok(false) => off.or(outside),
-                }
+                accepted_two_run(tc, &p, n, m).or(off).or(outside)
             }
             (witness, v) => Some(format!(
                 "the gap shows at {witness:?} of the ranges, but the checker says {v:?}: {first}"
