@@ -142,21 +142,6 @@ fn mapped(comm: &Comm, device: &Device, mapping: Mapping, how: Input) -> candle_
     ))
 }
 
-const MAPPINGS: [Mapping; 8] = [
-    Mapping::CopyToTensorModelParallelRegion,
-    Mapping::ReduceFromTensorModelParallelRegion,
-    Mapping::ScatterToTensorModelParallelRegion,
-    Mapping::GatherFromTensorModelParallelRegion,
-    Mapping::ScatterToSequenceParallelRegion,
-    Mapping::GatherFromSequenceParallelRegion {
-        tensor_parallel_output_grad: true,
-    },
-    Mapping::GatherFromSequenceParallelRegion {
-        tensor_parallel_output_grad: false,
-    },
-    Mapping::ReduceScatterToSequenceParallelRegion,
-];
-
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
@@ -164,7 +149,7 @@ fn bits(v: &[f32]) -> Vec<u32> {
 #[test]
 fn every_mapping_forward_and_backward_on_cuda_equals_the_cpu() {
     let Some(nccl) = nccl() else { return };
-    let cases: Vec<(Mapping, Input)> = MAPPINGS.iter().flat_map(|&m| INPUTS.map(|how| (m, how))).collect();
+    let cases: Vec<(Mapping, Input)> = Mapping::ALL.iter().flat_map(|&m| INPUTS.map(|how| (m, how))).collect();
     let all = |comm: &Comm, device: &Device| {
         cases
             .iter()

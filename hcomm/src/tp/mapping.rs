@@ -56,6 +56,23 @@ pub enum Mapping {
 }
 
 impl Mapping {
+    /// Every mapping, in the order of the table above (the sequence
+    /// gather with and without a tensor-parallel output gradient).
+    pub const ALL: &'static [Mapping] = &[
+        Mapping::CopyToTensorModelParallelRegion,
+        Mapping::ReduceFromTensorModelParallelRegion,
+        Mapping::ScatterToTensorModelParallelRegion,
+        Mapping::GatherFromTensorModelParallelRegion,
+        Mapping::ScatterToSequenceParallelRegion,
+        Mapping::GatherFromSequenceParallelRegion {
+            tensor_parallel_output_grad: true,
+        },
+        Mapping::GatherFromSequenceParallelRegion {
+            tensor_parallel_output_grad: false,
+        },
+        Mapping::ReduceScatterToSequenceParallelRegion,
+    ];
+
     /// The mapping's row of the table: Megatron-LM's name, the forward
     /// step and the backward step.
     fn row(self) -> (&'static str, Step, Step) {
@@ -178,21 +195,6 @@ mod tests {
 
     use super::{Dim, Mapping, Step};
 
-    const MAPPINGS: [Mapping; 8] = [
-        Mapping::CopyToTensorModelParallelRegion,
-        Mapping::ReduceFromTensorModelParallelRegion,
-        Mapping::ScatterToTensorModelParallelRegion,
-        Mapping::GatherFromTensorModelParallelRegion,
-        Mapping::ScatterToSequenceParallelRegion,
-        Mapping::GatherFromSequenceParallelRegion {
-            tensor_parallel_output_grad: true,
-        },
-        Mapping::GatherFromSequenceParallelRegion {
-            tensor_parallel_output_grad: false,
-        },
-        Mapping::ReduceScatterToSequenceParallelRegion,
-    ];
-
     /// Rank `r`'s input, 6 by 6 (2 and 3 divide both lengths): distinct
     /// values per rank and element.
     fn input(r: usize) -> Array2<f32> {
@@ -226,7 +228,7 @@ mod tests {
     #[test]
     fn each_mappings_steps_do_what_its_forward_and_backward_do_on_host_ranks() {
         for w in [2, 3] {
-            for mapping in MAPPINGS {
+            for &mapping in Mapping::ALL {
                 for (backward, step) in [(false, mapping.forward_step()), (true, mapping.backward_step())] {
                     let got = crate::host::run(w, |comm| {
                         let x = input(comm.rank());
